@@ -1,0 +1,29 @@
+# Warnings, sanitizers and platform definitions shared by every Ferry target, through the
+# interface target ferry_options.
+add_library(ferry_options INTERFACE)
+
+if(MSVC)
+  target_compile_options(ferry_options INTERFACE /W4 /permissive- /utf-8 /Zc:__cplusplus)
+  if(FERRY_WERROR)
+    target_compile_options(ferry_options INTERFACE /WX)
+  endif()
+else()
+  target_compile_options(ferry_options INTERFACE -Wall -Wextra -Wpedantic -Wshadow
+                                                 -Wnon-virtual-dtor)
+  if(FERRY_WERROR)
+    target_compile_options(ferry_options INTERFACE -Werror)
+  endif()
+endif()
+
+if(WIN32)
+  # Windows 10 APIs (PrefetchVirtualMemory, GetFileInformationByHandleEx); no min/max macros.
+  target_compile_definitions(ferry_options INTERFACE _WIN32_WINNT=0x0A00 WINVER=0x0A00
+                                                     NOMINMAX WIN32_LEAN_AND_MEAN UNICODE _UNICODE)
+endif()
+
+if(FERRY_SANITIZE)
+  list(JOIN FERRY_SANITIZE "," _ferry_sanitizers)
+  add_compile_options(-fsanitize=${_ferry_sanitizers} -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${_ferry_sanitizers})
+endif()

@@ -1,0 +1,42 @@
+# Third-party packages, all from the system (Debian packages, the CUDA toolkit, vcpkg on
+# Windows). Nothing is downloaded or vendored.
+find_package(Threads REQUIRED)
+
+# nlohmann-json (header only). A cross build searches only the mingw sysroot, which has no copy:
+# expose just the host's nlohmann/ folder, never the whole of /usr/include.
+find_package(nlohmann_json 3.10 CONFIG QUIET)
+if(NOT TARGET nlohmann_json::nlohmann_json)
+  if(CMAKE_CROSSCOMPILING AND EXISTS "/usr/include/nlohmann/json.hpp")
+    set(_ferry_json_dir "${CMAKE_BINARY_DIR}/host-headers")
+    file(MAKE_DIRECTORY "${_ferry_json_dir}")
+    file(CREATE_LINK "/usr/include/nlohmann" "${_ferry_json_dir}/nlohmann" SYMBOLIC)
+    add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
+    target_include_directories(nlohmann_json::nlohmann_json SYSTEM INTERFACE "${_ferry_json_dir}")
+  else()
+    message(FATAL_ERROR "nlohmann-json not found: install nlohmann-json3-dev (scripts/setup-debian.sh)")
+  endif()
+endif()
+
+# CUDA toolkit: the runtime and cuBLAS come from it; the backend is built when it is found.
+set(FERRY_HAVE_CUDA OFF)
+if(NOT FERRY_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(FERRY_HAVE_CUDA ON)
+  elseif(FERRY_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FERRY_CUDA=ON but the CUDA toolkit was not found")
+  endif()
+endif()
+
+# GoogleTest: built from Debian's sources with this lane's compiler and flags (the mingw lane
+# needs that), else an installed package (vcpkg on Windows).
+if(FERRY_BUILD_TESTS)
+  if(EXISTS "/usr/src/googletest/CMakeLists.txt")
+    set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+    set(gtest_force_shared_crt ON CACHE BOOL "" FORCE)
+    add_subdirectory(/usr/src/googletest "${CMAKE_BINARY_DIR}/googletest" EXCLUDE_FROM_ALL SYSTEM)
+  else()
+    find_package(GTest REQUIRED)
+  endif()
+  include(GoogleTest)
+endif()

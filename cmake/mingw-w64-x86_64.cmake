@@ -1,0 +1,22 @@
+# Cross-compiling Ferry's core for Windows x64 with mingw-w64 (the -posix flavour has
+# std::thread). Test executables run under Wine through CMAKE_CROSSCOMPILING_EMULATOR.
+set(CMAKE_SYSTEM_NAME Windows)
+set(CMAKE_SYSTEM_PROCESSOR x86_64)
+
+set(CMAKE_C_COMPILER x86_64-w64-mingw32-gcc-posix)
+set(CMAKE_CXX_COMPILER x86_64-w64-mingw32-g++-posix)
+set(CMAKE_RC_COMPILER x86_64-w64-mingw32-windres)
+
+set(CMAKE_FIND_ROOT_PATH /usr/x86_64-w64-mingw32)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+
+# Static runtime: the executables need no mingw DLLs next to them.
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
+
+find_program(FERRY_WINE wine64 wine)
+if(FERRY_WINE)
+  set(CMAKE_CROSSCOMPILING_EMULATOR "${FERRY_WINE}")
+endif()

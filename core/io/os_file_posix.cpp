@@ -1,0 +1,191 @@
+// POSIX side of MappedFile and DirectReader: open/fstat, mmap PROT_READ + MAP_SHARED, madvise,
+// O_DIRECT + pread, and a SIGBUS guard for copies out of mappings.
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+
+namespace ferry::io::detail {
+namespace {
+
+int fd_of(NativeHandle handle) { return static_cast<int>(handle); }
+
+std::size_t page_size() {
+  static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+int open_regular(const std::filesystem::path& path, int flags, std::uint64_t& size) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), flags | O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw posix_error(ErrorCode::kIo, "cannot read the size of " + display(path), err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorCode::kIo, display(path) + " is not a regular file");
+  }
+  size = static_cast<std::uint64_t>(st.st_size);
+  return fd;
+}
+
+// ---- SIGBUS guard ----
+// A copy out of a mapping whose file shrank (or whose device went away) raises SIGBUS. The guard
+// turns that into a `false` return on the copying thread; a SIGBUS anywhere else goes to the
+// handler that was installed before ours (the default one terminates, ASan's reports).
+
+struct FaultGuard {
+  sigjmp_buf env;
+  volatile sig_atomic_t active = 0;
+};
+
+thread_local FaultGuard* t_guard = nullptr;
+struct sigaction g_previous_sigbus {};
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  FaultGuard* guard = t_guard;
+  if (guard != nullptr && guard->active) {
+    guard->active = 0;
+    siglongjmp(guard->env, 1);
+  }
+  // Not ours: put the previous handler back; returning re-runs the faulting access under it.
+  (void)sig;
+  (void)info;
+  (void)context;
+  sigaction(SIGBUS, &g_previous_sigbus, nullptr);
+}
+
+void install_sigbus_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+}  // namespace
+
+std::size_t map_granularity() { return page_size(); }
+
+MappingHandles open_for_mapping(const std::filesystem::path& path) {
+  MappingHandles handles;
+  const int fd = open_regular(path, 0, handles.size);
+  if (fd < 0) throw posix_error(ErrorCode::kIo, "cannot open " + display(path), errno);
+  handles.file = fd;
+  return handles;
+}
+
+void close_mapping(const MappingHandles& handles) noexcept {
+  if (handles.file != kNoHandle) ::close(fd_of(handles.file));
+}
+
+void* map_region(const MappingHandles& handles, std::uint64_t offset, std::size_t length,
+                 const std::filesystem::path& path) {
+  void* base = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd_of(handles.file),
+                      static_cast<off_t>(offset));
+  if (base == MAP_FAILED) {
+    throw posix_error(errno == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kIo,
+                      "cannot map " + std::to_string(length) + " bytes of " + display(path) +
+                          " at offset " + std::to_string(offset),
+                      errno);
+  }
+  return base;
+}
+
+void unmap_region(void* base, std::size_t length) noexcept { ::munmap(base, length); }
+
+void advise_willneed(const void* base, std::size_t length) noexcept {
+  ::madvise(const_cast<void*>(base), length, MADV_WILLNEED);
+}
+
+void advise_dontneed(const void* base, std::size_t length) noexcept {
+  ::madvise(const_cast<void*>(base), length, MADV_DONTNEED);
+}
+
+bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept {
+  install_sigbus_handler();
+  FaultGuard guard;
+  FaultGuard* const outer = t_guard;
+  t_guard = &guard;
+  if (sigsetjmp(guard.env, 0) != 0) {
+    t_guard = outer;
+    return false;
+  }
+  guard.active = 1;
+  std::memcpy(dst, src, n);
+  guard.active = 0;
+  t_guard = outer;
+  return true;
+}
+
+DirectHandle open_direct(const std::filesystem::path& path) {
+  DirectHandle handle;
+  int fd = open_regular(path, O_DIRECT, handle.size);
+  handle.unbuffered = fd >= 0;
+  if (fd < 0 && errno == EINVAL) {
+    // The file system has no O_DIRECT (tmpfs, some FUSE): read through the page cache instead.
+    fd = open_regular(path, 0, handle.size);
+  }
+  if (fd < 0) throw posix_error(ErrorCode::kIo, "cannot open " + display(path), errno);
+  handle.file = fd;
+  handle.alignment = page_size();
+#ifdef STATX_DIOALIGN
+  struct statx stx {};
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+      (stx.stx_mask & STATX_DIOALIGN) != 0) {
+    const std::size_t need = std::max(stx.stx_dio_mem_align, stx.stx_dio_offset_align);
+    while (handle.alignment < need) handle.alignment *= 2;
+  }
+#endif
+  if (!handle.unbuffered) {
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
+  return handle;
+}
+
+void close_direct(const DirectHandle& handle) noexcept {
+  if (handle.file != kNoHandle) ::close(fd_of(handle.file));
+}
+
+std::size_t read_direct(const DirectHandle& handle, std::uint64_t offset, void* buffer,
+                        std::size_t length, const std::filesystem::path& path) {
+  std::size_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd_of(handle.file), static_cast<char*>(buffer) + done,
+                              length - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw posix_error(ErrorCode::kIo,
+                        "reading " + display(path) + " at offset " + std::to_string(offset + done) +
+                            " failed",
+                        errno);
+    }
+    if (n == 0) break;  // end of file
+    done += static_cast<std::size_t>(n);
+    // After a short read O_DIRECT needs the next request aligned again; a short read that is not
+    // a multiple of the alignment only happens at the end of the file.
+    if (done % handle.alignment != 0) break;
+  }
+  return done;
+}
+
+}  // namespace ferry::io::detail

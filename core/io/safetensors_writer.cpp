@@ -1,0 +1,91 @@
+#include "core/io/safetensors_writer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+
+namespace ferry::io {
+namespace {
+
+constexpr std::size_t kChunkBytes = std::size_t{8} << 20;
+
+}  // namespace
+
+std::uint64_t TensorSpec::bytes() const {
+  std::uint64_t n = dtype_size(dtype);
+  for (std::uint64_t d : shape) n *= d;
+  return n;
+}
+
+std::string safetensors_header_json(const std::vector<TensorSpec>& tensors,
+                                    const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const TensorSpec& t : tensors) {
+    const std::uint64_t end = offset + t.bytes();
+    header[t.name] = {{"dtype", std::string(dtype_name(t.dtype))},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  return header.dump();
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorSpec>& tensors,
+                       const std::map<std::string, std::string>& metadata,
+                       const TensorFiller& fill) {
+  std::string header = safetensors_header_json(tensors, metadata);
+  header.append((8 - (8 + header.size()) % 8) % 8, ' ');
+
+  std::filesystem::path partial = path;
+  partial += ".partial";
+  const std::string name = detail::display(path);
+  auto fail = [&](const char* what) {
+    const int err = errno;
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    return posix_error(ErrorCode::kIo, std::string(what) + " " + name, err != 0 ? err : EIO);
+  };
+
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    if (!out) throw fail("cannot create");
+    std::byte length[8];
+    std::uint64_t n = header.size();
+    for (std::byte& b : length) {
+      b = static_cast<std::byte>(n & 0xff);
+      n >>= 8;
+    }
+    out.write(reinterpret_cast<const char*>(length), 8);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    std::vector<std::byte> chunk(kChunkBytes);
+    for (std::size_t i = 0; i < tensors.size() && out; ++i) {
+      const std::uint64_t bytes = tensors[i].bytes();
+      for (std::uint64_t done = 0; done < bytes && out;) {
+        const std::size_t n_chunk =
+            static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, chunk.size()));
+        fill(i, done, std::span(chunk).first(n_chunk));
+        out.write(reinterpret_cast<const char*>(chunk.data()),
+                  static_cast<std::streamsize>(n_chunk));
+        done += n_chunk;
+      }
+    }
+    out.flush();
+    if (!out) throw fail("writing failed (is the disk full?):");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    throw Error(ErrorCode::kIo, "cannot rename the finished file to " + name);
+  }
+}
+
+}  // namespace ferry::io

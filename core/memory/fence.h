@@ -1,0 +1,42 @@
+// A completion fence: something that finishes later (an upload on a copy stream, a copy on a
+// worker thread) and can be waited for. CUDA events implement it in cuda/; CpuFence here.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+
+namespace ferry::memory {
+
+class Fence {
+ public:
+  virtual ~Fence() = default;
+  virtual void wait() = 0;
+  virtual bool done() = 0;
+};
+
+// Signalled by a CPU thread.
+class CpuFence final : public Fence {
+ public:
+  void signal() {
+    {
+      std::lock_guard lock(mutex_);
+      signalled_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() override {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return signalled_; });
+  }
+  bool done() override {
+    std::lock_guard lock(mutex_);
+    return signalled_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool signalled_ = false;
+};
+
+}  // namespace ferry::memory

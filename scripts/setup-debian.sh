@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Ferry needs to build and test every lane. Idempotent: packages
+# already present are left alone, and apt is only called when something is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  # core
+  nlohmann-json3-dev libopenblas-dev
+  # tests, sanitizers and the header fuzzer
+  libgtest-dev googletest clang libclang-rt-14-dev
+  # benchmarks
+  libbenchmark-dev
+  # the Windows lane: mingw-w64 cross compilers, Wine to run the tests, wixl/msitools for the MSI
+  g++-mingw-w64-x86-64-posix gcc-mingw-w64-x86-64-posix mingw-w64 wine wine64 wixl msitools
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
