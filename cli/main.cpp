@@ -1,1 +1,83 @@
-int main(){}
+// ferry-cli: the command-line face of the engine (architecture.md §7). Errors are one line on
+// stderr and an exit code: 0 done, 2 bad input, 3 does not fit, 4 I/O error, 130 cancelled,
+// 1 anything else.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+#ifdef _WIN32
+#include <windows.h>
+#endif
+
+namespace {
+
+constexpr const char* kUsage =
+    "Ferry " FERRY_VERSION " - video diffusion with model weights streamed from disk\n"
+    "\n"
+    "usage: ferry-cli COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  inspect [--summary] PATH   validate a .safetensors file, a sharded index or a model\n"
+    "                             folder, and list its tensors\n"
+    "  synth --out FILE [--config t2v-1.3b|ti2v-5b|t2v-14b] [--blocks N] [--dtype bf16|f32]\n"
+    "        [--seed N]           write a Wan DiT checkpoint with random weights\n"
+    "  version                    print the version\n"
+    "\n"
+    "exit codes: 0 done, 2 bad input, 3 does not fit the budget, 4 I/O error, 130 cancelled,\n"
+    "1 anything else\n";
+
+int run(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv[0] == "help" || argv[0] == "--help" || argv[0] == "-h") {
+    std::fputs(kUsage, argv.empty() ? stderr : stdout);
+    return argv.empty() ? 2 : 0;
+  }
+  const std::string& command = argv[0];
+  const std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  if (command == "inspect") return ferry::cli::run_inspect(rest);
+  if (command == "synth") return ferry::cli::run_synth(rest);
+  if (command == "version" || command == "--version") {
+    std::printf("ferry-cli %s\n", FERRY_VERSION);
+    return 0;
+  }
+  throw ferry::Error(ferry::ErrorCode::kBadArgument,
+                     "unknown command '" + command + "' (try ferry-cli help)");
+}
+
+int guarded_run(const std::vector<std::string>& argv) {
+  try {
+    const int code = run(argv);
+    std::fflush(stdout);
+    return code;
+  } catch (const ferry::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ferry-cli: error: %s\n", e.what());
+    return ferry::exit_code(e.code());
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ferry-cli: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+#ifdef _WIN32
+// Wide arguments, converted to UTF-8 once here; the console is switched to UTF-8 output.
+int wmain(int argc, wchar_t** argv) {
+  SetConsoleOutputCP(CP_UTF8);
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const int n = WideCharToMultiByte(CP_UTF8, 0, argv[i], -1, nullptr, 0, nullptr, nullptr);
+    std::string arg(static_cast<std::size_t>(n > 0 ? n - 1 : 0), '\0');
+    if (n > 1) WideCharToMultiByte(CP_UTF8, 0, argv[i], -1, arg.data(), n, nullptr, nullptr);
+    args.push_back(std::move(arg));
+  }
+  return guarded_run(args);
+}
+#else
+int main(int argc, char** argv) { return guarded_run(std::vector<std::string>(argv + 1, argv + argc)); }
+#endif

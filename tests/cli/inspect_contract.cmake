@@ -1,0 +1,70 @@
+# ferry-cli's contract, run as a user would: inspect prints tensors and totals and exits 0;
+# every bad input is exactly one line on stderr and exit code 2 (architecture.md §7).
+# Inputs: CLI (the executable), EMULATOR (wine for the mingw lane, or empty), WORK (scratch).
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}/model/transformer" "${WORK}/model/.cache")
+
+function(ferry_cli expected_code)
+  execute_process(COMMAND ${EMULATOR} "${CLI}" ${ARGN}
+    RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT code STREQUAL "${expected_code}")
+    message(FATAL_ERROR "ferry-cli ${ARGN}: exit ${code}, expected ${expected_code}\nstdout:\n${out}\nstderr:\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
+endfunction()
+
+function(expect_in haystack needle)
+  string(FIND "${haystack}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "expected '${needle}' in:\n${haystack}")
+  endif()
+endfunction()
+
+function(expect_one_error_line)
+  string(STRIP "${err}" e)
+  string(FIND "${e}" "\n" newline)
+  if(NOT newline EQUAL -1 OR NOT e MATCHES "^ferry-cli: error: ")
+    message(FATAL_ERROR "expected one 'ferry-cli: error:' line on stderr, got:\n${err}")
+  endif()
+endfunction()
+
+# A generated checkpoint inspects cleanly, with tensors and totals.
+ferry_cli(0 synth --config t2v-1.3b --blocks 1 --dtype bf16 --out "${WORK}/model/transformer/dit.safetensors")
+ferry_cli(0 inspect "${WORK}/model/transformer/dit.safetensors")
+expect_in("${out}" "blocks.0.self_attn.q.weight")
+expect_in("${out}" "BF16")
+expect_in("${out}" "[1536, 1536]")
+expect_in("${out}" "total: 1 file, 42 tensors")
+
+# A folder: found recursively, hidden folders skipped, pickles reported and never opened.
+file(WRITE "${WORK}/model/.cache/broken.safetensors" "not a safetensors file")
+file(WRITE "${WORK}/model/Wan2.1_VAE.pth" "pickle bytes")
+ferry_cli(0 inspect --summary "${WORK}/model")
+expect_in("${out}" "transformer/dit.safetensors")
+expect_in("${out}" "skipped")
+expect_in("${out}" "total: 1 file, 42 tensors")
+
+# Bad inputs: one error line, exit 2.
+ferry_cli(2 inspect "${WORK}/does-not-exist.safetensors")
+expect_one_error_line()
+expect_in("${err}" "does not exist")
+ferry_cli(2 inspect "${WORK}/model/Wan2.1_VAE.pth")
+expect_one_error_line()
+expect_in("${err}" "pickle")
+file(WRITE "${WORK}/truncated.safetensors" "\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":")
+ferry_cli(2 inspect "${WORK}/truncated.safetensors")
+expect_one_error_line()
+expect_in("${err}" "truncated.safetensors")
+ferry_cli(2 inspect)
+expect_one_error_line()
+ferry_cli(2 inspect --bogus x)
+expect_one_error_line()
+ferry_cli(2 frobnicate)
+expect_one_error_line()
+ferry_cli(2 synth --config nope --out "${WORK}/x.safetensors")
+expect_one_error_line()
+file(MAKE_DIRECTORY "${WORK}/empty")
+ferry_cli(2 inspect "${WORK}/empty")
+expect_one_error_line()
+message(STATUS "ferry-cli inspect contract holds")

@@ -1,0 +1,16 @@
+// ferry-cli's commands. Each takes the arguments after its name, prints to stdout, and throws
+// ferry::Error for anything the user must hear about (main turns it into one line + exit code).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ferry::cli {
+
+int run_inspect(const std::vector<std::string>& args);
+int run_synth(const std::vector<std::string>& args);
+
+// "12.3 MiB", "4.00 GiB", "512 B".
+std::string human_bytes(unsigned long long bytes);
+
+}  // namespace ferry::cli

@@ -1,0 +1,175 @@
+// `ferry-cli inspect PATH`: validates a safetensors file, a sharded index or a model folder and
+// prints what it holds: each tensor (name, dtype, shape, bytes) and the totals.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/io/safetensors_set.h"
+
+namespace ferry::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using io::detail::display;
+
+bool has_suffix(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_pickle(const fs::path& path) {
+  const std::string ext = display(path.extension());
+  return ext == ".pth" || ext == ".pt" || ext == ".ckpt" || ext == ".pkl";
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+// The safetensors sets under a folder: each index with its shards, then every file no index
+// claims, sorted by path so the output is stable.
+std::vector<fs::path> find_sets(const fs::path& folder, std::vector<fs::path>& pickles) {
+  std::vector<fs::path> indexes;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(
+           folder, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = display(it->path().filename());
+    if (it->is_directory() && !name.empty() && name[0] == '.') {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    if (has_suffix(name, ".safetensors.index.json")) indexes.push_back(it->path());
+    else if (has_suffix(name, ".safetensors")) files.push_back(it->path());
+    else if (is_pickle(it->path())) pickles.push_back(it->path());
+  }
+  if (ec) {
+    throw Error(ErrorCode::kIo, "cannot list " + display(folder) + ": " + ec.message());
+  }
+  std::sort(indexes.begin(), indexes.end());
+  std::sort(files.begin(), files.end());
+  std::sort(pickles.begin(), pickles.end());
+  std::vector<fs::path> sets = indexes;
+  std::set<fs::path> claimed;
+  for (const fs::path& index : indexes) {
+    const io::SafetensorsSet set = io::SafetensorsSet::open(index);
+    for (const io::SafetensorsFile& shard : set.files()) claimed.insert(shard.path());
+  }
+  for (const fs::path& file : files) {
+    if (claimed.count(file) == 0) sets.push_back(file);
+  }
+  return sets;
+}
+
+struct Totals {
+  std::size_t files = 0;
+  std::size_t tensors = 0;
+  unsigned long long bytes = 0;
+  std::map<std::string, std::pair<std::size_t, unsigned long long>> by_dtype;
+};
+
+void print_set(const io::SafetensorsSet& set, const fs::path& base, bool summary, Totals& totals) {
+  const std::string shown = base.empty() ? display(set.path())
+                                         : display(set.path().lexically_relative(base));
+  std::printf("%s  (%zu tensor%s, %s%s)\n", shown.c_str(), set.entries().size(),
+              set.entries().size() == 1 ? "" : "s", human_bytes(set.tensor_bytes()).c_str(),
+              set.sharded() ? (", " + std::to_string(set.files().size()) + " shards").c_str() : "");
+  totals.files += set.files().size();
+  std::size_t width = 0;
+  for (const auto& e : set.entries()) width = std::max(width, e.tensor->name.size());
+  width = std::min<std::size_t>(width, 72);
+  for (const auto& e : set.entries()) {
+    const io::TensorInfo& t = *e.tensor;
+    const std::string dtype(dtype_name(t.dtype));
+    totals.tensors += 1;
+    totals.bytes += t.bytes;
+    totals.by_dtype[dtype].first += 1;
+    totals.by_dtype[dtype].second += t.bytes;
+    if (!summary) {
+      std::printf("  %-*s  %-7s  %-22s  %s\n", static_cast<int>(width), t.name.c_str(),
+                  dtype.c_str(), shape_text(t.shape).c_str(), human_bytes(t.bytes).c_str());
+    }
+  }
+  for (const io::SafetensorsFile& file : set.files()) {
+    for (const auto& [key, value] : file.metadata()) {
+      std::printf("  metadata %s = %.100s%s\n", key.c_str(), value.c_str(),
+                  value.size() > 100 ? "..." : "");
+    }
+  }
+}
+
+}  // namespace
+
+int run_inspect(const std::vector<std::string>& argv) {
+  const Args args(argv, {}, {"summary"});
+  if (args.positional().size() != 1) {
+    throw Error(ErrorCode::kBadArgument, "usage: ferry-cli inspect [--summary] PATH");
+  }
+  const fs::path path = io::detail::path_from_utf8(args.positional()[0]);
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) {
+    throw Error(ErrorCode::kBadArgument, display(path) + " does not exist");
+  }
+  if (is_pickle(path)) {
+    throw Error(ErrorCode::kBadModelFile,
+                display(path) + " is a pickle file, which Ferry never loads (it can run code): "
+                                "use the .safetensors version of this model");
+  }
+
+  Totals totals;
+  std::vector<fs::path> pickles;
+  if (fs::is_directory(status)) {
+    const std::vector<fs::path> sets = find_sets(path, pickles);
+    if (sets.empty()) {
+      throw Error(ErrorCode::kBadModelFile, "no .safetensors files in " + display(path));
+    }
+    for (const fs::path& p : sets) print_set(io::SafetensorsSet::open(p), path, args.flag("summary"), totals);
+  } else {
+    print_set(io::SafetensorsSet::open(path), {}, args.flag("summary"), totals);
+  }
+
+  for (const fs::path& p : pickles) {
+    std::printf("skipped %s: pickle files are never loaded\n", display(p).c_str());
+  }
+  std::printf("total: %zu file%s, %zu tensor%s, %s\n", totals.files, totals.files == 1 ? "" : "s",
+              totals.tensors, totals.tensors == 1 ? "" : "s", human_bytes(totals.bytes).c_str());
+  for (const auto& [dtype, count_bytes] : totals.by_dtype) {
+    std::printf("  %-7s %zu tensor%s, %s\n", dtype.c_str(), count_bytes.first,
+                count_bytes.first == 1 ? "" : "s", human_bytes(count_bytes.second).c_str());
+  }
+  return 0;
+}
+
+std::string human_bytes(unsigned long long bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, value < 10 ? "%.2f %s" : value < 100 ? "%.1f %s" : "%.0f %s",
+                value, kUnits[unit]);
+  return text;
+}
+
+}  // namespace ferry::cli
