@@ -28,6 +28,21 @@ if(NOT FERRY_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# Qt 6 Widgets for the desktop app (not in the mingw lane: Debian has no Qt for mingw).
+set(FERRY_HAVE_QT OFF)
+if(NOT FERRY_GUI STREQUAL "OFF")
+  set(_ferry_qt_components Widgets)
+  if(FERRY_BUILD_TESTS)
+    list(APPEND _ferry_qt_components Test)
+  endif()
+  find_package(Qt6 6.4 QUIET COMPONENTS ${_ferry_qt_components})
+  if(Qt6_FOUND)
+    set(FERRY_HAVE_QT ON)
+  elseif(FERRY_GUI STREQUAL "ON")
+    message(FATAL_ERROR "FERRY_GUI=ON but Qt 6 was not found: install qt6-base-dev")
+  endif()
+endif()
+
 # GoogleTest: built from Debian's sources with this lane's compiler and flags (the mingw lane
 # needs that), else an installed package (vcpkg on Windows).
 if(FERRY_BUILD_TESTS)

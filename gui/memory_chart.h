@@ -1,0 +1,63 @@
+// A live per-step chart of one memory figure (host RAM or VRAM): the samples, the budget line
+// of the chosen preset and the peak, drawn with QPainter. Samples may arrive at any rate; the
+// widget repaints at most ten times a second.
+#pragma once
+
+#include <QString>
+#include <QTimer>
+#include <QVector>
+#include <QWidget>
+
+namespace ferry::gui {
+
+class MemoryChart : public QWidget {
+  Q_OBJECT
+
+ public:
+  static constexpr int kRefreshIntervalMs = 100;  // ≤ 10 Hz
+
+  explicit MemoryChart(const QString& title, QWidget* parent = nullptr);
+
+  // 0 means no budget line.
+  void setBudget(quint64 bytes);
+  quint64 budget() const { return budget_; }
+
+  void addSample(int step, quint64 bytes);
+  void clear();
+
+  int sampleCount() const { return static_cast<int>(samples_.size()); }
+  quint64 latest() const { return samples_.isEmpty() ? 0 : samples_.back().bytes; }
+  quint64 peak() const { return peak_; }
+  bool overBudget() const { return budget_ != 0 && peak_ > budget_; }
+
+  // The vertical scale's top in bytes, and the y pixel of a value inside the plot area.
+  quint64 scaleTop() const;
+  int yFor(quint64 bytes) const;
+  QRect plotArea() const;
+
+  QSize sizeHint() const override { return {360, 160}; }
+  QSize minimumSizeHint() const override { return {200, 100}; }
+
+  // "6.25 GiB", "512 MiB".
+  static QString formatBytes(quint64 bytes);
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+
+ private:
+  struct Sample {
+    int step;
+    quint64 bytes;
+  };
+
+  void scheduleRefresh();
+  void updateDescription();
+
+  QString title_;
+  quint64 budget_ = 0;
+  quint64 peak_ = 0;
+  QVector<Sample> samples_;
+  QTimer refresh_;
+};
+
+}  // namespace ferry::gui
