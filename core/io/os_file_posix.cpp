@@ -47,11 +47,14 @@ int open_regular(const std::filesystem::path& path, int flags, std::uint64_t& si
 
 // ---- SIGBUS guard ----
 // A copy out of a mapping whose file shrank (or whose device went away) raises SIGBUS. The guard
-// turns that into a `false` return on the copying thread; a SIGBUS anywhere else goes to the
-// handler that was installed before ours (the default one terminates, ASan's reports).
+// turns a SIGBUS at an address inside the source range into a `false` return on the copying
+// thread; any other SIGBUS goes to the handler that was installed before ours (the default one
+// terminates, ASan's reports).
 
 struct FaultGuard {
   sigjmp_buf env;
+  const char* begin = nullptr;
+  const char* end = nullptr;
   volatile sig_atomic_t active = 0;
 };
 
@@ -60,15 +63,19 @@ struct sigaction g_previous_sigbus {};
 
 void on_sigbus(int sig, siginfo_t* info, void* context) {
   FaultGuard* guard = t_guard;
-  if (guard != nullptr && guard->active) {
+  const char* address = static_cast<const char*>(info->si_addr);
+  if (guard != nullptr && guard->active && address >= guard->begin && address < guard->end) {
     guard->active = 0;
     siglongjmp(guard->env, 1);
   }
-  // Not ours: put the previous handler back; returning re-runs the faulting access under it.
-  (void)sig;
-  (void)info;
-  (void)context;
-  sigaction(SIGBUS, &g_previous_sigbus, nullptr);
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+  } else if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(sig);
+  } else {
+    // Default action: restore it; returning re-runs the faulting access, which then terminates.
+    signal(SIGBUS, SIG_DFL);
+  }
 }
 
 void install_sigbus_handler() {
@@ -124,6 +131,8 @@ void advise_dontneed(const void* base, std::size_t length) noexcept {
 bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept {
   install_sigbus_handler();
   FaultGuard guard;
+  guard.begin = static_cast<const char*>(src);
+  guard.end = guard.begin + n;
   FaultGuard* const outer = t_guard;
   t_guard = &guard;
   if (sigsetjmp(guard.env, 0) != 0) {

@@ -229,3 +229,32 @@ TEST(MappedFile, file_truncated_while_mapped_gives_an_io_error_not_a_crash) {
 
 }  // namespace
 }  // namespace ferry::io
+
+namespace ferry::io {
+namespace {
+
+#ifndef _WIN32
+TEST(MappedFileDeathTest, a_fault_outside_a_guarded_copy_is_not_swallowed) {
+  // The guard covers copy_to's source range only: touching lost pages directly still crashes,
+  // so a bug elsewhere cannot hide behind it.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  test::ScratchDir dir;
+  const std::size_t page = MappedFile::granularity();
+  test::write_file(dir / "a.bin", test::pattern_bytes(8 * page));
+  const MappedFile file = MappedFile::open(dir / "a.bin");
+  const MappedView view = file.map(0, 8 * page);
+  std::vector<std::byte> first(page);
+  view.copy_to(0, first);  // installs the handler
+  ASSERT_TRUE(test::resize_file(dir / "a.bin", page, nullptr));
+  EXPECT_DEATH(
+      {
+        volatile std::byte b = view.bytes()[5 * page];
+        (void)b;
+      },
+      "");
+  EXPECT_THROW(view.copy_to(5 * page, first), Error);
+}
+#endif
+
+}  // namespace
+}  // namespace ferry::io
