@@ -39,6 +39,16 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+ErrorCode error_code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no ferry::Error thrown";
+  return ErrorCode::kInternal;
+}
+
 std::filesystem::path data_path(std::string_view relative) {
   return std::filesystem::path(FERRY_TEST_DATA_DIR) / relative;
 }

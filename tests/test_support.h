@@ -4,10 +4,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/error.h"
 
 namespace ferry::test {
 
@@ -25,6 +28,10 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
+
+// The ErrorCode of the ferry::Error that `f` throws; a test failure (and kInternal) when it
+// throws nothing.
+ErrorCode error_code_of(const std::function<void()>& f);
 
 // tests/data/<relative>.
 std::filesystem::path data_path(std::string_view relative);

@@ -7,8 +7,6 @@
 
 #ifdef _WIN32
 #include <malloc.h>
-#define WIN32_LEAN_AND_MEAN
-#define NOMINMAX
 #include <windows.h>
 #else
 #include <unistd.h>

@@ -20,16 +20,6 @@ using test::pattern_bytes;
 using test::ScratchDir;
 using test::write_file;
 
-ErrorCode code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no ferry::Error thrown";
-  return ErrorCode::kInternal;
-}
-
 TEST(DirectReader, bypasses_the_page_cache_on_a_regular_file_system) {
   ScratchDir dir;
   write_file(dir / "a.bin", pattern_bytes(8192));
@@ -98,11 +88,11 @@ TEST(DirectReader, misaligned_requests_are_refused_before_the_os_sees_them) {
   const std::size_t a = reader.alignment();
   AlignedBuffer buffer(8 * a, a);
   const std::span<std::byte> whole = buffer.span();
-  EXPECT_EQ(code_of([&] { (void)reader.read_aligned(0, whole.subspan(1, 2 * a)); }),
+  EXPECT_EQ(test::error_code_of([&] { (void)reader.read_aligned(0, whole.subspan(1, 2 * a)); }),
             ErrorCode::kBadArgument);  // buffer address
-  EXPECT_EQ(code_of([&] { (void)reader.read_aligned(512 + 1, whole.first(2 * a)); }),
+  EXPECT_EQ(test::error_code_of([&] { (void)reader.read_aligned(512 + 1, whole.first(2 * a)); }),
             ErrorCode::kBadArgument);  // file offset
-  EXPECT_EQ(code_of([&] { (void)reader.read_aligned(0, whole.first(a + 512)); }),
+  EXPECT_EQ(test::error_code_of([&] { (void)reader.read_aligned(0, whole.first(a + 512)); }),
             ErrorCode::kBadArgument);  // length
   EXPECT_EQ(reader.read_aligned(a, whole.first(2 * a)), 2 * a);
 }
@@ -112,12 +102,12 @@ TEST(DirectReader, ranges_outside_the_file_and_short_buffers_are_refused) {
   write_file(dir / "a.bin", pattern_bytes(10000));
   DirectReader reader = DirectReader::open(dir / "a.bin");
   AlignedBuffer buffer(reader.cover_size(0, 10000), reader.alignment());
-  EXPECT_EQ(code_of([&] { (void)reader.read_cover(9000, 1001, buffer.span()); }),
+  EXPECT_EQ(test::error_code_of([&] { (void)reader.read_cover(9000, 1001, buffer.span()); }),
             ErrorCode::kBadArgument);
-  EXPECT_EQ(code_of([&] { (void)reader.read_cover(100, 5000, buffer.span().first(4096)); }),
+  EXPECT_EQ(test::error_code_of([&] { (void)reader.read_cover(100, 5000, buffer.span().first(4096)); }),
             ErrorCode::kBadArgument);
   std::vector<std::byte> out(10);
-  EXPECT_EQ(code_of([&] { reader.read(9995, out); }), ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { reader.read(9995, out); }), ErrorCode::kBadArgument);
 }
 
 TEST(DirectReader, a_file_that_shrank_after_open_is_an_io_error) {
@@ -127,10 +117,10 @@ TEST(DirectReader, a_file_that_shrank_after_open_is_an_io_error) {
   std::string refused;
   ASSERT_TRUE(test::resize_file(dir / "a.bin", 10000, &refused)) << refused;
   AlignedBuffer buffer(reader.cover_size(0, 64 * 1024), reader.alignment());
-  EXPECT_EQ(code_of([&] { (void)reader.read_cover(20000, 30000, buffer.span()); }),
+  EXPECT_EQ(test::error_code_of([&] { (void)reader.read_cover(20000, 30000, buffer.span()); }),
             ErrorCode::kIo);
   std::vector<std::byte> out(30000);
-  EXPECT_EQ(code_of([&] { reader.read(20000, out); }), ErrorCode::kIo);
+  EXPECT_EQ(test::error_code_of([&] { reader.read(20000, out); }), ErrorCode::kIo);
   // What is still there reads fine.
   const auto head = reader.read_cover(100, 5000, buffer.span());
   EXPECT_EQ(0, std::memcmp(head.data(), pattern_bytes(64 * 1024).data() + 100, 5000));
@@ -138,7 +128,7 @@ TEST(DirectReader, a_file_that_shrank_after_open_is_an_io_error) {
 
 TEST(DirectReader, missing_file_is_an_io_error) {
   ScratchDir dir;
-  EXPECT_EQ(code_of([&] { (void)DirectReader::open(dir / "missing.bin"); }), ErrorCode::kIo);
+  EXPECT_EQ(test::error_code_of([&] { (void)DirectReader::open(dir / "missing.bin"); }), ErrorCode::kIo);
 }
 
 }  // namespace

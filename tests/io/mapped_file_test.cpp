@@ -25,16 +25,6 @@ std::vector<std::byte> copy_out(const MappedView& view) {
   return out;
 }
 
-ErrorCode code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no ferry::Error thrown";
-  return ErrorCode::kInternal;
-}
-
 TEST(MappedFile, view_bytes_equal_file_bytes_at_unaligned_offsets) {
   ScratchDir dir;
   const auto bytes = pattern_bytes(3 * MappedFile::granularity() + 1234);
@@ -66,17 +56,17 @@ TEST(MappedFile, empty_file_opens_and_gives_empty_views) {
   const MappedView view = file.map(0, 0);
   EXPECT_TRUE(view.empty());
   EXPECT_EQ(file.live_views(), 1u);
-  EXPECT_EQ(code_of([&] { (void)file.map(0, 1); }), ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { (void)file.map(0, 1); }), ErrorCode::kBadArgument);
 }
 
 TEST(MappedFile, range_outside_the_file_is_a_bad_argument) {
   ScratchDir dir;
   write_file(dir / "a.bin", pattern_bytes(100));
   const MappedFile file = MappedFile::open(dir / "a.bin");
-  EXPECT_EQ(code_of([&] { (void)file.map(0, 101); }), ErrorCode::kBadArgument);
-  EXPECT_EQ(code_of([&] { (void)file.map(101, 0); }), ErrorCode::kBadArgument);
-  EXPECT_EQ(code_of([&] { (void)file.map(50, UINT64_MAX); }), ErrorCode::kBadArgument);
-  EXPECT_EQ(code_of([&] { (void)file.map(UINT64_MAX, 2); }), ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { (void)file.map(0, 101); }), ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { (void)file.map(101, 0); }), ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { (void)file.map(50, UINT64_MAX); }), ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { (void)file.map(UINT64_MAX, 2); }), ErrorCode::kBadArgument);
   EXPECT_EQ(file.live_views(), 0u);
 }
 
@@ -94,7 +84,7 @@ TEST(MappedFile, missing_file_is_an_io_error_naming_the_path) {
 
 TEST(MappedFile, directory_is_refused) {
   ScratchDir dir;
-  EXPECT_EQ(code_of([&] { (void)MappedFile::open(dir.path()); }), ErrorCode::kIo);
+  EXPECT_EQ(test::error_code_of([&] { (void)MappedFile::open(dir.path()); }), ErrorCode::kIo);
 }
 
 TEST(MappedFile, close_fails_while_a_view_lives_and_leaves_the_view_valid) {
@@ -104,7 +94,7 @@ TEST(MappedFile, close_fails_while_a_view_lives_and_leaves_the_view_valid) {
   MappedFile file = MappedFile::open(dir / "a.bin");
   MappedView view = file.map(10, 5000);
   EXPECT_EQ(file.live_views(), 1u);
-  EXPECT_EQ(code_of([&] { file.close(); }), ErrorCode::kBusy);
+  EXPECT_EQ(test::error_code_of([&] { file.close(); }), ErrorCode::kBusy);
   EXPECT_TRUE(file.is_open());
   EXPECT_EQ(0, std::memcmp(copy_out(view).data(), bytes.data() + 10, 5000));
   view.release();
@@ -119,7 +109,7 @@ TEST(MappedFile, reopening_over_a_file_with_live_views_is_refused) {
   write_file(dir / "a.bin", pattern_bytes(4096));
   MappedFile file = MappedFile::open(dir / "a.bin");
   const MappedView view = file.map(0, 4096);
-  EXPECT_EQ(code_of([&] { file = MappedFile::open(dir / "a.bin"); }), ErrorCode::kBusy);
+  EXPECT_EQ(test::error_code_of([&] { file = MappedFile::open(dir / "a.bin"); }), ErrorCode::kBusy);
   EXPECT_EQ(file.live_views(), 1u);
   EXPECT_EQ(copy_out(view), pattern_bytes(4096));
 }
@@ -160,7 +150,7 @@ TEST(MappedFile, copy_outside_the_view_is_a_bad_argument) {
   const MappedFile file = MappedFile::open(dir / "a.bin");
   const MappedView view = file.map(1000, 100);
   std::vector<std::byte> out(50);
-  EXPECT_EQ(code_of([&] { view.copy_to(51, out); }), ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { view.copy_to(51, out); }), ErrorCode::kBadArgument);
   view.copy_to(50, out);
 }
 
