@@ -85,8 +85,12 @@ struct Totals {
 };
 
 void print_set(const io::SafetensorsSet& set, const fs::path& base, bool summary, Totals& totals) {
-  const std::string shown = base.empty() ? display(set.path())
-                                         : display(set.path().lexically_relative(base));
+  // Paths inside a folder read the same on every OS: forward slashes.
+  std::string shown = display(set.path());
+  if (!base.empty()) {
+    const std::u8string relative = set.path().lexically_relative(base).generic_u8string();
+    shown.assign(relative.begin(), relative.end());
+  }
   std::printf("%s  (%zu tensor%s, %s%s)\n", shown.c_str(), set.entries().size(),
               set.entries().size() == 1 ? "" : "s", human_bytes(set.tensor_bytes()).c_str(),
               set.sharded() ? (", " + std::to_string(set.files().size()) + " shards").c_str() : "");

@@ -1,5 +1,6 @@
 # Cross-compiling Ferry's core for Windows x64 with mingw-w64 (the -posix flavour has
-# std::thread). Test executables run under Wine through CMAKE_CROSSCOMPILING_EMULATOR.
+# std::thread). Test executables run under Wine through CMAKE_CROSSCOMPILING_EMULATOR; source
+# scripts/wine-env.sh first (scripts/test-mingw-wine.sh does) so Wine starts fast and never hangs.
 set(CMAKE_SYSTEM_NAME Windows)
 set(CMAKE_SYSTEM_PROCESSOR x86_64)
 
@@ -13,10 +14,11 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
-# Static runtime: the executables need no mingw DLLs next to them.
+# Static runtime (libgcc, libstdc++, winpthreads): the executables need no mingw DLLs beside them.
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
 
-find_program(FERRY_WINE wine64 wine)
+# Debian's /usr/bin/wine picks wine64 when there is no wine32 and sets WINELOADER for it.
+find_program(FERRY_WINE NAMES wine wine64 PATHS /usr/lib/wine)
 if(FERRY_WINE)
   set(CMAKE_CROSSCOMPILING_EMULATOR "${FERRY_WINE}")
 endif()

@@ -6,7 +6,7 @@
 // the object's share, and the OS handles close when the last lease ends. There is no re-open, no
 // flush and no copy-on-write: every mapping is PAGE_READONLY / PROT_READ + MAP_SHARED.
 //
-// Platform code: mapped_file_posix.cpp (mmap) and mapped_file_win32.cpp (CreateFileMappingW).
+// Platform code: os_file_posix.cpp (mmap) and os_file_win32.cpp (CreateFileMappingW).
 #pragma once
 
 #include <cstddef>

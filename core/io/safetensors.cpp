@@ -23,8 +23,14 @@ Error bad_file(std::string_view source, std::string_view problem) {
 std::string quote_name(std::string_view name) {
   constexpr std::size_t kShown = 120;
   std::string out = "'";
-  out += name.substr(0, kShown);
-  if (name.size() > kShown) out += "...";
+  if (name.size() > kShown) {
+    std::size_t cut = kShown;  // on a character boundary, so the message stays valid UTF-8
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xc0) == 0x80) --cut;
+    out += name.substr(0, cut);
+    out += "...";
+  } else {
+    out += name;
+  }
   out += "'";
   return out;
 }
@@ -142,10 +148,22 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& ex) override {
     if (problem.empty()) {
-      // nlohmann's text reads "[json.exception.parse_error.101] parse error at line 1, ...".
+      // nlohmann's text reads "[json.exception.parse_error.101] parse error at line 1, ...;
+      // last read: '<token>'", and the token can be most of the header, in any bytes: keep its
+      // end only, in ASCII.
       std::string what = ex.what();
       const std::size_t start = what.find("] ");
       if (start != std::string::npos) what.erase(0, start + 2);
+      constexpr std::string_view kLastRead = "; last read: '";
+      constexpr std::size_t kShownToken = 40;
+      const std::size_t token = what.find(kLastRead);
+      if (token != std::string::npos && what.size() - token > kLastRead.size() + kShownToken) {
+        what = what.substr(0, token + kLastRead.size()) + "..." +
+               what.substr(what.size() - kShownToken);
+      }
+      for (char& c : what) {
+        if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+      }
       problem = "the header is not valid JSON (byte " + std::to_string(position) + "): " + what;
     }
     return false;
@@ -244,6 +262,12 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
   const std::uint64_t n = safetensors_header_length(bytes, file_size, source);
   if (bytes.size() < 8 + n) throw Error(ErrorCode::kInternal, "header buffer too short");
   const char* json = reinterpret_cast<const char*>(bytes.data()) + 8;
+  // nlohmann's lexer takes a NUL byte for the end of the input and would ignore what follows.
+  if (const void* nul = std::memchr(json, 0, static_cast<std::size_t>(n))) {
+    throw bad_file(source, "the header is not valid JSON (byte " +
+                               std::to_string(static_cast<const char*>(nul) - json) +
+                               "): it contains a NUL byte");
+  }
 
   HeaderHandler handler;
   const bool ok = nlohmann::json::sax_parse(json, json + n, &handler,

@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
@@ -106,6 +107,10 @@ bool is_plain_shard_name(std::string_view name) {
 
 std::vector<std::pair<std::string, std::string>> parse_shard_index(std::string_view json,
                                                                    std::string_view source) {
+  // nlohmann's lexer takes a NUL byte for the end of the input and would ignore what follows.
+  if (const std::size_t nul = json.find('\0'); nul != std::string_view::npos) {
+    throw bad_index(source, "not valid JSON (byte " + std::to_string(nul) + "): a NUL byte");
+  }
   IndexHandler handler;
   if (!nlohmann::json::sax_parse(json.begin(), json.end(), &handler,
                                  nlohmann::json::input_format_t::json, true)) {
@@ -116,7 +121,12 @@ std::vector<std::pair<std::string, std::string>> parse_shard_index(std::string_v
   for (const auto& [tensor, shard] : handler.weights) {
     if (!names.insert(tensor).second) throw bad_index(source, "tensor '" + tensor + "' is listed twice");
     if (!is_plain_shard_name(shard)) {
-      throw bad_index(source, "shard '" + shard.substr(0, 200) +
+      std::size_t cut = std::min<std::size_t>(shard.size(), 200);  // on a UTF-8 boundary
+      while (cut > 0 && cut < shard.size() &&
+             (static_cast<unsigned char>(shard[cut]) & 0xc0) == 0x80) {
+        --cut;
+      }
+      throw bad_index(source, "shard '" + shard.substr(0, cut) +
                                   "' is not a .safetensors file name in the index's folder");
     }
   }
@@ -171,11 +181,11 @@ SafetensorsSet SafetensorsSet::open(const std::filesystem::path& path) {
     }
   }
   if (set.entries_.size() != weights.size()) {
+    std::unordered_set<std::string_view> listed;
+    for (const auto& w : weights) listed.insert(w.first);
     for (const Entry& entry : set.entries_) {
-      const bool listed = std::any_of(weights.begin(), weights.end(),
-                                      [&](const auto& w) { return w.first == entry.tensor->name; });
-      if (!listed) {
-        throw bad_index(source, "tensor '" + entry.tensor->name + "' in " +
+      if (listed.count(entry.tensor->name) == 0) {
+        throw bad_index(source, "tensor '" + entry.tensor->name.substr(0, 200) + "' in " +
                                     detail::display(entry.file->path().filename()) +
                                     " is not listed in the index");
       }
