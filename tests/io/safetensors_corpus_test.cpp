@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <set>
 #include <string>
 #include <string_view>
@@ -31,6 +32,9 @@ struct CorpusCase {
   std::string message;
   std::string why;
 };
+
+// What ctest and GoogleTest show for a case: its file, not the struct's bytes.
+void PrintTo(const CorpusCase& c, std::ostream* out) { *out << c.file; }
 
 // The value of `"key": "..."` on one manifest line. The generator writes ASCII text with no
 // escapes but \" and \\; anything else is refused rather than misread.
