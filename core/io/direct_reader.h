@@ -41,6 +41,11 @@ class DirectReader {
 
   // Bytes a buffer needs to hold the aligned cover of [offset, offset + length).
   std::size_t cover_size(std::uint64_t offset, std::uint64_t length) const;
+  // The longest range starting at `offset` whose cover fits a buffer of `buffer_bytes` (a
+  // multiple of alignment()): what one staging slot can take of a tensor.
+  std::uint64_t max_cover_length(std::uint64_t offset, std::size_t buffer_bytes) const {
+    return buffer_bytes - offset % handle_.alignment;
+  }
 
   // Reads the aligned cover of [offset, offset + length) into `buffer` (aligned address, at
   // least cover_size bytes) and returns the requested bytes inside it: no extra copy.

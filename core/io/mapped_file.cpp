@@ -1,5 +1,6 @@
 #include "core/io/mapped_file.h"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <utility>
@@ -121,8 +122,21 @@ void MappedView::prefetch() const noexcept {
   if (region_ != nullptr) detail::advise_willneed(region_, region_size_);
 }
 
-void MappedView::evict() const noexcept {
-  if (region_ != nullptr) detail::advise_dontneed(region_, region_size_);
+void MappedView::evict(std::uint64_t offset, std::uint64_t length) const noexcept {
+  if (region_ == nullptr || offset >= size_) return;
+  length = std::min(length, size_ - offset);
+  // Offsets within the OS region, which starts before data_ at the granularity boundary.
+  const std::uint64_t page = detail::page_size();
+  const std::uint64_t lead = static_cast<std::uint64_t>(data_ - static_cast<const std::byte*>(region_));
+  std::uint64_t begin = lead + offset;
+  std::uint64_t end = begin + length;
+  // The region's last page may be partial: a range reaching the view's end takes all of it.
+  if (offset + length == size_) end = region_size_ + (page - region_size_ % page) % page;
+  begin = (begin + page - 1) / page * page;
+  end = end / page * page;
+  if (end <= begin) return;
+  detail::advise_dontneed(static_cast<const std::byte*>(region_) + begin,
+                          static_cast<std::size_t>(end - begin));
 }
 
 void MappedView::copy_to(std::uint64_t offset, std::span<std::byte> dst) const {

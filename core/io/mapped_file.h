@@ -83,7 +83,10 @@ class MappedView {
 
   // Drops the view's pages from this process's resident set while keeping the lease (madvise
   // DONTNEED / VirtualUnlock); touching them again reads them back from the page cache or disk.
-  void evict() const noexcept;
+  void evict() const noexcept { evict(0, size_); }
+  // The same for view bytes [offset, offset + length), shrunk to the whole pages inside it (so
+  // bytes next to the range stay resident): a copy can drop what it has copied as it goes.
+  void evict(std::uint64_t offset, std::uint64_t length) const noexcept;
 
   // Ends the lease now; the view becomes empty. Idempotent.
   void release() noexcept;

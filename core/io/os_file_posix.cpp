@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -19,11 +20,6 @@ namespace ferry::io::detail {
 namespace {
 
 int fd_of(NativeHandle handle) { return static_cast<int>(handle); }
-
-std::size_t page_size() {
-  static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return size;
-}
 
 int open_regular(const std::filesystem::path& path, int flags, std::uint64_t& size) {
   int fd;
@@ -91,6 +87,11 @@ void install_sigbus_handler() {
 
 }  // namespace
 
+std::size_t page_size() {
+  static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
 std::size_t map_granularity() { return page_size(); }
 
 MappingHandles open_for_mapping(const std::filesystem::path& path) {
@@ -144,6 +145,20 @@ bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept {
   guard.active = 0;
   t_guard = outer;
   return true;
+}
+
+void flush_to_disk(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw posix_error(ErrorCode::kIo, "cannot open " + display(path), errno);
+  int rc;
+  do {
+    rc = ::fsync(fd);
+  } while (rc != 0 && errno == EINTR);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) {
+    throw posix_error(ErrorCode::kIo, "cannot flush " + display(path) + " to the disk", err);
+  }
 }
 
 DirectHandle open_direct(const std::filesystem::path& path) {

@@ -186,6 +186,21 @@ bool install_guard_handler() {
 
 // ---- mappings ----
 
+std::size_t page_size() {
+  return system_info().dwPageSize;
+}
+
+void flush_to_disk(const std::filesystem::path& path) {
+  HANDLE file = CreateFileW(path.c_str(), GENERIC_WRITE,
+                            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                            OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr);
+  if (file == INVALID_HANDLE_VALUE) throw_last_error("cannot open " + display(path));
+  const BOOL ok = FlushFileBuffers(file);
+  const DWORD err = GetLastError();
+  CloseHandle(file);
+  if (!ok) throw win32_error(ErrorCode::kIo, "cannot flush " + display(path) + " to the disk", err);
+}
+
 std::size_t map_granularity() {
   return system_info().dwAllocationGranularity;
 }

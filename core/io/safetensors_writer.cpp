@@ -47,44 +47,47 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   std::filesystem::path partial = path;
   partial += ".partial";
   const std::string name = detail::display(path);
-  auto fail = [&](const char* what) {
+  auto write_error = [&](const char* what) {
     const int err = errno;
-    std::error_code ignored;
-    std::filesystem::remove(partial, ignored);
     return posix_error(ErrorCode::kIo, std::string(what) + " " + name, err != 0 ? err : EIO);
   };
 
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out) throw fail("cannot create");
-    std::byte length[8];
-    std::uint64_t n = header.size();
-    for (std::byte& b : length) {
-      b = static_cast<std::byte>(n & 0xff);
-      n >>= 8;
-    }
-    out.write(reinterpret_cast<const char*>(length), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    std::vector<std::byte> chunk(kChunkBytes);
-    for (std::size_t i = 0; i < tensors.size() && out; ++i) {
-      const std::uint64_t bytes = tensors[i].bytes();
-      for (std::uint64_t done = 0; done < bytes && out;) {
-        const std::size_t n_chunk =
-            static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, chunk.size()));
-        fill(i, done, std::span(chunk).first(n_chunk));
-        out.write(reinterpret_cast<const char*>(chunk.data()),
-                  static_cast<std::streamsize>(n_chunk));
-        done += n_chunk;
+  try {
+    {
+      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+      if (!out) throw write_error("cannot create");
+      std::byte length[8];
+      std::uint64_t n = header.size();
+      for (std::byte& b : length) {
+        b = static_cast<std::byte>(n & 0xff);
+        n >>= 8;
       }
+      out.write(reinterpret_cast<const char*>(length), 8);
+      out.write(header.data(), static_cast<std::streamsize>(header.size()));
+      std::vector<std::byte> chunk(kChunkBytes);
+      for (std::size_t i = 0; i < tensors.size() && out; ++i) {
+        const std::uint64_t bytes = tensors[i].bytes();
+        for (std::uint64_t done = 0; done < bytes && out;) {
+          const std::size_t n_chunk =
+              static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, chunk.size()));
+          fill(i, done, std::span(chunk).first(n_chunk));
+          out.write(reinterpret_cast<const char*>(chunk.data()),
+                    static_cast<std::streamsize>(n_chunk));
+          done += n_chunk;
+        }
+      }
+      out.flush();
+      if (!out) throw write_error("writing failed (is the disk full?):");
     }
-    out.flush();
-    if (!out) throw fail("writing failed (is the disk full?):");
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) {
-    std::filesystem::remove(partial, ec);
-    throw Error(ErrorCode::kIo, "cannot rename the finished file to " + name);
+    detail::flush_to_disk(partial);
+    std::error_code ec;
+    std::filesystem::rename(partial, path, ec);
+    if (ec) throw Error(ErrorCode::kIo, "cannot rename the finished file to " + name + ": " + ec.message());
+  } catch (...) {
+    // Whatever failed (the disk, the filler, the rename), nothing half-written stays behind.
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    throw;
   }
 }
 

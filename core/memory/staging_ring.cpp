@@ -49,6 +49,21 @@ void StagingRing::retire(std::size_t index, std::shared_ptr<Fence> fence) {
   retired_.notify_all();
 }
 
+StagingRing::Lease& StagingRing::Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    retire(nullptr);
+    ring_ = std::exchange(other.ring_, nullptr);
+    index_ = other.index_;
+  }
+  return *this;
+}
+
+void StagingRing::Lease::retire(std::shared_ptr<Fence> fence) noexcept {
+  if (ring_ == nullptr) return;
+  // Cannot throw: a lease retires a slot it holds, exactly once.
+  std::exchange(ring_, nullptr)->retire(index_, std::move(fence));
+}
+
 void StagingRing::shutdown() {
   {
     std::lock_guard lock(mutex_);

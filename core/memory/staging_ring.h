@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/memory/aligned_buffer.h"
@@ -44,6 +45,32 @@ class StagingRing {
 
   // Wakes every waiter in acquire() with Error(kCancelled); used to stop the IO thread.
   void shutdown();
+
+  // acquire() and retire() as an owner: a slot whose holder lets go without retiring it (an
+  // exception on the way, say) is retired with no fence, so the ring can never lose a slot.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept
+        : ring_(std::exchange(other.ring_, nullptr)), index_(other.index_) {}
+    Lease& operator=(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { retire(nullptr); }
+
+    std::size_t index() const { return index_; }
+    std::span<std::byte> bytes() const { return ring_->slot(index_); }
+    // Hands the slot back; it is reused once `fence` completes. Idempotent.
+    void retire(std::shared_ptr<Fence> fence) noexcept;
+
+   private:
+    friend class StagingRing;
+    Lease(StagingRing* ring, std::size_t index) : ring_(ring), index_(index) {}
+    StagingRing* ring_ = nullptr;
+    std::size_t index_ = 0;
+  };
+
+  Lease lease() { return Lease(this, acquire()); }
 
  private:
   struct Slot {

@@ -68,6 +68,19 @@ TEST(DirectReader, read_fills_destinations_of_any_alignment) {
   }
 }
 
+TEST(DirectReader, the_longest_range_a_buffer_takes_has_a_cover_that_fits_it_exactly) {
+  ScratchDir dir;
+  write_file(dir / "a.bin", pattern_bytes(1 << 20));
+  const DirectReader reader = DirectReader::open(dir / "a.bin");
+  const std::size_t buffer = 16 * reader.alignment();
+  for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4095},
+                               std::uint64_t{4096 + 17}, std::uint64_t{300001}}) {
+    const std::uint64_t length = reader.max_cover_length(offset, buffer);
+    EXPECT_EQ(reader.cover_size(offset, length), buffer) << offset;
+    EXPECT_GT(reader.cover_size(offset, length + 1), buffer) << offset;
+  }
+}
+
 TEST(DirectReader, reads_larger_than_64_mib_are_split_and_complete) {
   ScratchDir dir;
   const std::size_t n = DirectReader::kMaxReadBytes + 3 * 4096 + 100;

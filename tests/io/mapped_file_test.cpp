@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/memory/process_memory.h"
 #include "tests/test_support.h"
 
 namespace ferry::io {
@@ -165,6 +166,28 @@ TEST(MappedFile, evict_keeps_the_lease_and_the_bytes) {
   view.evict();
   EXPECT_EQ(file.live_views(), 1u);
   EXPECT_EQ(copy_out(view), bytes);
+}
+
+TEST(MappedFile, evicting_a_copied_range_drops_only_its_pages_from_the_resident_set) {
+  ScratchDir dir;
+  const std::size_t n = 32 << 20;
+  const auto bytes = pattern_bytes(n);
+  write_file(dir / "a.bin", bytes);
+  const MappedFile file = MappedFile::open(dir / "a.bin");
+  const MappedView view = file.map(100, n - 100);  // unaligned start
+  std::vector<std::byte> out(view.size());
+  view.copy_to(0, out);
+  const auto resident = [] { return memory::sample_process_memory().resident_file_bytes; };
+  const std::uint64_t all = resident();
+  view.evict(0, view.size() / 2);
+  const std::uint64_t half = resident();
+  view.evict(view.size() / 2, view.size() - view.size() / 2);
+  const std::uint64_t none = resident();
+  if (all == 0) GTEST_SKIP() << "this OS does not report mapped-file residency";
+  EXPECT_NEAR(static_cast<double>(all - half), static_cast<double>(n / 2), 1 << 20);
+  EXPECT_NEAR(static_cast<double>(half - none), static_cast<double>(n / 2), 1 << 20);
+  view.copy_to(0, out);  // the lease still holds: the bytes come back
+  EXPECT_EQ(out, std::vector<std::byte>(bytes.begin() + 100, bytes.end()));
 }
 
 TEST(MappedFile, views_taken_and_released_on_many_threads_are_counted_exactly) {

@@ -151,6 +151,32 @@ TEST(StagingRing, destruction_waits_for_outstanding_fences) {
   worker.join();
 }
 
+TEST(StagingRing, a_lease_dropped_on_an_exception_gives_its_slot_back) {
+  StagingRing ring(1, 4096);
+  try {
+    StagingRing::Lease lease = ring.lease();
+    lease.bytes()[0] = std::byte{7};
+    throw Error(ErrorCode::kIo, "the read failed");
+  } catch (const Error&) {
+  }
+  // With the slot lost, this would wait forever.
+  StagingRing::Lease again = ring.lease();
+  EXPECT_EQ(again.index(), 0u);
+  auto fence = std::make_shared<CpuFence>();
+  again.retire(fence);
+  again.retire(nullptr);  // idempotent: the fence stays the slot's
+  std::atomic<bool> acquired{false};
+  std::thread producer([&] {
+    StagingRing::Lease third = ring.lease();
+    acquired = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(acquired.load());
+  fence->signal();
+  producer.join();
+  EXPECT_TRUE(acquired.load());
+}
+
 TEST(StagingRing, empty_rings_are_refused) {
   EXPECT_THROW(StagingRing(0, 4096), Error);
   EXPECT_THROW(StagingRing(2, 0), Error);

@@ -28,6 +28,8 @@ struct MappingHandles {
 };
 
 std::size_t map_granularity();
+// The VM page size: the unit of residency (advise_*).
+std::size_t page_size();
 MappingHandles open_for_mapping(const std::filesystem::path& path);
 void close_mapping(const MappingHandles& handles) noexcept;
 // Maps `length` bytes at `offset` (a multiple of map_granularity()) read-only and shared.
@@ -40,6 +42,10 @@ void advise_dontneed(const void* base, std::size_t length) noexcept;
 // Copies n bytes from mapped memory; returns false (and leaves dst partly written) if reading
 // the source raised SIGBUS / EXCEPTION_IN_PAGE_ERROR. Other faults are not caught.
 bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept;
+
+// Flushes a finished file to the disk (fsync / FlushFileBuffers), so a rename that publishes
+// it cannot survive a crash that loses its contents. Throws Error(kIo).
+void flush_to_disk(const std::filesystem::path& path);
 
 // ---- unbuffered reads ----
 
