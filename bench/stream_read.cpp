@@ -405,17 +405,11 @@ std::uint64_t stream_through_ring(ferry::memory::StagingRing& ring,
                                   Fill&& fill) {
   Consumer consumer(data_offset);
   for (std::size_t i = 0; i < chunks.size(); ++i) {
-    const std::size_t slot = ring.acquire();
-    std::span<const std::byte> bytes;
-    try {
-      bytes = fill(i, ring.slot(slot));
-    } catch (...) {
-      ring.retire(slot, nullptr);
-      throw;
-    }
+    ferry::memory::StagingRing::Lease slot = ring.lease();  // given back even if fill throws
+    const std::span<const std::byte> bytes = fill(i, slot.bytes());
     auto fence = std::make_shared<ferry::memory::CpuFence>();
     consumer.push({chunks[i].offset, bytes, fence});
-    ring.retire(slot, fence);
+    slot.retire(fence);
   }
   return consumer.finish();
 }
