@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -94,12 +95,16 @@ TEST(DirectReader, reads_larger_than_64_mib_are_split_and_complete) {
 }
 
 TEST(DirectReader, misaligned_requests_are_refused_before_the_os_sees_them) {
-  // Wine accepts misaligned unbuffered reads that Windows rejects: the check must be ours.
+  // Wine performs misaligned FILE_FLAG_NO_BUFFERING reads that Windows fails with
+  // ERROR_INVALID_PARAMETER (and Linux O_DIRECT with EINVAL): the check must be ours, so a
+  // refused request leaves the buffer exactly as it was, on every platform.
   ScratchDir dir;
-  write_file(dir / "a.bin", pattern_bytes(4 * 65536));
+  const auto bytes = pattern_bytes(4 * 65536, 4);
+  write_file(dir / "a.bin", bytes);
   const DirectReader reader = DirectReader::open(dir / "a.bin");
   const std::size_t a = reader.alignment();
   AlignedBuffer buffer(8 * a, a);
+  std::memset(buffer.data(), 0x5a, buffer.size());
   const std::span<std::byte> whole = buffer.span();
   EXPECT_EQ(test::error_code_of([&] { (void)reader.read_aligned(0, whole.subspan(1, 2 * a)); }),
             ErrorCode::kBadArgument);  // buffer address
@@ -107,7 +112,10 @@ TEST(DirectReader, misaligned_requests_are_refused_before_the_os_sees_them) {
             ErrorCode::kBadArgument);  // file offset
   EXPECT_EQ(test::error_code_of([&] { (void)reader.read_aligned(0, whole.first(a + 512)); }),
             ErrorCode::kBadArgument);  // length
+  EXPECT_TRUE(std::all_of(whole.begin(), whole.end(), [](std::byte b) { return b == std::byte{0x5a}; }))
+      << "a refused request still read into the buffer";
   EXPECT_EQ(reader.read_aligned(a, whole.first(2 * a)), 2 * a);
+  EXPECT_EQ(0, std::memcmp(buffer.data(), bytes.data() + a, 2 * a));
 }
 
 TEST(DirectReader, ranges_outside_the_file_and_short_buffers_are_refused) {

@@ -64,23 +64,6 @@ TEST(Win32MappedFile, views_at_page_aligned_but_not_granule_aligned_offsets_read
   }
 }
 
-TEST(Win32MappedFile, an_empty_file_opens_and_gives_only_empty_views) {
-  // CreateFileMappingW refuses a 0-byte file (ERROR_FILE_INVALID); MappedFile must not.
-  ScratchDir dir;
-  write_file(dir / "empty.bin", std::string_view());
-  const MappedFile file = MappedFile::open(dir / "empty.bin");
-  EXPECT_EQ(file.size(), 0u);
-  const MappedView view = file.map(0, 0);
-  EXPECT_TRUE(view.empty());
-  EXPECT_EQ(error_code_of([&] { (void)file.map(0, 1); }), ErrorCode::kBadArgument);
-}
-
-TEST(Win32MappedFile, a_directory_is_refused_with_an_io_error) {
-  ScratchDir dir;
-  EXPECT_EQ(error_code_of([&] { (void)MappedFile::open(dir.path()); }), ErrorCode::kIo);
-  EXPECT_EQ(error_code_of([&] { (void)DirectReader::open(dir.path()); }), ErrorCode::kIo);
-}
-
 // ---- wide paths ----
 
 TEST(Win32Paths, a_non_ascii_path_opens_for_mapping_and_for_direct_reads) {
@@ -116,47 +99,6 @@ TEST(Win32Paths, errors_name_a_missing_wide_path_in_utf8) {
 
 // ---- unbuffered reads ----
 
-TEST(Win32DirectReader, opens_unbuffered_with_at_least_page_alignment) {
-  ScratchDir dir;
-  write_file(dir / "a.bin", pattern_bytes(8192));
-  const DirectReader reader = DirectReader::open(dir / "a.bin");
-  EXPECT_TRUE(reader.unbuffered());
-  EXPECT_GE(reader.alignment(), page_size());
-  EXPECT_EQ(reader.alignment() & (reader.alignment() - 1), 0u);
-}
-
-TEST(Win32DirectReader, misaligned_requests_are_rejected_before_any_read_reaches_the_os) {
-  // Wine performs misaligned FILE_FLAG_NO_BUFFERING reads that Windows fails with
-  // ERROR_INVALID_PARAMETER, so only our own check can be seen here: the call must throw
-  // kBadArgument and leave the buffer exactly as it was.
-  ScratchDir dir;
-  const auto bytes = pattern_bytes(64 * 1024, 4);
-  write_file(dir / "a.bin", bytes);
-  const DirectReader reader = DirectReader::open(dir / "a.bin");
-  const std::size_t a = reader.alignment();
-  AlignedBuffer buffer(4 * a, a);
-  std::memset(buffer.data(), 0x5a, buffer.size());
-  const auto untouched = [&] {
-    for (std::size_t i = 0; i < buffer.size(); ++i) {
-      if (buffer.data()[i] != std::byte{0x5a}) return false;
-    }
-    return true;
-  };
-
-  // Misaligned buffer address, offset, length.
-  EXPECT_EQ(error_code_of([&] { (void)reader.read_aligned(0, buffer.span().subspan(1, 2 * a)); }),
-            ErrorCode::kBadArgument);
-  EXPECT_EQ(error_code_of([&] { (void)reader.read_aligned(512, buffer.span().first(2 * a)); }),
-            ErrorCode::kBadArgument);
-  EXPECT_EQ(error_code_of([&] { (void)reader.read_aligned(0, buffer.span().first(2 * a - 512)); }),
-            ErrorCode::kBadArgument);
-  EXPECT_TRUE(untouched()) << "a rejected request still read into the buffer";
-
-  // The same buffer, aligned, reads.
-  EXPECT_EQ(reader.read_aligned(a, buffer.span().first(2 * a)), 2 * a);
-  EXPECT_EQ(0, std::memcmp(buffer.data(), bytes.data() + a, 2 * a));
-}
-
 TEST(Win32DirectReader, reads_past_the_end_come_back_short_not_as_errors) {
   // ReadFile at or beyond the end of an unbuffered file fails with ERROR_HANDLE_EOF or returns
   // the bytes up to the end; either is a short read.
@@ -171,18 +113,6 @@ TEST(Win32DirectReader, reads_past_the_end_come_back_short_not_as_errors) {
   EXPECT_EQ(0, std::memcmp(buffer.data(), bytes.data(), bytes.size()));
   const std::uint64_t beyond = (bytes.size() + a - 1) / a * a;
   EXPECT_EQ(reader.read_aligned(beyond, buffer.span().first(a)), 0u);
-}
-
-TEST(Win32DirectReader, a_file_shrunk_under_an_open_reader_gives_an_io_error) {
-  // The reader shares write access, so another handle may shrink the file (unlike a mapped one).
-  ScratchDir dir;
-  write_file(dir / "a.bin", pattern_bytes(64 * 1024, 9));
-  const DirectReader reader = DirectReader::open(dir / "a.bin");
-  std::string refused;
-  ASSERT_TRUE(test::resize_file(dir / "a.bin", 4096, &refused)) << refused;
-  AlignedBuffer buffer(reader.cover_size(0, 64 * 1024), reader.alignment());
-  EXPECT_EQ(error_code_of([&] { (void)reader.read_cover(8192, 4096, buffer.span()); }),
-            ErrorCode::kIo);
 }
 
 // ---- shrinking a mapped file, and the in-page-error guard ----
