@@ -1,0 +1,138 @@
+// The Backend: what every model (umT5, the Wan DiT, the Wan VAEs) asks of the hardware. Two
+// implementations: the CPU backend (core/backend/cpu, the readable reference and the fallback
+// without an NVIDIA GPU) and the CUDA backend (cuda/). Models never see which one runs.
+//
+// Conventions, for every op:
+// - Tensors are contiguous row-major views (core/tensor/tensor.h) on this backend's device.
+// - Inputs are widened to f32, the op computes in f32 (f64 where the reference does), and the
+//   result is rounded once, to the output tensor's dtype: the rounding points of wan.md §1 are
+//   the dtypes the model gives its outputs. Matrix products round their left operand to the
+//   output dtype first (a bf16 op has bf16 inputs, as under PyTorch autocast).
+// - Outputs may alias their first input only where an op says so.
+// - Work may run asynchronously (CUDA: on the backend's compute stream); download() and
+//   synchronize() wait for it.
+// - A shape or dtype the op cannot take is a bug in the caller: Error(kInternal).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+
+namespace ferry {
+
+// Memory a backend allocated; freed by destroying the owner.
+class DeviceBuffer {
+ public:
+  virtual ~DeviceBuffer() = default;
+  virtual void* data() const = 0;
+  virtual std::size_t size() const = 0;
+};
+
+// A 3-D convolution's stride and zero padding. Causal convolutions pad only in front in time
+// (2·pt frames, fewer when cached frames are prepended to the input); Wan's 2-D downsampling pads
+// only the bottom and right.
+struct Conv3dParams {
+  int stride_t = 1, stride_h = 1, stride_w = 1;
+  int pad_front = 0, pad_back = 0;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+};
+
+// Geometry of Wan's 3-D rotary embedding: tokens are ordered (frame, row, column).
+struct RopeGrid {
+  std::int64_t frames = 1;
+  std::int64_t height = 1;
+  std::int64_t width = 1;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----
+  // A block of this backend's memory (device memory on CUDA); Error(kOutOfMemory) if refused.
+  virtual std::unique_ptr<DeviceBuffer> allocate(std::size_t bytes) = 0;
+  // Host bytes laid out as dst (its dtype and shape) → dst.
+  virtual void upload(const Tensor& dst, const void* host) = 0;
+  // src → host bytes; waits for the work that writes src.
+  virtual void download(const Tensor& src, void* host) = 0;
+  virtual void synchronize() = 0;
+
+  // ---- matrix products ----
+  // y[M,N] = round(x)[M,K] · (w_scale · w[N,K])ᵀ + bias[N]. w is F32, BF16, F16, or F8 with the
+  // per-tensor scale w_scale (dequantised on the fly); bias (optional) is a float dtype.
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                      float w_scale = 1.0f) = 0;
+
+  // ---- normalisation ----
+  // Per row of x[R,C]: n = x · rsqrt(mean(x²) + eps), rounded to x's dtype, then y = n · weight[C]
+  // (T5 RMSNorm; Wan's q/k RMSNorm over all heads: the same math over C = heads · head_dim).
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
+  // Per row of x[R,C]: (x - mean) · rsqrt(var + eps) (· weight[C] + bias[C] when given).
+  virtual void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
+                          const Tensor& y) = 0;
+  // x[C,S] (channels first): y = x / max(‖x[:, s]‖₂, 1e-12) · √C · gamma[C] (the Wan VAE's RMS).
+  virtual void channel_rms_norm(const Tensor& x, const Tensor& gamma, const Tensor& y) = 0;
+
+  // ---- elementwise ----
+  // y[R,C] = x · (1 + scale) + shift; scale and shift are [C] (one row for all) or [R,C].
+  virtual void modulate(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                        const Tensor& y) = 0;
+  // x[R,C] += y · gate, gate [C] or [R,C] or none (plain residual add). x is updated in place.
+  virtual void gated_add(const Tensor& x, const Tensor& y, const Tensor* gate) = 0;
+  // out = a + b, out = a · b (same shapes; out may alias a).
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  virtual void mul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // y = 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³))), y = x · sigmoid(x). y may alias x.
+  virtual void gelu_tanh(const Tensor& x, const Tensor& y) = 0;
+  virtual void silu(const Tensor& x, const Tensor& y) = 0;
+  // Softmax over each row of x[R,C], in f32. y may alias x.
+  virtual void softmax(const Tensor& x, const Tensor& y) = 0;
+  // Element conversion: y = x rounded to y's dtype (same shapes).
+  virtual void convert(const Tensor& x, const Tensor& y) = 0;
+
+  // ---- attention ----
+  // o[L,H,D] = softmax(q·kᵀ · scale + bias) · v per head, with q[L,H,D], k and v [S,H,D]. The
+  // optional T5 relative-position table rel[32,H] adds rel[bucket(j - i), h] to the score of
+  // query i and key j (bidirectional, 32 buckets, max distance 128: wan.md §A.2). Softmax in
+  // f32; the L×S score matrix is never held whole.
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                         const Tensor* relative_bias, const Tensor& o) = 0;
+  // Wan's 3-D RoPE on x[L,H,D] in place, L = frames · height · width (wan.md §B.7).
+  virtual void rope_3d(const Tensor& x, const RopeGrid& grid) = 0;
+
+  // ---- convolutions and resampling (video tensors are [C, T, H, W]) ----
+  // y[Co,T',H',W'] = w[Co,Ci,kt,kh,kw] ⋆ zero-padded x[Ci,T,H,W] + bias[Co]. A 2-D convolution
+  // applied per frame is the kt = 1 case.
+  virtual void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
+                      const Conv3dParams& params, const Tensor& y) = 0;
+  // y[C,T,2H,2W]: every pixel repeated 2×2.
+  virtual void upsample_nearest_2x(const Tensor& x, const Tensor& y) = 0;
+  // Wan 2.2 VAE shortcuts (wan.md §C.3), T a multiple of ft (the caller pads the front):
+  // avg_down_3d: y[Co, T/ft, H/fs, W/fs], channels expanded in (c, ft, fs_h, fs_w) order and
+  // averaged in consecutive groups of Ci·ft·fs²/Co.
+  virtual void avg_down_3d(const Tensor& x, int ft, int fs, const Tensor& y) = 0;
+  // dup_up_3d: y[Co, T·ft, H·fs, W·fs], each channel repeated Co·ft·fs²/Ci times, the copies
+  // read as (co, ft, fs_h, fs_w) and scattered into time and space.
+  virtual void dup_up_3d(const Tensor& x, int ft, int fs, const Tensor& y) = 0;
+
+  // ---- data movement (copies) ----
+  // y = x with its dimensions reordered: y.shape[i] = x.shape[order[i]].
+  virtual void permute(const Tensor& x, const std::vector<int>& order, const Tensor& y) = 0;
+  // y = a and b joined along `dim`.
+  virtual void concat(const Tensor& a, const Tensor& b, int dim, const Tensor& y) = 0;
+  // y = x[..., begin : begin + y.shape[dim], ...] along `dim`.
+  virtual void slice(const Tensor& x, int dim, std::int64_t begin, const Tensor& y) = 0;
+  // y[L,D] = table[ids[l], :] with ids I32 or I64 (each checked against the table's rows).
+  virtual void embedding(const Tensor& table, const Tensor& ids, const Tensor& y) = 0;
+};
+
+// The T5 relative-position bucket of key position minus query position (wan.md §A.2).
+int t5_relative_bucket(std::int64_t relative_position);
+
+}  // namespace ferry

@@ -1,0 +1,154 @@
+// The CPU backend's attention (query blocks against whole K and V per head, f32 softmax) and
+// Wan's 3-D RoPE (angles in f64, as the reference computes them).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/cpu/cpu_rows.h"
+#include "core/backend/cpu/gemm.h"
+
+namespace ferry::cpu {
+
+using namespace detail;
+
+// ---- attention ----
+
+void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                           const Tensor* relative_bias, const Tensor& o) {
+  const char* op = "attention";
+  require(q.shape.rank() == 3 && k.shape.rank() == 3 && v.shape.rank() == 3, op,
+          "q, k and v must be [tokens, heads, head_dim]");
+  const std::int64_t len = q.shape[0];
+  const std::int64_t heads = q.shape[1];
+  const std::int64_t dim = q.shape[2];
+  const std::int64_t keys = k.shape[0];
+  require_shape(k, Shape{keys, heads, dim}, op, "k");
+  require_shape(v, Shape{keys, heads, dim}, op, "v");
+  require_shape(o, Shape{len, heads, dim}, op, "o");
+  if (relative_bias != nullptr) require_shape(*relative_bias, Shape{32, heads}, op, "relative_bias");
+
+  // Per head: K and V gathered into contiguous f32 [S, D]; query blocks of kBlock rows each
+  // hold only a [kBlock, S] score block.
+  constexpr std::int64_t kBlock = 32;
+  float* kh = grow(scratch_a_, static_cast<std::size_t>(keys * dim));
+  float* vh = grow(scratch_b_, static_cast<std::size_t>(keys * dim));
+  std::vector<float> rel(relative_bias != nullptr ? static_cast<std::size_t>(32 * heads) : 0);
+  if (relative_bias != nullptr) load(*relative_bias, 0, 32 * heads, rel.data());
+  const auto d = static_cast<std::size_t>(dim);
+  const auto s = static_cast<std::size_t>(keys);
+
+  for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t j = 0; j < keys; ++j) {
+      load(k, (j * heads + h) * dim, dim, kh + j * dim);
+      load(v, (j * heads + h) * dim, dim, vh + j * dim);
+    }
+    const auto blocks = static_cast<std::size_t>((len + kBlock - 1) / kBlock);
+    pool_.parallel_for(blocks, 1, [&](std::size_t b, std::size_t e) {
+      float* qb = row_buffer(0, static_cast<std::size_t>(kBlock * dim));
+      float* scores = row_buffer(1, static_cast<std::size_t>(kBlock * keys));
+      float* out = row_buffer(2, static_cast<std::size_t>(kBlock * dim));
+      for (std::size_t block = b; block < e; ++block) {
+        const std::int64_t i0 = static_cast<std::int64_t>(block) * kBlock;
+        const std::int64_t rows = std::min(kBlock, len - i0);
+        for (std::int64_t i = 0; i < rows; ++i) load(q, ((i0 + i) * heads + h) * dim, dim, qb + i * dim);
+        const auto mm = static_cast<std::size_t>(rows);
+        gemm_f32(mm, s, d, scale, qb, d, kh, d, true, 0.0f, scores, s, pool_);
+        for (std::int64_t i = 0; i < rows; ++i) {
+          float* row = scores + i * keys;
+          if (relative_bias != nullptr) {
+            for (std::int64_t j = 0; j < keys; ++j) {
+              row[j] += rel[static_cast<std::size_t>(t5_relative_bucket(j - (i0 + i)) * heads + h)];
+            }
+          }
+          if (keys == 0) continue;
+          const float top = *std::max_element(row, row + keys);
+          double sum = 0;
+          for (std::int64_t j = 0; j < keys; ++j) {
+            row[j] = std::exp(row[j] - top);
+            sum += row[j];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (std::int64_t j = 0; j < keys; ++j) row[j] *= inv;
+        }
+        gemm_f32(mm, d, s, 1.0f, scores, s, vh, d, false, 0.0f, out, d, pool_);
+        for (std::int64_t i = 0; i < rows; ++i) store(out + i * dim, o, ((i0 + i) * heads + h) * dim, dim);
+      }
+    });
+  }
+}
+
+void CpuBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {
+  const char* op = "rope_3d";
+  require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");
+  const std::int64_t len = x.shape[0];
+  const std::int64_t heads = x.shape[1];
+  const std::int64_t dim = x.shape[2];
+  require(len == grid.frames * grid.height * grid.width, op,
+          std::to_string(len) + " tokens for a " + std::to_string(grid.frames) + "x" +
+              std::to_string(grid.height) + "x" + std::to_string(grid.width) + " grid");
+  require(dim % 2 == 0 && dim >= 6, op, "head_dim must be even");
+  // Axis widths in pairs (wan.md §B.7): t gets d - 4·(d/6) real dims, h and w 2·(d/6) each.
+  const std::int64_t hw_real = 2 * (dim / 6);
+  const std::int64_t t_pairs = (dim - 2 * hw_real) / 2;
+  const std::int64_t hw_pairs = hw_real / 2;
+  const std::int64_t pairs = dim / 2;
+
+  // cos/sin per (position, pair) for each axis, in f64 as the reference computes them.
+  auto table = [](std::int64_t positions, std::int64_t axis_pairs) {
+    std::vector<double> t(static_cast<std::size_t>(positions * axis_pairs * 2));
+    const double width = static_cast<double>(2 * axis_pairs);
+    for (std::int64_t p = 0; p < positions; ++p) {
+      for (std::int64_t j = 0; j < axis_pairs; ++j) {
+        const double theta = 1.0 / std::pow(10000.0, static_cast<double>(2 * j) / width);
+        const double angle = static_cast<double>(p) * theta;
+        t[static_cast<std::size_t>((p * axis_pairs + j) * 2)] = std::cos(angle);
+        t[static_cast<std::size_t>((p * axis_pairs + j) * 2 + 1)] = std::sin(angle);
+      }
+    }
+    return t;
+  };
+  const std::vector<double> tf = table(grid.frames, t_pairs);
+  const std::vector<double> th = table(grid.height, hw_pairs);
+  const std::vector<double> tw = table(grid.width, hw_pairs);
+
+  pool_.parallel_for(static_cast<std::size_t>(len), grain_for(heads * dim), [&](std::size_t b, std::size_t e) {
+    float* v = row_buffer(0, static_cast<std::size_t>(heads * dim));
+    for (auto n = static_cast<std::int64_t>(b); n < static_cast<std::int64_t>(e); ++n) {
+      const std::int64_t f = n / (grid.height * grid.width);
+      const std::int64_t y = (n / grid.width) % grid.height;
+      const std::int64_t xw = n % grid.width;
+      load(x, n * heads * dim, heads * dim, v);
+      for (std::int64_t p = 0; p < pairs; ++p) {
+        const double* cs = p < t_pairs ? &tf[static_cast<std::size_t>((f * t_pairs + p) * 2)]
+                           : p < t_pairs + hw_pairs
+                               ? &th[static_cast<std::size_t>((y * hw_pairs + p - t_pairs) * 2)]
+                               : &tw[static_cast<std::size_t>((xw * hw_pairs + p - t_pairs - hw_pairs) * 2)];
+        for (std::int64_t h = 0; h < heads; ++h) {
+          float* pair = v + h * dim + 2 * p;
+          const double a = pair[0];
+          const double c = pair[1];
+          pair[0] = static_cast<float>(a * cs[0] - c * cs[1]);
+          pair[1] = static_cast<float>(a * cs[1] + c * cs[0]);
+        }
+      }
+      store(v, x, n * heads * dim, heads * dim);
+    }
+  });
+}
+
+}  // namespace ferry::cpu
+
+namespace ferry {
+
+int t5_relative_bucket(std::int64_t relative_position) {
+  // wan.md §A.2: 16 buckets a direction, exact below 8, logarithmic up to 128, in float32.
+  const int base = relative_position > 0 ? 16 : 0;
+  const std::int64_t a = relative_position < 0 ? -relative_position : relative_position;
+  if (a < 8) return base + static_cast<int>(a);
+  const float scaled = std::log(static_cast<float>(a) / 8.0f) / static_cast<float>(std::log(16.0)) * 8.0f;
+  return base + std::min(15, 8 + static_cast<int>(scaled));
+}
+
+}  // namespace ferry

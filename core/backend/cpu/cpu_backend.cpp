@@ -1,0 +1,339 @@
+#include "core/backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/backend/cpu/gemm.h"
+#include "core/error.h"
+#include "core/memory/aligned_buffer.h"
+#include "core/backend/cpu/cpu_rows.h"
+#include "core/tensor/convert.h"
+
+namespace ferry::cpu {
+
+using namespace detail;
+
+namespace {
+
+class HostBuffer final : public DeviceBuffer {
+ public:
+  explicit HostBuffer(std::size_t bytes) : buffer_(bytes, memory::host_page_size()) {}
+  void* data() const override { return buffer_.data(); }
+  std::size_t size() const override { return buffer_.size(); }
+
+ private:
+  memory::AlignedBuffer buffer_;
+};
+
+}  // namespace
+
+CpuBackend::CpuBackend(ThreadPool& pool) : pool_(pool) {}
+
+std::string CpuBackend::name() const {
+  return "CPU (" + std::to_string(pool_.size()) + " threads, GEMM: " +
+         (default_gemm_path() == GemmPath::kOpenBlas ? "OpenBLAS" : "Ferry's own") + ")";
+}
+
+std::unique_ptr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
+  return std::make_unique<HostBuffer>(bytes);
+}
+
+void CpuBackend::upload(const Tensor& dst, const void* host) {
+  require_cpu(dst, "upload", "dst");
+  std::memcpy(dst.data, host, dst.bytes());
+}
+
+void CpuBackend::download(const Tensor& src, void* host) {
+  require_cpu(src, "download", "src");
+  std::memcpy(host, src.data, src.bytes());
+}
+
+// ---- matrix products ----
+
+void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                        float w_scale) {
+  const char* op = "linear";
+  const std::int64_t m = x.shape.rows();
+  const std::int64_t k = x.shape.cols();
+  require(w.shape.rank() == 2 && w.shape[1] == k, op,
+          "weight " + w.shape.str() + " does not match input " + x.shape.str());
+  const std::int64_t n = w.shape[0];
+  require(y.shape.rows() == m && y.shape.cols() == n, op,
+          "output " + y.shape.str() + " is not [" + std::to_string(m) + ", " + std::to_string(n) + "]");
+  require(bias == nullptr || bias->numel() == n, op, "bias size differs from the output width");
+  require_float(x, op, "x");
+  require_float(y, op, "y");
+
+  // Row blocks of x keep the f32 scratch bounded whatever the token count.
+  const std::int64_t block = std::max<std::int64_t>(1, std::min<std::int64_t>(m, (1 << 22) / std::max<std::int64_t>(k + n, 1)));
+  float* xf = grow(scratch_a_, static_cast<std::size_t>(block * k));
+  float* yf = grow(scratch_b_, static_cast<std::size_t>(block * n));
+  float* bias_f = nullptr;
+  if (bias != nullptr) {
+    bias_f = grow(scratch_c_, static_cast<std::size_t>(n));
+    load(*bias, 0, n, bias_f);
+  }
+  const bool fp8 = w.dtype == DType::kF8E4M3 || w.dtype == DType::kF8E5M2;
+  // fp8 weights are widened panel by panel (bounded workspace) and multiplied as f32.
+  constexpr std::int64_t kPanelRows = 256;
+  std::vector<float> panel;
+  if (fp8) panel.resize(static_cast<std::size_t>(std::min(kPanelRows, n) * k));
+
+  for (std::int64_t r0 = 0; r0 < m; r0 += block) {
+    const std::int64_t rows = std::min(block, m - r0);
+    load(x, r0 * k, rows * k, xf);
+    if (y.dtype != DType::kF32) {
+      for (std::int64_t i = 0; i < rows * k; ++i) xf[i] = round_to(y.dtype, xf[i]);
+    }
+    const auto mm = static_cast<std::size_t>(rows);
+    const auto nn = static_cast<std::size_t>(n);
+    const auto kk = static_cast<std::size_t>(k);
+    switch (w.dtype) {
+      case DType::kF32:
+        gemm_f32(mm, nn, kk, w_scale, xf, kk, w.as<const float>(), kk, true, 0.0f, yf, nn, pool_);
+        break;
+      case DType::kBF16:
+        gemm_bf16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, 0.0f, yf,
+                          nn, pool_);
+        break;
+      case DType::kF16:
+        gemm_f16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, 0.0f, yf,
+                         nn, pool_);
+        break;
+      case DType::kF8E4M3:
+      case DType::kF8E5M2:
+        for (std::int64_t n0 = 0; n0 < n; n0 += kPanelRows) {
+          const std::int64_t pn = std::min(kPanelRows, n - n0);
+          load(w, n0 * k, pn * k, panel.data());
+          gemm_f32(mm, static_cast<std::size_t>(pn), kk, w_scale, xf, kk, panel.data(), kk, true,
+                   0.0f, yf + n0, nn, pool_);
+        }
+        break;
+      default:
+        require(false, op, "weights of dtype " + std::string(dtype_name(w.dtype)));
+    }
+    if (bias_f != nullptr) {
+      for (std::int64_t i = 0; i < rows; ++i) {
+        float* row = yf + i * n;
+        for (std::int64_t j = 0; j < n; ++j) row[j] += bias_f[j];
+      }
+    }
+    store(yf, y, r0 * n, rows * n);
+  }
+}
+
+// ---- normalisation ----
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
+  const char* op = "rms_norm";
+  require_same_shape(x, y, op);
+  const std::int64_t rows = x.shape.rows();
+  const std::int64_t cols = x.shape.cols();
+  require(weight.numel() == cols, op, "weight is " + weight.shape.str());
+  pool_.parallel_for(static_cast<std::size_t>(rows), grain_for(cols), [&](std::size_t b, std::size_t e) {
+    float* v = row_buffer(0, static_cast<std::size_t>(cols));
+    float* g = row_buffer(1, static_cast<std::size_t>(cols));
+    load(weight, 0, cols, g);
+    for (auto r = static_cast<std::int64_t>(b); r < static_cast<std::int64_t>(e); ++r) {
+      load(x, r * cols, cols, v);
+      double sum = 0;
+      for (std::int64_t i = 0; i < cols; ++i) sum += static_cast<double>(v[i]) * v[i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(cols) + eps));
+      for (std::int64_t i = 0; i < cols; ++i) v[i] = round_to(x.dtype, v[i] * inv) * g[i];
+      store(v, y, r * cols, cols);
+    }
+  });
+}
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
+                            const Tensor& y) {
+  const char* op = "layer_norm";
+  require_same_shape(x, y, op);
+  const std::int64_t rows = x.shape.rows();
+  const std::int64_t cols = x.shape.cols();
+  require(weight == nullptr || weight->numel() == cols, op, "weight size");
+  require(bias == nullptr || bias->numel() == cols, op, "bias size");
+  pool_.parallel_for(static_cast<std::size_t>(rows), grain_for(cols), [&](std::size_t b, std::size_t e) {
+    float* v = row_buffer(0, static_cast<std::size_t>(cols));
+    float* g = weight != nullptr ? row_buffer(1, static_cast<std::size_t>(cols)) : nullptr;
+    float* bb = bias != nullptr ? row_buffer(2, static_cast<std::size_t>(cols)) : nullptr;
+    if (g != nullptr) load(*weight, 0, cols, g);
+    if (bb != nullptr) load(*bias, 0, cols, bb);
+    for (auto r = static_cast<std::int64_t>(b); r < static_cast<std::int64_t>(e); ++r) {
+      load(x, r * cols, cols, v);
+      double mean = 0;
+      for (std::int64_t i = 0; i < cols; ++i) mean += v[i];
+      mean /= static_cast<double>(cols);
+      double var = 0;
+      for (std::int64_t i = 0; i < cols; ++i) var += (v[i] - mean) * (v[i] - mean);
+      var /= static_cast<double>(cols);
+      const double inv = 1.0 / std::sqrt(var + eps);
+      for (std::int64_t i = 0; i < cols; ++i) {
+        float n = static_cast<float>((v[i] - mean) * inv);
+        if (g != nullptr) n *= g[i];
+        if (bb != nullptr) n += bb[i];
+        v[i] = n;
+      }
+      store(v, y, r * cols, cols);
+    }
+  });
+}
+
+void CpuBackend::channel_rms_norm(const Tensor& x, const Tensor& gamma, const Tensor& y) {
+  const char* op = "channel_rms_norm";
+  require_same_shape(x, y, op);
+  require(x.shape.rank() >= 1, op, "x needs a channel dimension");
+  const std::int64_t channels = x.shape[0];
+  const std::int64_t positions = channels == 0 ? 0 : x.numel() / channels;
+  require(gamma.numel() == channels, op, "gamma is " + gamma.shape.str());
+  const float root_c = std::sqrt(static_cast<float>(channels));
+  constexpr std::int64_t kSpan = 1024;  // positions per task
+  const auto tasks = static_cast<std::size_t>((positions + kSpan - 1) / kSpan);
+  pool_.parallel_for(tasks, 1, [&](std::size_t b, std::size_t e) {
+    float* g = row_buffer(0, static_cast<std::size_t>(channels));
+    float* v = row_buffer(1, static_cast<std::size_t>(kSpan));
+    std::vector<double> sums(kSpan);
+    load(gamma, 0, channels, g);
+    for (std::size_t task = b; task < e; ++task) {
+      const std::int64_t s0 = static_cast<std::int64_t>(task) * kSpan;
+      const std::int64_t span = std::min(kSpan, positions - s0);
+      std::fill(sums.begin(), sums.end(), 0.0);
+      for (std::int64_t c = 0; c < channels; ++c) {
+        load(x, c * positions + s0, span, v);
+        for (std::int64_t s = 0; s < span; ++s) sums[s] += static_cast<double>(v[s]) * v[s];
+      }
+      for (std::int64_t c = 0; c < channels; ++c) {
+        load(x, c * positions + s0, span, v);
+        for (std::int64_t s = 0; s < span; ++s) {
+          const float norm = std::max(static_cast<float>(std::sqrt(sums[s])), 1e-12f);
+          v[s] = v[s] / norm * root_c * g[c];
+        }
+        store(v, y, c * positions + s0, span);
+      }
+    }
+  });
+}
+
+// ---- elementwise ----
+
+void CpuBackend::modulate(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                          const Tensor& y) {
+  const char* op = "modulate";
+  require_same_shape(x, y, op);
+  const std::int64_t rows = x.shape.rows();
+  const std::int64_t cols = x.shape.cols();
+  pool_.parallel_for(static_cast<std::size_t>(rows), grain_for(cols), [&](std::size_t b, std::size_t e) {
+    float* v = row_buffer(0, static_cast<std::size_t>(cols));
+    float* sc = row_buffer(1, static_cast<std::size_t>(cols));
+    float* sh = row_buffer(2, static_cast<std::size_t>(cols));
+    for (auto r = static_cast<std::int64_t>(b); r < static_cast<std::int64_t>(e); ++r) {
+      load(x, r * cols, cols, v);
+      load(scale, param_offset(scale, rows, cols, r, op, "scale"), cols, sc);
+      load(shift, param_offset(shift, rows, cols, r, op, "shift"), cols, sh);
+      for (std::int64_t i = 0; i < cols; ++i) v[i] = v[i] * (1.0f + sc[i]) + sh[i];
+      store(v, y, r * cols, cols);
+    }
+  });
+}
+
+void CpuBackend::gated_add(const Tensor& x, const Tensor& y, const Tensor* gate) {
+  const char* op = "gated_add";
+  require_same_shape(x, y, op);
+  const std::int64_t rows = x.shape.rows();
+  const std::int64_t cols = x.shape.cols();
+  pool_.parallel_for(static_cast<std::size_t>(rows), grain_for(cols), [&](std::size_t b, std::size_t e) {
+    float* acc = row_buffer(0, static_cast<std::size_t>(cols));
+    float* add = row_buffer(1, static_cast<std::size_t>(cols));
+    float* g = row_buffer(2, static_cast<std::size_t>(cols));
+    for (auto r = static_cast<std::int64_t>(b); r < static_cast<std::int64_t>(e); ++r) {
+      load(x, r * cols, cols, acc);
+      load(y, r * cols, cols, add);
+      if (gate != nullptr) {
+        load(*gate, param_offset(*gate, rows, cols, r, op, "gate"), cols, g);
+        for (std::int64_t i = 0; i < cols; ++i) acc[i] += add[i] * g[i];
+      } else {
+        for (std::int64_t i = 0; i < cols; ++i) acc[i] += add[i];
+      }
+      store(acc, x, r * cols, cols);
+    }
+  });
+}
+
+namespace {
+
+// Applies f to each row of x (and optionally b) into out: the shape of every simple op.
+template <typename F>
+void rowwise(ThreadPool& pool, const Tensor& x, const Tensor* b, const Tensor& out, F&& f) {
+  const std::int64_t rows = x.shape.rows();
+  const std::int64_t cols = x.shape.cols();
+  pool.parallel_for(static_cast<std::size_t>(rows), grain_for(cols), [&](std::size_t lo, std::size_t hi) {
+    float* v = row_buffer(0, static_cast<std::size_t>(cols));
+    float* w = b != nullptr ? row_buffer(1, static_cast<std::size_t>(cols)) : nullptr;
+    for (auto r = static_cast<std::int64_t>(lo); r < static_cast<std::int64_t>(hi); ++r) {
+      load(x, r * cols, cols, v);
+      if (w != nullptr) load(*b, r * cols, cols, w);
+      f(v, w, cols);
+      store(v, out, r * cols, cols);
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  require_same_shape(a, b, "add");
+  require_same_shape(a, out, "add");
+  rowwise(pool_, a, &b, out, [](float* v, const float* w, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) v[i] += w[i];
+  });
+}
+
+void CpuBackend::mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  require_same_shape(a, b, "mul");
+  require_same_shape(a, out, "mul");
+  rowwise(pool_, a, &b, out, [](float* v, const float* w, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) v[i] *= w[i];
+  });
+}
+
+void CpuBackend::gelu_tanh(const Tensor& x, const Tensor& y) {
+  require_same_shape(x, y, "gelu_tanh");
+  rowwise(pool_, x, nullptr, y, [](float* v, const float*, std::int64_t n) {
+    constexpr float kAlpha = 0.7978845608028654f;  // √(2/π)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float u = v[i];
+      v[i] = 0.5f * u * (1.0f + std::tanh(kAlpha * (u + 0.044715f * u * u * u)));
+    }
+  });
+}
+
+void CpuBackend::silu(const Tensor& x, const Tensor& y) {
+  require_same_shape(x, y, "silu");
+  rowwise(pool_, x, nullptr, y, [](float* v, const float*, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) v[i] = v[i] / (1.0f + std::exp(-v[i]));
+  });
+}
+
+void CpuBackend::softmax(const Tensor& x, const Tensor& y) {
+  require_same_shape(x, y, "softmax");
+  rowwise(pool_, x, nullptr, y, [](float* v, const float*, std::int64_t n) {
+    if (n == 0) return;
+    const float top = *std::max_element(v, v + n);
+    double sum = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      v[i] = std::exp(v[i] - top);
+      sum += v[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (std::int64_t i = 0; i < n; ++i) v[i] *= inv;
+  });
+}
+
+void CpuBackend::convert(const Tensor& x, const Tensor& y) {
+  require_same_shape(x, y, "convert");
+  rowwise(pool_, x, nullptr, y, [](float*, const float*, std::int64_t) {});
+}
+
+}  // namespace ferry::cpu

@@ -1,0 +1,62 @@
+// The CPU backend: the readable reference every other backend is checked against, and the
+// fallback on machines without an NVIDIA GPU. Computes in f32 (statistics in f64), GEMMs through
+// OpenBLAS or our own blocked GEMM, rows spread over a thread pool.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/backend/cpu/thread_pool.h"
+
+namespace ferry::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(ThreadPool& pool = default_thread_pool());
+
+  Device device() const override { return Device::kCpu; }
+  std::string name() const override;
+
+  std::unique_ptr<DeviceBuffer> allocate(std::size_t bytes) override;
+  void upload(const Tensor& dst, const void* host) override;
+  void download(const Tensor& src, void* host) override;
+  void synchronize() override {}
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+              float w_scale) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
+  void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
+                  const Tensor& y) override;
+  void channel_rms_norm(const Tensor& x, const Tensor& gamma, const Tensor& y) override;
+  void modulate(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                const Tensor& y) override;
+  void gated_add(const Tensor& x, const Tensor& y, const Tensor* gate) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void gelu_tanh(const Tensor& x, const Tensor& y) override;
+  void silu(const Tensor& x, const Tensor& y) override;
+  void softmax(const Tensor& x, const Tensor& y) override;
+  void convert(const Tensor& x, const Tensor& y) override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                 const Tensor* relative_bias, const Tensor& o) override;
+  void rope_3d(const Tensor& x, const RopeGrid& grid) override;
+  void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dParams& params,
+              const Tensor& y) override;
+  void upsample_nearest_2x(const Tensor& x, const Tensor& y) override;
+  void avg_down_3d(const Tensor& x, int ft, int fs, const Tensor& y) override;
+  void dup_up_3d(const Tensor& x, int ft, int fs, const Tensor& y) override;
+  void permute(const Tensor& x, const std::vector<int>& order, const Tensor& y) override;
+  void concat(const Tensor& a, const Tensor& b, int dim, const Tensor& y) override;
+  void slice(const Tensor& x, int dim, std::int64_t begin, const Tensor& y) override;
+  void embedding(const Tensor& table, const Tensor& ids, const Tensor& y) override;
+
+ private:
+  ThreadPool& pool_;
+  // Scratch for linear and attention: grown on first use, then reused (no per-step allocation).
+  std::vector<float> scratch_a_;
+  std::vector<float> scratch_b_;
+  std::vector<float> scratch_c_;
+};
+
+}  // namespace ferry::cpu

@@ -1,0 +1,65 @@
+// Internal helpers of the CPU backend: rows widened to f32 and rounded back, per-thread scratch,
+// argument checks. Not part of any interface.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor/convert.h"
+#include "core/tensor/tensor.h"
+
+namespace ferry::cpu::detail {
+
+// ---- rows in and out of f32 ----
+
+inline std::byte* element_ptr(const Tensor& t, std::int64_t index) {
+  return static_cast<std::byte*>(t.data) + static_cast<std::size_t>(index) * dtype_size(t.dtype);
+}
+
+inline void load(const Tensor& t, std::int64_t offset, std::int64_t n, float* dst) {
+  convert_to_f32(t.dtype, element_ptr(t, offset), dst, static_cast<std::size_t>(n));
+}
+
+inline void store(const float* src, const Tensor& t, std::int64_t offset, std::int64_t n) {
+  convert_from_f32(src, t.dtype, element_ptr(t, offset), static_cast<std::size_t>(n));
+}
+
+// Per-thread row buffers: sized by the widest row seen, then reused.
+inline float* row_buffer(int which, std::size_t n) {
+  thread_local std::vector<float> buffers[3];
+  std::vector<float>& b = buffers[which];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
+inline float* grow(std::vector<float>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// Rows per task: enough work per task to amortise the hand-off.
+inline std::size_t grain_for(std::int64_t cols) {
+  return static_cast<std::size_t>(std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(cols, 1)));
+}
+
+inline void require_cpu(const Tensor& t, const char* op, const char* name) {
+  require(t.device == Device::kCpu, op, std::string(name) + " is not in host memory");
+}
+
+inline void require_same_shape(const Tensor& a, const Tensor& b, const char* op) {
+  require(a.shape == b.shape, op, "shapes " + a.shape.str() + " and " + b.shape.str() + " differ");
+}
+
+// A [C] or [R,C] parameter's row r.
+inline std::int64_t param_offset(const Tensor& p, std::int64_t rows, std::int64_t cols, std::int64_t r,
+                          const char* op, const char* name) {
+  require(p.numel() == cols || p.numel() == rows * cols, op,
+          std::string(name) + " is " + p.shape.str() + ", expected [" + std::to_string(cols) +
+              "] or [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  return p.numel() == cols ? 0 : r * cols;
+}
+
+}  // namespace ferry::cpu::detail
