@@ -1,0 +1,386 @@
+// The GEMM entry points: argument checks, the trivial cases (nothing to multiply), OpenBLAS, and
+// the own GEMM's driver (packing and cache blocking around gemm_kernels.cpp's micro-kernels).
+#include "core/backend/cpu/gemm.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/backend/cpu/gemm_kernels.h"
+#include "core/error.h"
+#include "core/memory/aligned_buffer.h"
+#include "core/tensor/convert.h"
+
+#if defined(FERRY_HAVE_OPENBLAS)
+#include <cblas.h>
+#endif
+
+namespace ferry::cpu {
+namespace gemm_detail {
+namespace {
+
+constexpr std::size_t kCacheLine = 64;
+
+std::size_t round_up(std::size_t value, std::size_t step) {
+  return (value + step - 1) / step * step;
+}
+
+// Widens `count` consecutive elements of B starting at `src` (element units) to f32.
+void widen(BFormat format, const void* src, std::size_t offset, float* dst, std::size_t count) {
+  switch (format) {
+    case BFormat::kF32:
+      std::copy_n(static_cast<const float*>(src) + offset, count, dst);
+      return;
+    case BFormat::kBF16:
+      convert_to_f32(DType::kBF16, static_cast<const std::uint16_t*>(src) + offset, dst, count);
+      return;
+    case BFormat::kF16:
+      convert_to_f32(DType::kF16, static_cast<const std::uint16_t*>(src) + offset, dst, count);
+      return;
+  }
+}
+
+// C = beta * C, for the cases where the product adds nothing (K == 0, alpha == 0).
+void scale_c(std::size_t m, std::size_t n, float beta, float* c, std::size_t ldc) {
+  if (beta == 1.0f) return;
+  for (std::size_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    if (beta == 0.0f) {
+      std::fill_n(row, n, 0.0f);
+    } else {
+      for (std::size_t j = 0; j < n; ++j) row[j] *= beta;
+    }
+  }
+}
+
+struct Operands {
+  std::size_t m, n, k;
+  float alpha;
+  const float* a;
+  std::size_t lda;
+  const void* b;
+  std::size_t ldb;
+  BFormat b_format;
+  bool b_transposed;
+  float beta;
+  float* c;
+  std::size_t ldc;
+};
+
+// Packs op(B)[pc:pc+kc, j0:j0+cols] as kc steps of nr values, zero past cols.
+void pack_b_panel(const Operands& op, std::size_t pc, std::size_t kc, std::size_t j0,
+                  std::size_t cols, std::size_t nr, float* dst) {
+  if (!op.b_transposed) {
+    // B is [K,N] f32: each step is a contiguous run of a row.
+    const auto* b = static_cast<const float*>(op.b);
+    for (std::size_t p = 0; p < kc; ++p) {
+      const float* src = b + (pc + p) * op.ldb + j0;
+      float* out = dst + p * nr;
+      std::copy_n(src, cols, out);
+      std::fill(out + cols, out + nr, 0.0f);
+    }
+    return;
+  }
+  // B is [N,K]: widen a run of each row, then scatter it down the panel's column.
+  std::array<float, 512> run;
+  for (std::size_t j = 0; j < cols; ++j) {
+    for (std::size_t p0 = 0; p0 < kc; p0 += run.size()) {
+      const std::size_t len = std::min(run.size(), kc - p0);
+      widen(op.b_format, op.b, (j0 + j) * op.ldb + pc + p0, run.data(), len);
+      float* out = dst + p0 * nr + j;
+      for (std::size_t p = 0; p < len; ++p) out[p * nr] = run[p];
+    }
+  }
+  for (std::size_t j = cols; j < nr; ++j) {
+    for (std::size_t p = 0; p < kc; ++p) dst[p * nr + j] = 0.0f;
+  }
+}
+
+// Packs A[i0:i0+rows, pc:pc+kc] as micro-panels of mr rows (kc steps of mr values), zero past
+// rows.
+void pack_a_block(const Operands& op, std::size_t i0, std::size_t rows, std::size_t pc,
+                  std::size_t kc, std::size_t mr, float* dst) {
+  for (std::size_t ir = 0; ir < rows; ir += mr) {
+    const std::size_t panel_rows = std::min(mr, rows - ir);
+    float* panel = dst + ir * kc;
+    for (std::size_t i = 0; i < panel_rows; ++i) {
+      const float* src = op.a + (i0 + ir + i) * op.lda + pc;
+      for (std::size_t p = 0; p < kc; ++p) panel[p * mr + i] = src[p];
+    }
+    for (std::size_t i = panel_rows; i < mr; ++i) {
+      for (std::size_t p = 0; p < kc; ++p) panel[p * mr + i] = 0.0f;
+    }
+  }
+}
+
+// A tile that C's edge cuts: the kernel writes the whole product into a scratch tile, and the
+// part inside C is merged from there.
+void edge_tile(const MicroKernel& kernel, std::size_t kc, const float* ap, const float* bp,
+               float* c, std::size_t ldc, std::size_t rows, std::size_t cols, float alpha,
+               float beta) {
+  float tile[kMaxTile];
+  kernel.fn(kc, ap, bp, tile, kernel.nr, 1.0f, 0.0f);
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < cols; ++j) {
+      float& out = c[i * ldc + j];
+      const float product = alpha * tile[i * kernel.nr + j];
+      out = beta == 0.0f ? product : product + beta * out;
+    }
+  }
+}
+
+// A-block buffers for the threads of one GEMM: as many as ran at once, reused across blocks.
+class PackBuffers {
+ public:
+  explicit PackBuffers(std::size_t bytes) : bytes_(bytes) {}
+
+  memory::AlignedBuffer take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        memory::AlignedBuffer buffer = std::move(free_.back());
+        free_.pop_back();
+        return buffer;
+      }
+    }
+    return memory::AlignedBuffer(bytes_, kCacheLine);
+  }
+  void give_back(memory::AlignedBuffer buffer) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(buffer));
+  }
+
+ private:
+  std::size_t bytes_;
+  std::mutex mutex_;
+  std::vector<memory::AlignedBuffer> free_;
+};
+
+// The Goto/BLIS loop nest: for each kc x nc panel of op(B) (packed once, by all threads), the
+// C block [M, nc] is cut into tasks of mc rows (and, when there are too few row blocks to keep
+// every thread busy, slices of the panel's columns); a task packs its A block and runs the
+// micro-kernel over it, micro-panel of B by micro-panel of B.
+void run_own(const Operands& op, ThreadPool& pool, const MicroKernel& kernel) {
+  const std::size_t mr = kernel.mr;
+  const std::size_t nr = kernel.nr;
+  const std::size_t kc_max = std::min(op.k, kernel.kc);
+  const std::size_t nc_max = std::min(round_up(op.n, nr), kernel.nc);
+
+  // Row blocks of (about) equal height, a multiple of mr, none above kernel.mc.
+  const std::size_t m_blocks = (op.m + kernel.mc - 1) / kernel.mc;
+  const std::size_t mc = round_up((op.m + m_blocks - 1) / m_blocks, mr);
+  const std::size_t threads = pool.size();
+
+  memory::AlignedBuffer b_panel(kc_max * nc_max * sizeof(float), kCacheLine);
+  auto* packed_b = reinterpret_cast<float*>(b_panel.data());
+  PackBuffers a_buffers(mc * kc_max * sizeof(float));
+
+  for (std::size_t jc = 0; jc < op.n; jc += nc_max) {
+    const std::size_t nc = std::min(nc_max, op.n - jc);
+    const std::size_t slivers = (nc + nr - 1) / nr;
+    // Two tasks per thread at least, so that a slow thread delays the panel by half a task.
+    const std::size_t n_parts =
+        std::min(slivers, std::max<std::size_t>(1, (2 * threads + m_blocks - 1) / m_blocks));
+
+    for (std::size_t pc = 0; pc < op.k; pc += kc_max) {
+      const std::size_t kc = std::min(kc_max, op.k - pc);
+      const float beta = pc == 0 ? op.beta : 1.0f;
+
+      pool.parallel_for(slivers, 1, [&](std::size_t s0, std::size_t s1) {
+        for (std::size_t s = s0; s < s1; ++s) {
+          pack_b_panel(op, pc, kc, jc + s * nr, std::min(nr, nc - s * nr), nr,
+                       packed_b + s * nr * kc);
+        }
+      });
+
+      pool.parallel_for(m_blocks * n_parts, 1, [&](std::size_t t0, std::size_t t1) {
+        memory::AlignedBuffer a_buffer = a_buffers.take();
+        auto* packed_a = reinterpret_cast<float*>(a_buffer.data());
+        std::size_t packed_block = m_blocks;  // none yet
+        for (std::size_t t = t0; t < t1; ++t) {
+          const std::size_t block = t / n_parts;
+          const std::size_t part = t % n_parts;
+          const std::size_t i0 = block * mc;
+          if (i0 >= op.m) continue;  // rounding mc up can leave the last block empty
+          const std::size_t rows = std::min(mc, op.m - i0);
+          if (block != packed_block) {
+            pack_a_block(op, i0, rows, pc, kc, mr, packed_a);
+            packed_block = block;
+          }
+          const std::size_t s_begin = part * slivers / n_parts;
+          const std::size_t s_end = (part + 1) * slivers / n_parts;
+          for (std::size_t s = s_begin; s < s_end; ++s) {
+            const std::size_t j = s * nr;
+            const std::size_t cols = std::min(nr, nc - j);
+            const float* bp = packed_b + s * nr * kc;
+            for (std::size_t ir = 0; ir < rows; ir += mr) {
+              float* tile_c = op.c + (i0 + ir) * op.ldc + jc + j;
+              const std::size_t tile_rows = std::min(mr, rows - ir);
+              if (tile_rows == mr && cols == nr) {
+                kernel.fn(kc, packed_a + ir * kc, bp, tile_c, op.ldc, op.alpha, beta);
+              } else {
+                edge_tile(kernel, kc, packed_a + ir * kc, bp, tile_c, op.ldc, tile_rows, cols,
+                          op.alpha, beta);
+              }
+            }
+          }
+        }
+        a_buffers.give_back(std::move(a_buffer));
+      });
+    }
+  }
+}
+
+#if defined(FERRY_HAVE_OPENBLAS)
+bool fits_blasint(std::size_t value) {
+  return value <= static_cast<std::size_t>(std::numeric_limits<blasint>::max());
+}
+
+// OpenBLAS checks every leading dimension against its row even where there is one row.
+blasint blas_ld(std::size_t ld, std::size_t row, std::size_t rows) {
+  return static_cast<blasint>(rows <= 1 ? std::max({ld, row, std::size_t{1}}) : ld);
+}
+
+// Columns and depth of one f32 block of a bf16/f16 weight: 256 x 4096 floats = 4 MiB of scratch
+// whatever the weight's size.
+constexpr std::size_t kWidenColumns = 256;
+constexpr std::size_t kWidenDepth = 4096;
+
+void run_openblas(const Operands& op, ThreadPool& pool) {
+  const auto m = static_cast<blasint>(op.m);
+  if (op.b_format == BFormat::kF32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, op.b_transposed ? CblasTrans : CblasNoTrans, m,
+                static_cast<blasint>(op.n), static_cast<blasint>(op.k), op.alpha, op.a,
+                blas_ld(op.lda, op.k, op.m), static_cast<const float*>(op.b),
+                blas_ld(op.ldb, op.b_transposed ? op.k : op.n, op.b_transposed ? op.n : op.k),
+                op.beta, op.c, blas_ld(op.ldc, op.n, op.m));
+    return;
+  }
+  const std::size_t columns = std::min(op.n, kWidenColumns);
+  const std::size_t depth = std::min(op.k, kWidenDepth);
+  std::vector<float> scratch(columns * depth);
+  for (std::size_t j0 = 0; j0 < op.n; j0 += columns) {
+    const std::size_t nb = std::min(columns, op.n - j0);
+    for (std::size_t k0 = 0; k0 < op.k; k0 += depth) {
+      const std::size_t kb = std::min(depth, op.k - k0);
+      pool.parallel_for(nb, 16, [&](std::size_t j_begin, std::size_t j_end) {
+        for (std::size_t j = j_begin; j < j_end; ++j) {
+          widen(op.b_format, op.b, (j0 + j) * op.ldb + k0, scratch.data() + j * kb, kb);
+        }
+      });
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<blasint>(nb),
+                  static_cast<blasint>(kb), op.alpha, op.a + k0, blas_ld(op.lda, kb, op.m),
+                  scratch.data(), blas_ld(kb, kb, nb), k0 == 0 ? op.beta : 1.0f, op.c + j0,
+                  blas_ld(op.ldc, nb, op.m));
+    }
+  }
+}
+#endif
+
+void run(const Operands& op, ThreadPool& pool, GemmPath path, const char* name) {
+  if (!gemm_path_available(path)) {
+    throw Error(ErrorCode::kUnsupported,
+                std::string(name) + ": this build has no OpenBLAS; use GemmPath::kOwn");
+  }
+  auto require = [&](bool ok, const char* what) {
+    if (!ok) throw Error(ErrorCode::kBadArgument, std::string(name) + ": " + what);
+  };
+  const std::size_t b_rows = op.b_transposed ? op.n : op.k;
+  const std::size_t b_row = op.b_transposed ? op.k : op.n;
+  require(op.m <= 1 || op.lda >= op.k, "lda is shorter than a row of A (K)");
+  require(b_rows <= 1 || op.ldb >= b_row, "ldb is shorter than a row of B");
+  require(op.m <= 1 || op.ldc >= op.n, "ldc is shorter than a row of C (N)");
+  if (op.m == 0 || op.n == 0) return;
+  require(op.c != nullptr, "C is null");
+  if (op.k == 0 || op.alpha == 0.0f) {
+    scale_c(op.m, op.n, op.beta, op.c, op.ldc);
+    return;
+  }
+  require(op.a != nullptr && op.b != nullptr, "A or B is null");
+
+#if defined(FERRY_HAVE_OPENBLAS)
+  if (path == GemmPath::kOpenBlas && fits_blasint(op.m) && fits_blasint(op.n) &&
+      fits_blasint(op.k) && fits_blasint(op.lda) && fits_blasint(op.ldb) &&
+      fits_blasint(op.ldc)) {
+    run_openblas(op, pool);
+    return;
+  }
+#endif
+  run_own(op, pool, micro_kernels().front());
+}
+
+}  // namespace
+
+void gemm_own(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+              std::size_t lda, const void* b, std::size_t ldb, BFormat b_format,
+              bool b_transposed, float beta, float* c, std::size_t ldc, ThreadPool& pool,
+              const MicroKernel& kernel) {
+  const Operands op{m, n, k, alpha, a, lda, b, ldb, b_format, b_transposed, beta, c, ldc};
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  run_own(op, pool, kernel);
+}
+
+std::string openblas_description() {
+#if defined(FERRY_HAVE_OPENBLAS)
+  return std::string(openblas_get_config()) + ", core " + openblas_get_corename() + ", " +
+         std::to_string(openblas_get_num_threads()) + " threads";
+#else
+  return {};
+#endif
+}
+
+}  // namespace gemm_detail
+
+using gemm_detail::BFormat;
+using gemm_detail::Operands;
+
+GemmPath default_gemm_path() {
+#if defined(FERRY_HAVE_OPENBLAS)
+  return GemmPath::kOpenBlas;
+#else
+  return GemmPath::kOwn;
+#endif
+}
+
+bool gemm_path_available(GemmPath path) {
+  return path == GemmPath::kOwn || default_gemm_path() == GemmPath::kOpenBlas;
+}
+
+std::string_view own_gemm_kernel_name() {
+  static const std::string name = [] {
+    const auto& kernel = gemm_detail::micro_kernels().front();
+    return std::string(kernel.name) + " " + std::to_string(kernel.mr) + "x" +
+           std::to_string(kernel.nr);
+  }();
+  return name;
+}
+
+void gemm_f32(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+              std::size_t lda, const float* b, std::size_t ldb, bool b_transposed, float beta,
+              float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
+  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF32, b_transposed, beta, c, ldc},
+                   pool, path, "gemm_f32");
+}
+
+void gemm_bf16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                       std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
+                       float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
+  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kBF16, true, beta, c, ldc}, pool,
+                   path, "gemm_bf16_weights");
+}
+
+void gemm_f16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                      std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
+                      float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
+  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF16, true, beta, c, ldc}, pool,
+                   path, "gemm_f16_weights");
+}
+
+}  // namespace ferry::cpu
