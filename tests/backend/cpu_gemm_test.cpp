@@ -13,8 +13,6 @@
 //
 // Every buffer has padding that must be neither read nor written: rows of A and B end in NaN
 // (reading them poisons the result), C's row padding and the guards around C hold a sentinel.
-#include "core/backend/cpu/gemm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/cpu/gemm.h"
 #include "core/backend/cpu/gemm_kernels.h"
 #include "core/backend/cpu/thread_pool.h"
 #include "core/error.h"
@@ -54,7 +53,7 @@ double decode_f16(std::uint16_t bits) {
   const int exponent = (bits >> 10) & 0x1f;
   const int mantissa = bits & 0x3ff;
   if (exponent == 0) return sign * std::ldexp(mantissa, -24);  // subnormal (or zero)
-  return sign * std::ldexp(1024 + mantissa, exponent - 25);     // finite values only here
+  return sign * std::ldexp(1024 + mantissa, exponent - 25);    // finite values only here
 }
 
 struct Shape {
@@ -260,12 +259,12 @@ ThreadPool& test_pool() {
 // Shapes: trivial, empty, odd, exact tile multiples and one past, K above the K panel (256),
 // M above a row block (192), N above the N panel (3072), one row, one column.
 const std::vector<Shape> kShapes = {
-    {1, 1, 1},    {0, 5, 7},    {5, 0, 7},     {5, 7, 0},  {0, 0, 0},   {1, 1, 300},
-    {2, 3, 4},    {37, 53, 129}, {8, 32, 256}, {9, 33, 257}, {64, 64, 64}, {100, 1, 50},
-    {1, 100, 50}, {17, 19, 1},  {300, 40, 600}, {3, 3100, 5},
+    {1, 1, 1},    {0, 5, 7},     {5, 0, 7},      {5, 7, 0},    {0, 0, 0},    {1, 1, 300},
+    {2, 3, 4},    {37, 53, 129}, {8, 32, 256},   {9, 33, 257}, {64, 64, 64}, {100, 1, 50},
+    {1, 100, 50}, {17, 19, 1},   {300, 40, 600}, {3, 3100, 5},
 };
 
-const std::vector<Scalars> kScalars = {{1.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, -2.0f},
+const std::vector<Scalars> kScalars = {{1.0f, 0.0f},    {1.0f, 1.0f}, {0.5f, -2.0f},
                                        {-1.25f, 0.75f}, {0.0f, 2.0f}, {0.0f, 0.0f}};
 
 // Runs every variant on every shape and scalar pair; beta == 0 cases start from a NaN-filled C.
@@ -372,7 +371,8 @@ TEST(CpuGemm, runs_inside_a_parallel_for_of_the_same_pool) {
   ThreadPool& pool = test_pool();
   std::vector<Problem> problems;
   for (std::uint32_t s = 0; s < 6; ++s) {
-    problems.push_back(make_problem({40, 70, 90}, {1.0f, 0.0f}, BFormat::kF32, true, 0, true, 50 + s));
+    problems.push_back(
+        make_problem({40, 70, 90}, {1.0f, 0.0f}, BFormat::kF32, true, 0, true, 50 + s));
   }
   std::vector<std::vector<float>> results(problems.size());
   for (const Variant& variant : variants()) {
@@ -383,7 +383,9 @@ TEST(CpuGemm, runs_inside_a_parallel_for_of_the_same_pool) {
         variant.run(problems[i], results[i].data() + kGuard, pool);
       }
     });
-    for (std::size_t i = 0; i < problems.size(); ++i) expect_matches_reference(problems[i], results[i]);
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      expect_matches_reference(problems[i], results[i]);
+    }
   }
 }
 
@@ -393,8 +395,8 @@ TEST(CpuGemm, rejects_leading_dimensions_shorter_than_a_row) {
     if (!gemm_path_available(path)) continue;
     auto gemm = [&](std::size_t lda, std::size_t ldb, bool bt, std::size_t ldc) {
       return test::error_code_of([&] {
-        gemm_f32(4, 4, 4, 1.0f, a.data(), lda, b.data(), ldb, bt, 0.0f, c.data(), ldc,
-                 test_pool(), path);
+        gemm_f32(4, 4, 4, 1.0f, a.data(), lda, b.data(), ldb, bt, 0.0f, c.data(), ldc, test_pool(),
+                 path);
       });
     };
     EXPECT_EQ(gemm(3, 4, true, 4), ErrorCode::kBadArgument);

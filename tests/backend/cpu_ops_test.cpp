@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numbers>
 #include <random>
 #include <vector>
 
@@ -250,7 +251,7 @@ TEST(CpuElementwise, activations_softmax_add_mul_convert) {
   backend().gelu_tanh(a.t, out.t);
   for (std::size_t i = 0; i < av.size(); ++i) {
     const double x = av[i];
-    want[i] = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    want[i] = 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
   }
   expect_close(out.values(), want, 2e-6, "gelu_tanh");
 

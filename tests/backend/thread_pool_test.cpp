@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <mutex>
 #include <set>
@@ -27,12 +28,14 @@ TEST(ThreadPool, size_counts_the_calling_thread) {
 }
 
 TEST(ThreadPool, covers_every_index_exactly_once_in_chunks_of_at_least_the_grain) {
+  const std::size_t sizes[] = {0, 1, 2, 3, 7, 64, 100, 1000, 4097};
+  const std::size_t grains[] = {0, 1, 3, 64, 5000};
   for (unsigned threads : {1u, 2u, 3u, 8u}) {
     ThreadPool pool(threads);
-    for (std::size_t n : {0, 1, 2, 3, 7, 64, 100, 1000, 4097}) {
-      for (std::size_t grain : {0, 1, 3, 64, 5000}) {
-        SCOPED_TRACE(testing::Message() << "threads " << threads << " n " << n << " grain "
-                                        << grain);
+    for (std::size_t n : sizes) {
+      for (std::size_t grain : grains) {
+        SCOPED_TRACE(testing::Message()
+                     << "threads " << threads << " n " << n << " grain " << grain);
         std::vector<std::atomic<int>> hits(n);
         std::mutex mutex;
         std::vector<std::pair<std::size_t, std::size_t>> chunks;
@@ -58,11 +61,15 @@ TEST(ThreadPool, covers_every_index_exactly_once_in_chunks_of_at_least_the_grain
 TEST(ThreadPool, runs_chunks_on_the_pool_threads_as_well_as_the_caller) {
   ThreadPool pool(4);
   std::mutex mutex;
+  std::condition_variable joined;
   std::set<std::thread::id> ids;
+  // Every chunk waits (10 s at most) until a second thread has one: only a pool whose workers
+  // never take part would time out, however slowly the OS schedules them.
   pool.parallel_for(16, 1, [&](std::size_t, std::size_t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::lock_guard lock(mutex);
+    std::unique_lock lock(mutex);
     ids.insert(std::this_thread::get_id());
+    joined.notify_all();
+    joined.wait_for(lock, std::chrono::seconds(10), [&] { return ids.size() >= 2; });
   });
   EXPECT_GE(ids.size(), 2u);
 }
@@ -99,9 +106,8 @@ TEST(ThreadPool, a_call_from_inside_a_chunk_runs_inline_without_deadlock) {
         if (std::this_thread::get_id() != self) ++inner_on_other_thread;
         // A third level, on another pool: still inline.
         ThreadPool other(2);
-        other.parallel_for(e - b, 1, [&](std::size_t b2, std::size_t e2) {
-          inner_total += e2 - b2;
-        });
+        other.parallel_for(e - b, 1,
+                           [&](std::size_t b2, std::size_t e2) { inner_total += e2 - b2; });
       });
     }
   });

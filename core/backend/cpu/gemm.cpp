@@ -28,6 +28,14 @@ std::size_t round_up(std::size_t value, std::size_t step) {
   return (value + step - 1) / step * step;
 }
 
+void prefetch(const void* address) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(address);
+#else
+  (void)address;
+#endif
+}
+
 // Widens `count` consecutive elements of B starting at `src` (element units) to f32.
 void widen(BFormat format, const void* src, std::size_t offset, float* dst, std::size_t count) {
   switch (format) {
@@ -70,7 +78,11 @@ struct Operands {
   std::size_t ldc;
 };
 
-// Packs op(B)[pc:pc+kc, j0:j0+cols] as kc steps of nr values, zero past cols.
+// Packs op(B)[pc:pc+kc, j0:j0+cols] as kc steps of nr values, zero past cols. The runs of B it
+// reads are short (nr or kc elements) and a row apart, too far apart for the hardware prefetcher:
+// it asks for the run a few rows ahead while it copies this one.
+constexpr std::size_t kRowsAhead = 4;
+
 void pack_b_panel(const Operands& op, std::size_t pc, std::size_t kc, std::size_t j0,
                   std::size_t cols, std::size_t nr, float* dst) {
   if (!op.b_transposed) {
@@ -78,6 +90,10 @@ void pack_b_panel(const Operands& op, std::size_t pc, std::size_t kc, std::size_
     const auto* b = static_cast<const float*>(op.b);
     for (std::size_t p = 0; p < kc; ++p) {
       const float* src = b + (pc + p) * op.ldb + j0;
+      if (p + kRowsAhead < kc) {
+        const float* ahead = src + kRowsAhead * op.ldb;
+        for (std::size_t at = 0; at < cols; at += kCacheLine / sizeof(float)) prefetch(ahead + at);
+      }
       float* out = dst + p * nr;
       std::copy_n(src, cols, out);
       std::fill(out + cols, out + nr, 0.0f);
@@ -85,8 +101,14 @@ void pack_b_panel(const Operands& op, std::size_t pc, std::size_t kc, std::size_
     return;
   }
   // B is [N,K]: widen a run of each row, then scatter it down the panel's column.
+  const std::size_t element = op.b_format == BFormat::kF32 ? 4 : 2;
+  const auto* bytes = static_cast<const unsigned char*>(op.b);
   std::array<float, 512> run;
   for (std::size_t j = 0; j < cols; ++j) {
+    if (j0 + j + kRowsAhead < op.n) {
+      const unsigned char* ahead = bytes + ((j0 + j + kRowsAhead) * op.ldb + pc) * element;
+      for (std::size_t at = 0; at < kc * element; at += kCacheLine) prefetch(ahead + at);
+    }
     for (std::size_t p0 = 0; p0 < kc; p0 += run.size()) {
       const std::size_t len = std::min(run.size(), kc - p0);
       widen(op.b_format, op.b, (j0 + j) * op.ldb + pc + p0, run.data(), len);
@@ -159,19 +181,26 @@ class PackBuffers {
   std::vector<memory::AlignedBuffer> free_;
 };
 
+// Splits `extent` into the fewest blocks of at most `limit`, of (about) equal size rounded up to
+// a multiple of `step`: no thin last block that costs a full pass for little work.
+std::size_t balanced_block(std::size_t extent, std::size_t limit, std::size_t step) {
+  const std::size_t blocks = (extent + limit - 1) / limit;
+  return round_up((extent + blocks - 1) / blocks, step);
+}
+
 // The Goto/BLIS loop nest: for each kc x nc panel of op(B) (packed once, by all threads), the
 // C block [M, nc] is cut into tasks of mc rows (and, when there are too few row blocks to keep
 // every thread busy, slices of the panel's columns); a task packs its A block and runs the
 // micro-kernel over it, micro-panel of B by micro-panel of B.
+// Block sizes depend on the shape and the kernel only, never on the thread count: every
+// element of C is summed in the same order whatever the pool.
 void run_own(const Operands& op, ThreadPool& pool, const MicroKernel& kernel) {
   const std::size_t mr = kernel.mr;
   const std::size_t nr = kernel.nr;
-  const std::size_t kc_max = std::min(op.k, kernel.kc);
-  const std::size_t nc_max = std::min(round_up(op.n, nr), kernel.nc);
-
-  // Row blocks of (about) equal height, a multiple of mr, none above kernel.mc.
-  const std::size_t m_blocks = (op.m + kernel.mc - 1) / kernel.mc;
-  const std::size_t mc = round_up((op.m + m_blocks - 1) / m_blocks, mr);
+  const std::size_t kc_max = balanced_block(op.k, kernel.kc, 1);
+  const std::size_t nc_max = balanced_block(op.n, kernel.nc, nr);
+  const std::size_t mc = balanced_block(op.m, kernel.mc, mr);
+  const std::size_t m_blocks = (op.m + mc - 1) / mc;
   const std::size_t threads = pool.size();
 
   memory::AlignedBuffer b_panel(kc_max * nc_max * sizeof(float), kCacheLine);
@@ -181,9 +210,10 @@ void run_own(const Operands& op, ThreadPool& pool, const MicroKernel& kernel) {
   for (std::size_t jc = 0; jc < op.n; jc += nc_max) {
     const std::size_t nc = std::min(nc_max, op.n - jc);
     const std::size_t slivers = (nc + nr - 1) / nr;
-    // Two tasks per thread at least, so that a slow thread delays the panel by half a task.
+    // Four tasks per thread, so that uneven tasks and a thread the OS slows down cost little;
+    // but a slice of columns packs its A block again, so none is narrower than 8 micro-panels.
     const std::size_t n_parts =
-        std::min(slivers, std::max<std::size_t>(1, (2 * threads + m_blocks - 1) / m_blocks));
+        std::max<std::size_t>(1, std::min(slivers / 8, (4 * threads + m_blocks - 1) / m_blocks));
 
     for (std::size_t pc = 0; pc < op.k; pc += kc_max) {
       const std::size_t kc = std::min(kc_max, op.k - pc);
@@ -204,7 +234,6 @@ void run_own(const Operands& op, ThreadPool& pool, const MicroKernel& kernel) {
           const std::size_t block = t / n_parts;
           const std::size_t part = t % n_parts;
           const std::size_t i0 = block * mc;
-          if (i0 >= op.m) continue;  // rounding mc up can leave the last block empty
           const std::size_t rows = std::min(mc, op.m - i0);
           if (block != packed_block) {
             pack_a_block(op, i0, rows, pc, kc, mr, packed_a);
@@ -303,8 +332,7 @@ void run(const Operands& op, ThreadPool& pool, GemmPath path, const char* name) 
 
 #if defined(FERRY_HAVE_OPENBLAS)
   if (path == GemmPath::kOpenBlas && fits_blasint(op.m) && fits_blasint(op.n) &&
-      fits_blasint(op.k) && fits_blasint(op.lda) && fits_blasint(op.ldb) &&
-      fits_blasint(op.ldc)) {
+      fits_blasint(op.k) && fits_blasint(op.lda) && fits_blasint(op.ldb) && fits_blasint(op.ldc)) {
     run_openblas(op, pool);
     return;
   }
@@ -315,9 +343,8 @@ void run(const Operands& op, ThreadPool& pool, GemmPath path, const char* name) 
 }  // namespace
 
 void gemm_own(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
-              std::size_t lda, const void* b, std::size_t ldb, BFormat b_format,
-              bool b_transposed, float beta, float* c, std::size_t ldc, ThreadPool& pool,
-              const MicroKernel& kernel) {
+              std::size_t lda, const void* b, std::size_t ldb, BFormat b_format, bool b_transposed,
+              float beta, float* c, std::size_t ldc, ThreadPool& pool, const MicroKernel& kernel) {
   const Operands op{m, n, k, alpha, a, lda, b, ldb, b_format, b_transposed, beta, c, ldc};
   if (m == 0 || n == 0) return;
   if (k == 0 || alpha == 0.0f) {
@@ -372,15 +399,15 @@ void gemm_f32(std::size_t m, std::size_t n, std::size_t k, float alpha, const fl
 void gemm_bf16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                        std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
                        float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
-  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kBF16, true, beta, c, ldc}, pool,
-                   path, "gemm_bf16_weights");
+  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kBF16, true, beta, c, ldc}, pool, path,
+                   "gemm_bf16_weights");
 }
 
 void gemm_f16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                       std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
                       float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
-  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF16, true, beta, c, ldc}, pool,
-                   path, "gemm_f16_weights");
+  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF16, true, beta, c, ldc}, pool, path,
+                   "gemm_f16_weights");
 }
 
 }  // namespace ferry::cpu

@@ -43,9 +43,8 @@ enum class BFormat { kF32, kBF16, kF16 };
 // The own GEMM with the given kernel; arguments as gemm_f32 documents them, already checked
 // (gemm.cpp). B's elements are floats, or bf16 / f16 bit patterns in the [N,K] layout.
 void gemm_own(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
-              std::size_t lda, const void* b, std::size_t ldb, BFormat b_format,
-              bool b_transposed, float beta, float* c, std::size_t ldc, ThreadPool& pool,
-              const MicroKernel& kernel);
+              std::size_t lda, const void* b, std::size_t ldb, BFormat b_format, bool b_transposed,
+              float beta, float* c, std::size_t ldc, ThreadPool& pool, const MicroKernel& kernel);
 
 // OpenBLAS's build and core ("OpenBLAS 0.3.21 ... Haswell, 2 threads"); empty without it.
 std::string openblas_description();
