@@ -8,7 +8,10 @@
 //   result is rounded once, to the output tensor's dtype: the rounding points of wan.md §1 are
 //   the dtypes the model gives its outputs. Matrix products round their left operand to the
 //   output dtype first (a bf16 op has bf16 inputs, as under PyTorch autocast).
-// - Outputs may alias their first input only where an op says so.
+// - Activations are F32, BF16 or F16 (weights may also be F8); integer tensors only where an op
+//   says so (embedding ids).
+// - Outputs may alias their first input only where an op says so (the row-wise ops — norms,
+//   modulate, elementwise, softmax, convert — all allow it).
 // - Work may run asynchronously (CUDA: on the backend's compute stream); download() and
 //   synchronize() wait for it.
 // - A shape or dtype the op cannot take is a bug in the caller: Error(kInternal).
@@ -57,7 +60,8 @@ class Backend {
   // ---- memory ----
   // A block of this backend's memory (device memory on CUDA); Error(kOutOfMemory) if refused.
   virtual std::unique_ptr<DeviceBuffer> allocate(std::size_t bytes) = 0;
-  // Host bytes laid out as dst (its dtype and shape) → dst.
+  // Host bytes laid out as dst (its dtype and shape) → dst. The host bytes may be reused once
+  // synchronize() (or a download) has returned.
   virtual void upload(const Tensor& dst, const void* host) = 0;
   // src → host bytes; waits for the work that writes src.
   virtual void download(const Tensor& src, void* host) = 0;
@@ -128,7 +132,9 @@ class Backend {
   virtual void concat(const Tensor& a, const Tensor& b, int dim, const Tensor& y) = 0;
   // y = x[..., begin : begin + y.shape[dim], ...] along `dim`.
   virtual void slice(const Tensor& x, int dim, std::int64_t begin, const Tensor& y) = 0;
-  // y[L,D] = table[ids[l], :] with ids I32 or I64 (each checked against the table's rows).
+  // y[L,D] = table[ids[l], :] with ids I32 or I64. An id outside the table is
+  // Error(kBadModelFile) (the tokenizer does not match the encoder); the CUDA backend checks on
+  // the device and reads the verdict back before returning (one sync per prompt).
   virtual void embedding(const Tensor& table, const Tensor& ids, const Tensor& y) = 0;
 };
 

@@ -250,7 +250,9 @@ namespace {
 TEST(MappedFileDeathTest, a_fault_outside_a_guarded_copy_is_not_swallowed) {
   // The guard covers copy_to's source range only: touching lost pages directly still crashes,
   // so a bug elsewhere cannot hide behind it.
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // "fast": the child is forked at the statement, so it does not re-run the test body and
+  // leave a second scratch folder behind when it dies.
+  GTEST_FLAG_SET(death_test_style, "fast");
   test::ScratchDir dir;
   const std::size_t page = MappedFile::granularity();
   test::write_file(dir / "a.bin", test::pattern_bytes(8 * page));

@@ -1,0 +1,318 @@
+// The CUDA backend's GEMM-based ops, linear and conv3d: operands converted (or unrolled) into
+// the workspace block by block, multiplied by cuBLASLt with f32 accumulation, and the bias added
+// in f32 before the one rounding to the output dtype.
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "cuda/conv.cuh"
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_backend_detail.h"
+#include "cuda/gemm.h"
+#include "cuda/gemm_plan.h"
+#include "cuda/linear.cuh"
+
+namespace ferry::cuda {
+
+using namespace detail;
+
+namespace {
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return CUDA_R_32F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
+    default:
+      throw Error(ErrorCode::kInternal, "no cuBLAS type for " + std::string(dtype_name(t)));
+  }
+}
+
+bool is_16bit(DType t) {
+  return t == DType::kBF16 || t == DType::kF16;
+}
+bool is_fp8(DType t) {
+  return t == DType::kF8E4M3 || t == DType::kF8E5M2;
+}
+
+std::string plan_failure(const char* op, std::size_t budget) {
+  return std::string(op) + ": not even one row fits the CUDA workspace of " +
+         std::to_string(budget) + " bytes";
+}
+
+}  // namespace
+
+// How linear multiplies (x rounded to y's dtype, as the CPU backend does, then times w):
+// - the GEMM's input type t is 16-bit when both operands' values fit it exactly (bf16/f16 x
+//   and y with w of that type, or an fp8 w, whose values every 16-bit type holds), else f32;
+// - x is converted into the workspace when its values or type differ from t's (row blocks),
+//   and w when its type differs (panels of weight rows: fp8 dequantised, 16-bit widened;
+//   the per-tensor scale stays outside, as the GEMM's alpha);
+// - the product goes straight into y when cuBLASLt can write y's dtype from t (the bias, when
+//   y's dtype holds it exactly, preloaded there and added by the GEMM with beta = 1), else into
+//   an f32 block of the workspace, and an epilogue adds the bias and rounds.
+void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                         float w_scale) {
+  const char* op = "linear";
+  const std::int64_t m = x.shape.rows();
+  const std::int64_t k = x.shape.cols();
+  require(w.shape.rank() == 2 && w.shape[1] == k, op,
+          "weight " + w.shape.str() + " does not match input " + x.shape.str());
+  const std::int64_t n = w.shape[0];
+  require(
+      y.shape.rows() == m && y.shape.cols() == n, op,
+      "output " + y.shape.str() + " is not [" + std::to_string(m) + ", " + std::to_string(n) + "]");
+  require(bias == nullptr || bias->numel() == n, op, "bias size differs from the output width");
+  require_float(x, op, "x");
+  require_float(y, op, "y");
+  require(w.dtype == DType::kF32 || is_16bit(w.dtype) || is_fp8(w.dtype), op,
+          "weights of dtype " + std::string(dtype_name(w.dtype)));
+  require_input(x, op, "x");
+  require_input(w, op, "w");
+  require_output(y, op, "y");
+  if (bias != nullptr) require_input(*bias, op, "bias");
+  if (m == 0 || n == 0) return;
+
+  Epilogue bias_only;
+  bias_only.rows = m;
+  bias_only.cols = n;
+  bias_only.out = y.data;
+  bias_only.out_dtype = y.dtype;
+  bias_only.out_ld = n;
+  if (bias != nullptr) {
+    bias_only.bias = bias->data;
+    bias_only.bias_dtype = bias->dtype;
+  }
+  if (k == 0) {  // an empty product: y = bias (or 0)
+    launch_epilogue(bias_only, stream_);
+    return;
+  }
+
+  const DType a_values = y.dtype == DType::kF32 ? x.dtype : y.dtype;  // what round_y(x) holds
+  const DType t =
+      is_16bit(a_values) && (w.dtype == a_values || is_fp8(w.dtype)) ? a_values : DType::kF32;
+  const bool convert_x = !(x.dtype == t && (y.dtype == DType::kF32 || y.dtype == x.dtype));
+  const bool convert_w = w.dtype != t;
+  const bool direct = y.dtype == t || y.dtype == DType::kF32;
+  const bool bias_exact = bias != nullptr && (bias->dtype == y.dtype || y.dtype == DType::kF32);
+  const bool staging = !direct || (bias != nullptr && !bias_exact);
+  const std::size_t t_size = dtype_size(t);
+
+  GemmStaging need;
+  need.total_rows = m;
+  need.total_panel = n;
+  need.a_row_bytes = convert_x ? static_cast<std::size_t>(k) * t_size : 0;
+  need.w_row_bytes = convert_w ? static_cast<std::size_t>(k) * t_size : 0;
+  need.staging = staging;
+  const auto chunks = plan_gemm_chunks(need, options_.workspace_bytes);
+  require(chunks.has_value(), op, plan_failure(op, options_.workspace_bytes));
+
+  WorkspaceCursor ws(workspace_.get(), options_.workspace_bytes);
+  void* a_block =
+      convert_x ? ws.take(static_cast<std::size_t>(chunks->rows) * need.a_row_bytes, op) : nullptr;
+  void* w_panel =
+      convert_w ? ws.take(static_cast<std::size_t>(chunks->panel) * need.w_row_bytes, op) : nullptr;
+  auto* acc = staging
+                  ? static_cast<float*>(ws.take(
+                        static_cast<std::size_t>(chunks->rows * chunks->panel) * sizeof(float), op))
+                  : nullptr;
+
+  for (std::int64_t r0 = 0; r0 < m; r0 += chunks->rows) {
+    const std::int64_t rows = std::min(chunks->rows, m - r0);
+    const void* a_ptr = element_ptr(x, r0 * k);
+    if (convert_x) {
+      launch_convert(a_ptr, x.dtype, a_block, t, y.dtype, rows * k, stream_);
+      a_ptr = a_block;
+    }
+    for (std::int64_t n0 = 0; n0 < n; n0 += chunks->panel) {
+      const std::int64_t panel = std::min(chunks->panel, n - n0);
+      const void* w_ptr = element_ptr(w, n0 * k);
+      if (convert_w) {
+        launch_convert(w_ptr, w.dtype, w_panel, t, t, panel * k, stream_);
+        w_ptr = w_panel;
+      }
+      // Column-major, as cuBLAS sees it: yᵀ[panel × rows] = w_panel[k × panel]ᵀ · xᵀ[k × rows].
+      GemmCall call;
+      call.m = panel;
+      call.n = rows;
+      call.k = k;
+      call.a = GemmOperand{w_ptr, cuda_type(t), k, true};
+      call.b = GemmOperand{a_ptr, cuda_type(t), k, false};
+      call.alpha = w_scale;
+      void* out_block = element_ptr(y, r0 * n + n0);
+      if (staging) {
+        call.d = acc;
+        call.d_type = CUDA_R_32F;
+        call.ldd = panel;
+      } else {
+        call.d = out_block;
+        call.d_type = cuda_type(y.dtype);
+        call.ldd = n;
+        if (bias != nullptr) {
+          Epilogue preload = bias_only;
+          preload.rows = rows;
+          preload.cols = panel;
+          preload.out = out_block;
+          preload.bias_offset = n0;
+          launch_epilogue(preload, stream_);
+          call.beta = 1.0f;
+        }
+      }
+      gemm_->run(call, stream_);
+      if (staging) {
+        Epilogue e = bias_only;
+        e.acc = acc;
+        e.acc_ld = panel;
+        e.rows = rows;
+        e.cols = panel;
+        e.out = out_block;
+        e.bias_offset = n0;
+        launch_epilogue(e, stream_);
+      }
+    }
+  }
+}
+
+// conv3d as the CPU backend computes it: per output frame, blocks of output positions unrolled
+// (im2col, f32) and multiplied by the weight [Co, K] as f32 (true f32: no TF32), bias added in
+// f32, one rounding. Weights of another dtype are widened panel by panel into the workspace.
+void CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
+                         const Conv3dParams& p, const Tensor& y) {
+  const char* op = "conv3d";
+  require(x.shape.rank() == 4 && w.shape.rank() == 5 && y.shape.rank() == 4, op,
+          "x and y must be [C, T, H, W] and w [Co, Ci, kt, kh, kw]");
+  const std::int64_t ci = x.shape[0], t = x.shape[1], h = x.shape[2], wd = x.shape[3];
+  const std::int64_t co = w.shape[0], kt = w.shape[2], kh = w.shape[3], kw = w.shape[4];
+  require(w.shape[1] == ci, op, "weight " + w.shape.str() + " does not take " + x.shape.str());
+  require(p.stride_t > 0 && p.stride_h > 0 && p.stride_w > 0, op, "strides must be positive");
+  const std::int64_t tp = t + p.pad_front + p.pad_back;
+  const std::int64_t hp = h + p.pad_top + p.pad_bottom;
+  const std::int64_t wp = wd + p.pad_left + p.pad_right;
+  require(tp >= kt && hp >= kh && wp >= kw, op, "the kernel is larger than the padded input");
+  const std::int64_t to = (tp - kt) / p.stride_t + 1;
+  const std::int64_t ho = (hp - kh) / p.stride_h + 1;
+  const std::int64_t wo = (wp - kw) / p.stride_w + 1;
+  require_shape(y, Shape{co, to, ho, wo}, op, "y");
+  require(bias == nullptr || bias->numel() == co, op, "bias size");
+  require_input(x, op, "x");
+  require_input(w, op, "w");
+  require_output(y, op, "y");
+  if (bias != nullptr) require_input(*bias, op, "bias");
+  if (y.numel() == 0) return;
+
+  const std::int64_t k = ci * kt * kh * kw;
+  const std::int64_t plane = ho * wo;
+  Epilogue bias_only;
+  bias_only.out_dtype = y.dtype;
+  bias_only.out_ld = to * plane;
+  bias_only.bias_per_row = true;
+  if (bias != nullptr) {
+    bias_only.bias = bias->data;
+    bias_only.bias_dtype = bias->dtype;
+  }
+  if (k == 0) {  // no input channels: y = bias (or 0), frame by frame
+    for (std::int64_t ot = 0; ot < to; ++ot) {
+      Epilogue e = bias_only;
+      e.rows = co;
+      e.cols = plane;
+      e.out = element_ptr(y, ot * plane);
+      launch_epilogue(e, stream_);
+    }
+    return;
+  }
+
+  const bool convert_w = w.dtype != DType::kF32;
+  const bool staging = y.dtype != DType::kF32;
+  GemmStaging need;
+  need.total_rows = plane;
+  need.total_panel = co;
+  need.a_row_bytes = static_cast<std::size_t>(k) * sizeof(float);  // an im2col column
+  need.w_row_bytes = convert_w ? static_cast<std::size_t>(k) * sizeof(float) : 0;
+  need.staging = staging;
+  const auto chunks = plan_gemm_chunks(need, options_.workspace_bytes);
+  require(chunks.has_value(), op, plan_failure(op, options_.workspace_bytes));
+
+  WorkspaceCursor ws(workspace_.get(), options_.workspace_bytes);
+  auto* cols =
+      static_cast<float*>(ws.take(static_cast<std::size_t>(chunks->rows) * need.a_row_bytes, op));
+  void* w_panel =
+      convert_w ? ws.take(static_cast<std::size_t>(chunks->panel) * need.w_row_bytes, op) : nullptr;
+  auto* acc = staging
+                  ? static_cast<float*>(ws.take(
+                        static_cast<std::size_t>(chunks->rows * chunks->panel) * sizeof(float), op))
+                  : nullptr;
+
+  Im2col g;
+  g.x = x.data;
+  g.x_dtype = x.dtype;
+  g.ci = ci;
+  g.t = t;
+  g.h = h;
+  g.w = wd;
+  g.kt = kt;
+  g.kh = kh;
+  g.kw = kw;
+  g.stride_t = p.stride_t;
+  g.stride_h = p.stride_h;
+  g.stride_w = p.stride_w;
+  g.pad_front = p.pad_front;
+  g.pad_top = p.pad_top;
+  g.pad_left = p.pad_left;
+  g.wo = wo;
+  g.cols = cols;
+
+  for (std::int64_t c0 = 0; c0 < co; c0 += chunks->panel) {
+    const std::int64_t panel = std::min(chunks->panel, co - c0);
+    const void* w_ptr = element_ptr(w, c0 * k);
+    if (convert_w) {
+      launch_convert(w_ptr, w.dtype, w_panel, DType::kF32, DType::kF32, panel * k, stream_);
+      w_ptr = w_panel;
+    }
+    for (std::int64_t ot = 0; ot < to; ++ot) {
+      for (std::int64_t p0 = 0; p0 < plane; p0 += chunks->rows) {
+        g.ot = ot;
+        g.p0 = p0;
+        g.n = std::min(chunks->rows, plane - p0);
+        launch_im2col(g, stream_);
+        // Column-major: out[n × panel] = cols[n × k] · w_panel[k × panel], where cols is the
+        // row-major [k, n] block and w_panel the row-major [panel, k] weight rows.
+        GemmCall call;
+        call.m = g.n;
+        call.n = panel;
+        call.k = k;
+        call.a = GemmOperand{cols, CUDA_R_32F, g.n, false};
+        call.b = GemmOperand{w_ptr, CUDA_R_32F, k, false};
+        void* out_block = element_ptr(y, (c0 * to + ot) * plane + p0);
+        Epilogue e = bias_only;
+        e.rows = panel;
+        e.cols = g.n;
+        e.out = out_block;
+        e.bias_offset = c0;
+        if (staging) {
+          call.d = acc;
+          call.d_type = CUDA_R_32F;
+          call.ldd = g.n;
+        } else {
+          call.d = out_block;
+          call.d_type = CUDA_R_32F;
+          call.ldd = to * plane;
+          if (bias != nullptr) {
+            launch_epilogue(e, stream_);
+            call.beta = 1.0f;
+          }
+        }
+        gemm_->run(call, stream_);
+        if (staging) {
+          e.acc = acc;
+          e.acc_ld = g.n;
+          launch_epilogue(e, stream_);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ferry::cuda

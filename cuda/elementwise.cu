@@ -1,0 +1,87 @@
+#include "cuda/convert.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/launch.cuh"
+
+namespace ferry::cuda {
+namespace {
+
+__global__ void binary_kernel(BinaryOp op, const void* a, DType at, const void* b, DType bt,
+                              void* out, DType ot, std::int64_t n) {
+  FERRY_GRID_STRIDE(i, n) {
+    const float x = load_f32(a, at, i);
+    const float y = load_f32(b, bt, i);
+    store_f32(out, ot, i, op == BinaryOp::kAdd ? x + y : x * y);
+  }
+}
+
+__device__ __forceinline__ float gelu_tanh(float u) {
+  constexpr float kAlpha = 0.7978845608028654f;  // √(2/π)
+  return 0.5f * u * (1.0f + tanhf(kAlpha * (u + 0.044715f * u * u * u)));
+}
+
+__device__ __forceinline__ float silu(float v) {
+  return v / (1.0f + expf(-v));
+}
+
+__global__ void unary_kernel(UnaryOp op, const void* x, DType xt, void* y, DType yt,
+                             std::int64_t n) {
+  FERRY_GRID_STRIDE(i, n) {
+    const float v = load_f32(x, xt, i);
+    store_f32(y, yt, i, op == UnaryOp::kGeluTanh ? gelu_tanh(v) : silu(v));
+  }
+}
+
+__device__ __forceinline__ float param(const RowParam& p, std::int64_t i, std::int64_t cols) {
+  return load_f32(p.data, p.dtype, p.per_row ? i : i % cols);
+}
+
+__global__ void modulate_kernel(const void* x, DType xt, RowParam scale, RowParam shift, void* y,
+                                DType yt, std::int64_t n, std::int64_t cols) {
+  FERRY_GRID_STRIDE(i, n) {
+    const float v = load_f32(x, xt, i);
+    store_f32(y, yt, i, v * (1.0f + param(scale, i, cols)) + param(shift, i, cols));
+  }
+}
+
+__global__ void gated_add_kernel(void* x, DType xt, const void* y, DType yt, RowParam gate,
+                                 std::int64_t n, std::int64_t cols) {
+  FERRY_GRID_STRIDE(i, n) {
+    const float acc = load_f32(x, xt, i);
+    const float add = load_f32(y, yt, i);
+    store_f32(x, xt, i, gate.data != nullptr ? acc + add * param(gate, i, cols) : acc + add);
+  }
+}
+
+}  // namespace
+
+void launch_binary(BinaryOp op, const void* a, DType at, const void* b, DType bt, void* out,
+                   DType ot, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  binary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, a, at, b, bt, out, ot, n);
+  check_launch("add/mul kernel");
+}
+
+void launch_unary(UnaryOp op, const void* x, DType xt, void* y, DType yt, std::int64_t n,
+                  cudaStream_t stream) {
+  if (n <= 0) return;
+  unary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, x, xt, y, yt, n);
+  check_launch("gelu/silu kernel");
+}
+
+void launch_modulate(const void* x, DType xt, RowParam scale, RowParam shift, void* y, DType yt,
+                     std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  modulate_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, scale, shift, y, yt, n, cols);
+  check_launch("modulate kernel");
+}
+
+void launch_gated_add(void* x, DType xt, const void* y, DType yt, RowParam gate, std::int64_t rows,
+                      std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  gated_add_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, y, yt, gate, n, cols);
+  check_launch("gated_add kernel");
+}
+
+}  // namespace ferry::cuda

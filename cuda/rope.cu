@@ -1,0 +1,76 @@
+#include "cuda/convert.cuh"
+#include "cuda/launch.cuh"
+#include "cuda/rope.cuh"
+
+namespace ferry::cuda {
+namespace {
+
+// One axis: (cos, sin) of position p times θ_j = 10000^(-2j / width) at [(p·pairs + j)·2].
+__global__ void rope_table_kernel(double* table, std::int64_t positions, std::int64_t pairs) {
+  FERRY_GRID_STRIDE(i, positions * pairs) {
+    const std::int64_t p = i / pairs;
+    const std::int64_t j = i % pairs;
+    const double width = static_cast<double>(2 * pairs);
+    const double theta = 1.0 / pow(10000.0, static_cast<double>(2 * j) / width);
+    const double angle = static_cast<double>(p) * theta;
+    table[2 * i] = cos(angle);
+    table[2 * i + 1] = sin(angle);
+  }
+}
+
+// A thread per (token, pair), looping over heads.
+__global__ void rope_apply_kernel(void* x, DType xt, std::int64_t heads, std::int64_t dim,
+                                  RopeAxes a, const double* tf, const double* th,
+                                  const double* tw) {
+  const std::int64_t pairs = dim / 2;
+  const std::int64_t tokens = a.frames * a.height * a.width;
+  FERRY_GRID_STRIDE(i, tokens * pairs) {
+    const std::int64_t n = i / pairs;
+    const std::int64_t p = i % pairs;
+    const std::int64_t f = n / (a.height * a.width);
+    const std::int64_t y = (n / a.width) % a.height;
+    const std::int64_t xw = n % a.width;
+    const double* cs = p < a.t_pairs ? tf + (f * a.t_pairs + p) * 2
+                       : p < a.t_pairs + a.hw_pairs
+                           ? th + (y * a.hw_pairs + p - a.t_pairs) * 2
+                           : tw + (xw * a.hw_pairs + p - a.t_pairs - a.hw_pairs) * 2;
+    const double c0 = cs[0];
+    const double s0 = cs[1];
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t e = (n * heads + h) * dim + 2 * p;
+      const double re = load_f32(x, xt, e);
+      const double im = load_f32(x, xt, e + 1);
+      store_f32(x, xt, e, static_cast<float>(re * c0 - im * s0));
+      store_f32(x, xt, e + 1, static_cast<float>(re * s0 + im * c0));
+    }
+  }
+}
+
+}  // namespace
+
+std::int64_t rope_table_doubles(const RopeAxes& a) {
+  return 2 * (a.frames * a.t_pairs + (a.height + a.width) * a.hw_pairs);
+}
+
+void launch_rope_3d(void* x, DType xt, std::int64_t heads, std::int64_t dim, const RopeAxes& a,
+                    double* table, cudaStream_t stream) {
+  double* tf = table;
+  double* th = tf + 2 * a.frames * a.t_pairs;
+  double* tw = th + 2 * a.height * a.hw_pairs;
+  const struct {
+    double* t;
+    std::int64_t positions, pairs;
+  } axes[] = {{tf, a.frames, a.t_pairs}, {th, a.height, a.hw_pairs}, {tw, a.width, a.hw_pairs}};
+  for (const auto& axis : axes) {
+    const std::int64_t n = axis.positions * axis.pairs;
+    if (n <= 0) continue;
+    rope_table_kernel<<<grid_for(n), kThreads, 0, stream>>>(axis.t, axis.positions, axis.pairs);
+    check_launch("rope table kernel");
+  }
+  const std::int64_t n = a.frames * a.height * a.width * (dim / 2);
+  if (n <= 0 || heads <= 0) return;
+  rope_apply_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, heads, dim, a, tf, th, tw);
+  check_launch("rope kernel");
+}
+
+}  // namespace ferry::cuda
