@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/io/model_folder.h"
 #include "core/io/safetensors_set.h"
 
 namespace ferry::cli {
@@ -20,16 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using io::detail::display;
 
-bool has_suffix(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool is_pickle(const fs::path& path) {
-  const std::string ext = display(path.extension());
-  return ext == ".pth" || ext == ".pt" || ext == ".ckpt" || ext == ".pkl";
-}
-
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
   std::string out = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -37,44 +28,6 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
     out += std::to_string(shape[i]);
   }
   return out + "]";
-}
-
-// The safetensors sets under a folder: each index with its shards, then every file no index
-// claims, sorted by path so the output is stable.
-std::vector<fs::path> find_sets(const fs::path& folder, std::vector<fs::path>& pickles) {
-  std::vector<fs::path> indexes;
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(
-           folder, fs::directory_options::skip_permission_denied, ec);
-       it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    const std::string name = display(it->path().filename());
-    if (it->is_directory() && !name.empty() && name[0] == '.') {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (!it->is_regular_file()) continue;
-    if (has_suffix(name, ".safetensors.index.json")) indexes.push_back(it->path());
-    else if (has_suffix(name, ".safetensors")) files.push_back(it->path());
-    else if (is_pickle(it->path())) pickles.push_back(it->path());
-  }
-  if (ec) {
-    throw Error(ErrorCode::kIo, "cannot list " + display(folder) + ": " + ec.message());
-  }
-  std::sort(indexes.begin(), indexes.end());
-  std::sort(files.begin(), files.end());
-  std::sort(pickles.begin(), pickles.end());
-  std::vector<fs::path> sets = indexes;
-  std::set<fs::path> claimed;
-  for (const fs::path& index : indexes) {
-    const io::SafetensorsSet set = io::SafetensorsSet::open(index);
-    for (const io::SafetensorsFile& shard : set.files()) claimed.insert(shard.path());
-  }
-  for (const fs::path& file : files) {
-    if (claimed.count(file) == 0) sets.push_back(file);
-  }
-  return sets;
 }
 
 struct Totals {
@@ -131,7 +84,7 @@ int run_inspect(const std::vector<std::string>& argv) {
   if (!fs::exists(status)) {
     throw Error(ErrorCode::kBadArgument, display(path) + " does not exist");
   }
-  if (is_pickle(path)) {
+  if (io::is_pickle_file(path)) {
     throw Error(ErrorCode::kBadModelFile,
                 display(path) + " is a pickle file, which Ferry never loads (it can run code): "
                                 "use the .safetensors version of this model");
@@ -140,7 +93,7 @@ int run_inspect(const std::vector<std::string>& argv) {
   Totals totals;
   std::vector<fs::path> pickles;
   if (fs::is_directory(status)) {
-    const std::vector<fs::path> sets = find_sets(path, pickles);
+    const std::vector<fs::path> sets = io::find_safetensors_sets(path, &pickles);
     if (sets.empty()) {
       throw Error(ErrorCode::kBadModelFile, "no .safetensors files in " + display(path));
     }

@@ -25,6 +25,10 @@ constexpr const char* kUsage =
     "                             folder, and list its tensors\n"
     "  synth --out FILE [--config t2v-1.3b|ti2v-5b|t2v-14b] [--blocks N] [--dtype bf16|f32]\n"
     "        [--seed N]           write a Wan DiT checkpoint with random weights\n"
+    "  plan --model PATH [--preset NAME] [--width W --height H --frames F]\n"
+    "       [--vram-mib N --ram-mib N]\n"
+    "                             where each block of the model will live, and the predicted\n"
+    "                             VRAM and RAM peaks (exit 3 when it does not fit)\n"
     "  version                    print the version\n"
     "\n"
     "exit codes: 0 done, 2 bad input, 3 does not fit the budget, 4 I/O error, 130 cancelled,\n"
@@ -39,6 +43,7 @@ int run(const std::vector<std::string>& argv) {
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (command == "inspect") return ferry::cli::run_inspect(rest);
   if (command == "synth") return ferry::cli::run_synth(rest);
+  if (command == "plan") return ferry::cli::run_plan(rest);
   if (command == "version" || command == "--version") {
     std::printf("ferry-cli %s\n", FERRY_VERSION);
     return 0;

@@ -1,6 +1,11 @@
 #include "core/models/wan/dit_layout.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
 
 namespace ferry::models::wan {
 namespace {
@@ -57,6 +62,110 @@ std::vector<io::TensorSpec> dit_tensors(const DitConfig& c, DType dtype) {
   add_linear(out, "head.head", 4 * c.out_dim, d, dtype);
   out.push_back({"head.modulation", dtype, {1, 2, d}});
   return out;
+}
+
+namespace {
+
+constexpr std::string_view kComfyPrefix = "model.diffusion_model.";
+
+// The name without ComfyUI's prefix, or nullopt-like empty view when it is not a DiT tensor.
+std::string_view strip_prefix(std::string_view name) {
+  if (name.substr(0, kComfyPrefix.size()) == kComfyPrefix) name.remove_prefix(kComfyPrefix.size());
+  return name;
+}
+
+const io::TensorInfo& need(const io::SafetensorsSet& set, const std::string& prefix,
+                           const std::string& name, std::size_t rank) {
+  const io::SafetensorsSet::Entry* e = set.find(prefix + name);
+  if (e == nullptr || e->tensor->shape.size() != rank) {
+    throw Error(ErrorCode::kBadModelFile,
+                io::detail::display(set.path()) + " is not a Wan DiT checkpoint: " +
+                    (e == nullptr ? "it has no tensor '" + name + "'"
+                                  : "'" + name + "' has an unexpected shape"));
+  }
+  return *e->tensor;
+}
+
+std::string prefix_of(const io::SafetensorsSet& set) {
+  return set.find(std::string(kComfyPrefix) + "patch_embedding.weight") != nullptr
+             ? std::string(kComfyPrefix)
+             : std::string();
+}
+
+}  // namespace
+
+DitConfig infer_dit_config(const io::SafetensorsSet& set) {
+  const std::string prefix = prefix_of(set);
+  const io::TensorInfo& patch = need(set, prefix, "patch_embedding.weight", 5);
+  const io::TensorInfo& ffn = need(set, prefix, "blocks.0.ffn.0.weight", 2);
+  const io::TensorInfo& head = need(set, prefix, "head.head.weight", 2);
+  DitConfig c;
+  c.name = "wan-dit";
+  c.dim = patch.shape[0];
+  c.in_dim = patch.shape[1];
+  c.ffn_dim = ffn.shape[0];
+  c.out_dim = head.shape[0] / 4;
+  c.layers = 0;
+  while (set.find(prefix + "blocks." + std::to_string(c.layers) + ".self_attn.q.weight") != nullptr) {
+    ++c.layers;
+  }
+  for (const DitConfig* known : {&kT2V_1_3B, &kTI2V_5B, &kT2V_14B}) {
+    if (known->dim == c.dim && known->ffn_dim == c.ffn_dim && known->in_dim == c.in_dim) {
+      c.name = known->name;
+    }
+  }
+  return c;
+}
+
+std::int64_t dit_tokens(const DitConfig& config, int width, int height, int frames) {
+  const std::int64_t stride = config.out_dim == 48 ? 16 : 8;
+  const std::int64_t t = (frames - 1) / 4 + 1;
+  return t * (height / stride / 2) * (width / stride / 2);
+}
+
+std::uint64_t dit_activation_bytes(const DitConfig& c, std::int64_t tokens,
+                                   std::int64_t ffn_chunk_tokens) {
+  const auto l = static_cast<std::uint64_t>(tokens);
+  const std::uint64_t ffn_rows = ffn_chunk_tokens > 0 ? std::min<std::uint64_t>(l, static_cast<std::uint64_t>(ffn_chunk_tokens)) : l;
+  const std::uint64_t per_token = c.dim * (4 + 4 + 3 * 2 + 2);  // x, modulated, q/k/v, attention out
+  const std::uint64_t context = 512 * c.dim * 2 * 3;            // context, its k and v
+  return l * per_token + ffn_rows * c.ffn_dim * 2 + context;
+}
+
+offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, int height,
+                                      int frames, std::int64_t ffn_chunk_tokens) {
+  const DitConfig config = infer_dit_config(set);
+  const std::string prefix = prefix_of(set);
+  offload::ModelLayout layout;
+  layout.name = "Wan DiT " + std::string(config.name) + " (" + std::to_string(config.layers) +
+                " blocks, D=" + std::to_string(config.dim) + ")";
+  offload::LayerGroup embeddings{"embeddings", {}, true};
+  offload::LayerGroup head{"head", {}, true};
+  std::vector<offload::LayerGroup> blocks(config.layers);
+  for (std::uint64_t i = 0; i < config.layers; ++i) blocks[i].name = "blocks." + std::to_string(i);
+  for (const io::SafetensorsSet::Entry& e : set.entries()) {
+    const std::string_view name = strip_prefix(e.tensor->name);
+    const offload::WeightRef ref{e.file, e.tensor};
+    if (name.substr(0, 7) == "blocks.") {
+      const std::size_t dot = name.find('.', 7);
+      std::uint64_t index = 0;
+      for (char ch : name.substr(7, dot - 7)) index = index * 10 + static_cast<std::uint64_t>(ch - '0');
+      if (dot == std::string_view::npos || index >= config.layers) {
+        throw Error(ErrorCode::kBadModelFile, "unexpected DiT tensor '" + std::string(name) + "'");
+      }
+      blocks[index].weights.push_back(ref);
+    } else if (name.substr(0, 5) == "head.") {
+      head.weights.push_back(ref);
+    } else {
+      embeddings.weights.push_back(ref);
+    }
+  }
+  layout.groups.push_back(std::move(embeddings));
+  for (auto& b : blocks) layout.groups.push_back(std::move(b));
+  layout.groups.push_back(std::move(head));
+  layout.activation_bytes =
+      dit_activation_bytes(config, dit_tokens(config, width, height, frames), ffn_chunk_tokens);
+  return layout;
 }
 
 }  // namespace ferry::models::wan

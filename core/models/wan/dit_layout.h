@@ -7,7 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/io/safetensors_set.h"
 #include "core/io/safetensors_writer.h"
+#include "core/offload/layer_group.h"
 #include "core/tensor/dtype.h"
 
 namespace ferry::models::wan {
@@ -36,5 +38,25 @@ std::vector<io::TensorSpec> dit_block_tensors(const DitConfig& config, std::uint
 
 // The whole checkpoint: embeddings, then blocks 0..layers-1, then the head.
 std::vector<io::TensorSpec> dit_tensors(const DitConfig& config, DType dtype);
+
+// The configuration a checkpoint's shapes imply (wan.md §F.1: D, C_in, F, layers, C_out), with
+// or without ComfyUI's "model.diffusion_model." prefix. Error(kBadModelFile) when the files are
+// not a Wan DiT in the official key layout.
+DitConfig infer_dit_config(const io::SafetensorsSet& set);
+
+// Tokens of one DiT pass for a video: latent frames (F-1)/4+1, latent pixels at the VAE's
+// stride (16 for the 48-channel Wan 2.2 latent, 8 otherwise), then the 2×2 patch.
+std::int64_t dit_tokens(const DitConfig& config, int width, int height, int frames);
+
+// Working memory of one forward pass at `tokens` (wan.md §E, the lean set: residual and
+// modulated input in f32, q/k/v and attention output in bf16, the FFN hidden state in bf16 —
+// in chunks of ffn_chunk_tokens when > 0 — plus the 512-row context).
+std::uint64_t dit_activation_bytes(const DitConfig& config, std::int64_t tokens,
+                                   std::int64_t ffn_chunk_tokens);
+
+// The layout the offload engine plans with: "embeddings" and "head" always resident, one group
+// per block in between.
+offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, int height,
+                                      int frames, std::int64_t ffn_chunk_tokens);
 
 }  // namespace ferry::models::wan

@@ -1,0 +1,17 @@
+// The machine ferry-cli plans for: this one (GPU through the CUDA runtime when built with it,
+// RAM from the OS), or one described on the command line.
+#pragma once
+
+#include <filesystem>
+
+#include "core/offload/preset.h"
+
+namespace ferry::cli {
+
+// vram_mib / ram_mib < 0: measure; otherwise pretend the machine has that much free.
+offload::MachineInfo describe_machine(long long vram_mib, long long ram_mib);
+
+// <per-user data folder>/presets: %LOCALAPPDATA%\Ferry\presets or $XDG_DATA_HOME/Ferry/presets.
+std::filesystem::path user_presets_dir();
+
+}  // namespace ferry::cli

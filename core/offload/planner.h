@@ -1,0 +1,26 @@
+// The planner: from a preset, the machine and a model's layout, decide where every layer group
+// lives — resident on the device (spread evenly through the stack, so each streamed block has a
+// resident neighbour's compute to hide behind), cached in pinned RAM, or streamed from disk — and
+// size the fixed buffers. Deterministic: the same inputs give the same plan. When nothing fits it
+// throws Error(kDoesNotFit) before any work starts, saying what would fit.
+#pragma once
+
+#include "core/offload/layer_group.h"
+#include "core/offload/plan.h"
+#include "core/offload/preset.h"
+
+namespace ferry::offload {
+
+// Host memory Ferry itself needs besides the plan's buffers (code, tokenizer, bookkeeping).
+inline constexpr std::uint64_t kProcessBaseBytes = 400ull << 20;
+
+Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInfo& machine);
+
+// The device memory a preset may use on this machine: its budget, less headroom below what the
+// driver reports free. For the CPU preset, the RAM budget (the "device" is host memory).
+std::uint64_t usable_device_bytes(const Preset& preset, const MachineInfo& machine);
+
+// The smallest device budget that runs `layout` with everything streamed.
+std::uint64_t minimum_device_bytes(const ModelLayout& layout, const Preset& preset);
+
+}  // namespace ferry::offload
