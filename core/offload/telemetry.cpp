@@ -1,0 +1,95 @@
+#include "core/offload/telemetry.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace ferry::offload {
+
+std::string to_json_line(const StepStats& s) {
+  char line[768];
+  std::snprintf(
+      line, sizeof line,
+      "{\"step\":%d,\"seconds\":%.6f,\"compute_seconds\":%.6f,\"io_wait_seconds\":%.6f,"
+      "\"bytes_read\":%llu,\"rss_bytes\":%llu,\"rss_peak_in_step\":%llu,\"rss_peak_bytes\":%llu,"
+      "\"commit_bytes\":%llu,\"commit_peak_in_step\":%llu,\"system_available_bytes\":%llu,"
+      "\"vram_used_bytes\":%llu,\"vram_arena_bytes\":%llu,\"vram_peak_in_step\":%llu}",
+      s.step, s.seconds, s.compute_seconds, s.io_wait_seconds,
+      static_cast<unsigned long long>(s.bytes_read),
+      static_cast<unsigned long long>(s.process.resident_bytes),
+      static_cast<unsigned long long>(s.peak_resident_in_step),
+      static_cast<unsigned long long>(s.process.peak_resident_bytes),
+      static_cast<unsigned long long>(s.process.commit_bytes),
+      static_cast<unsigned long long>(s.peak_commit_in_step),
+      static_cast<unsigned long long>(s.system_available_bytes),
+      static_cast<unsigned long long>(s.device.used_bytes),
+      static_cast<unsigned long long>(s.device.arena_bytes),
+      static_cast<unsigned long long>(s.device_peak_in_step));
+  return line;
+}
+
+Telemetry::Telemetry(DeviceSampler device, Callback callback, std::ostream* jsonl)
+    : device_(std::move(device)), callback_(std::move(callback)), jsonl_(jsonl) {
+  sampler_ = std::thread([this] { run(); });
+}
+
+Telemetry::~Telemetry() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  sampler_.join();
+}
+
+void Telemetry::sample_locked() {
+  const memory::ProcessMemory m = memory::sample_process_memory();
+  peak_resident_ = std::max(peak_resident_, m.resident_bytes);
+  peak_commit_ = std::max(peak_commit_, m.commit_bytes);
+  if (device_) device_peak_ = std::max(device_peak_, device_().used_bytes);
+}
+
+void Telemetry::run() {
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    wake_.wait_for(lock, kSampleInterval);
+    if (in_step_ && !stop_) sample_locked();
+  }
+}
+
+void Telemetry::begin_step() {
+  std::lock_guard lock(mutex_);
+  ++step_;
+  in_step_ = true;
+  peak_resident_ = peak_commit_ = device_peak_ = 0;
+  step_start_ = std::chrono::steady_clock::now();
+  sample_locked();
+}
+
+StepStats Telemetry::end_step(double compute_seconds, double io_wait_seconds,
+                              std::uint64_t bytes_read) {
+  StepStats s;
+  {
+    std::lock_guard lock(mutex_);
+    sample_locked();
+    in_step_ = false;
+    s.step = step_;
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+    s.process = memory::sample_process_memory();
+    s.peak_resident_in_step = std::max(peak_resident_, s.process.resident_bytes);
+    s.peak_commit_in_step = std::max(peak_commit_, s.process.commit_bytes);
+    s.system_available_bytes = memory::sample_system_memory().available_bytes;
+    if (device_) s.device = device_();
+    s.device_peak_in_step = std::max(device_peak_, s.device.used_bytes);
+  }
+  s.compute_seconds = compute_seconds;
+  s.io_wait_seconds = io_wait_seconds;
+  s.bytes_read = bytes_read;
+  if (jsonl_ != nullptr) {
+    *jsonl_ << to_json_line(s) << '\n';
+    jsonl_->flush();
+  }
+  if (callback_) callback_(s);
+  return s;
+}
+
+}  // namespace ferry::offload

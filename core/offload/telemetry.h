@@ -1,0 +1,76 @@
+// Per-step memory and time telemetry: what the user watches live and what the JSONL stats file
+// of architecture.md §7 records, one line per step. A sampler thread reads process memory at
+// ≤ 10 Hz inside a step so short peaks between step boundaries are seen too.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <thread>
+
+#include "core/memory/process_memory.h"
+
+namespace ferry::offload {
+
+struct DeviceMemorySample {
+  std::uint64_t used_bytes = 0;   // what the driver reports in use (cudaMemGetInfo)
+  std::uint64_t arena_bytes = 0;  // what Ferry's own accounting holds (arenas, slots, residents)
+};
+
+struct StepStats {
+  int step = 0;                      // 1-based
+  double seconds = 0;                // wall time of the step
+  double compute_seconds = 0;        // of which computing
+  double io_wait_seconds = 0;        // of which waiting for weights
+  std::uint64_t bytes_read = 0;      // read from model files during the step
+  memory::ProcessMemory process;     // at the end of the step
+  std::uint64_t peak_resident_in_step = 0;
+  std::uint64_t peak_commit_in_step = 0;
+  std::uint64_t system_available_bytes = 0;
+  DeviceMemorySample device;         // at the end of the step
+  std::uint64_t device_peak_in_step = 0;
+};
+
+// One JSON object per line: {"step":3,"seconds":...,"rss_bytes":...}.
+std::string to_json_line(const StepStats& stats);
+
+class Telemetry {
+ public:
+  using DeviceSampler = std::function<DeviceMemorySample()>;
+  using Callback = std::function<void(const StepStats&)>;
+  static constexpr std::chrono::milliseconds kSampleInterval{100};  // ≤ 10 Hz
+
+  // `device` may be empty (CPU runs); `jsonl` may be null.
+  Telemetry(DeviceSampler device, Callback callback, std::ostream* jsonl);
+  ~Telemetry();
+  Telemetry(const Telemetry&) = delete;
+  Telemetry& operator=(const Telemetry&) = delete;
+
+  void begin_step();
+  // Ends the step with the streamer's figures for it; returns and delivers its stats.
+  StepStats end_step(double compute_seconds, double io_wait_seconds, std::uint64_t bytes_read);
+
+ private:
+  void sample_locked();
+  void run();
+
+  DeviceSampler device_;
+  Callback callback_;
+  std::ostream* jsonl_;
+  int step_ = 0;
+  std::chrono::steady_clock::time_point step_start_;
+  std::uint64_t peak_resident_ = 0;
+  std::uint64_t peak_commit_ = 0;
+  std::uint64_t device_peak_ = 0;
+  bool in_step_ = false;
+  bool stop_ = false;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::thread sampler_;
+};
+
+}  // namespace ferry::offload
