@@ -10,34 +10,13 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/tensor/convert.h"
+#include "tests/backend/host_tensor.h"
 
 namespace ferry::cpu {
 namespace {
 
-struct HostTensor {
-  std::vector<std::byte> bytes;
-  Tensor t;
-  HostTensor(DType dtype, Shape shape, const std::vector<float>& values = {}) {
-    t.dtype = dtype;
-    t.shape = shape;
-    bytes.resize(t.bytes() + 16);
-    t.data = bytes.data();
-    if (!values.empty()) convert_from_f32(values.data(), dtype, t.data, values.size());
-  }
-  std::vector<float> values() const {
-    std::vector<float> out(static_cast<std::size_t>(t.numel()));
-    convert_to_f32(t.dtype, t.data, out.data(), out.size());
-    return out;
-  }
-};
-
-std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::HostTensor;
+using test::random_values;
 
 CpuBackend& backend() {
   static CpuBackend cpu;
