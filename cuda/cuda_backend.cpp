@@ -6,10 +6,12 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/memory/fence_pool.h"
 #include "cuda/attention.cuh"
 #include "cuda/cuda_backend_detail.h"
 #include "cuda/cuda_error.h"
 #include "cuda/elementwise.cuh"
+#include "cuda/event_fence.h"
 #include "cuda/gemm.h"
 #include "cuda/layout.cuh"
 #include "cuda/norm.cuh"
@@ -103,6 +105,98 @@ void CudaBackend::HostFree::operator()(void* p) const noexcept {
   cudaFreeHost(p);
 }
 
+// ---- streaming: fences and the copy queue ----
+
+// An EventFence whose event is created once and recorded again each time the pool hands it out
+// (a step creates no events). A waiter holds the fence, so it is never re-recorded under one;
+// cudaStreamWaitEvent takes the event's state at the call, so re-recording later is safe.
+class PooledEventFence final : public memory::Fence {
+ public:
+  PooledEventFence() {
+    check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  ~PooledEventFence() override { cudaEventDestroy(event_); }
+  PooledEventFence(const PooledEventFence&) = delete;
+  PooledEventFence& operator=(const PooledEventFence&) = delete;
+
+  void record(cudaStream_t stream) { check(cudaEventRecord(event_, stream), "cudaEventRecord"); }
+  void wait() override { check(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
+  bool done() override {
+    const cudaError_t status = cudaEventQuery(event_);
+    if (status == cudaErrorNotReady) return false;
+    check(status, "cudaEventQuery");
+    return true;
+  }
+  cudaEvent_t event() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+std::shared_ptr<PooledEventFence> make_event_fence() {
+  return std::make_shared<PooledEventFence>();
+}
+
+class EventPool {
+ public:
+  EventPool() : pool_(16, make_event_fence) {}
+  std::shared_ptr<memory::Fence> record(cudaStream_t stream) {
+    std::shared_ptr<PooledEventFence> fence = pool_.take(make_event_fence);
+    fence->record(stream);
+    return fence;
+  }
+
+ private:
+  memory::FencePool<PooledEventFence> pool_;
+};
+
+namespace {
+
+// cudaMemcpyAsync on a non-blocking stream of its own, beside the compute stream.
+class CudaCopyQueue final : public CopyQueue {
+ public:
+  CudaCopyQueue() {
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate (copy)");
+  }
+  ~CudaCopyQueue() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  CudaCopyQueue(const CudaCopyQueue&) = delete;
+  CudaCopyQueue& operator=(const CudaCopyQueue&) = delete;
+
+  void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    check(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
+          "cudaMemcpyAsync (upload)");
+  }
+  std::shared_ptr<memory::Fence> record() override { return events_.record(stream_); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  EventPool events_;
+};
+
+}  // namespace
+
+std::unique_ptr<CopyQueue> CudaBackend::create_copy_queue() {
+  return std::make_unique<CudaCopyQueue>();
+}
+
+void CudaBackend::wait_for(memory::Fence& fence) {
+  if (auto* pooled = dynamic_cast<PooledEventFence*>(&fence)) {
+    check(cudaStreamWaitEvent(stream_, pooled->event(), 0), "cudaStreamWaitEvent");
+  } else if (auto* event = dynamic_cast<EventFence*>(&fence)) {
+    check(cudaStreamWaitEvent(stream_, event->event(), 0), "cudaStreamWaitEvent");
+  } else {
+    fence.wait();  // a host-side fence: nothing the stream can wait on
+  }
+}
+
+std::shared_ptr<memory::Fence> CudaBackend::record_compute() {
+  return compute_events_->record(stream_);
+}
+
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) {
   std::string why;
   const auto info = query_device(&why);
@@ -120,6 +214,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
   check(cudaHostAlloc(&host, 64, cudaHostAllocDefault), "cudaHostAlloc (readback)");
   readback_.reset(host);
   gemm_ = std::make_unique<LtGemm>(gemm_workspace_.get(), options_.gemm_workspace_bytes);
+  compute_events_ = std::make_unique<EventPool>();
 }
 
 CudaBackend::~CudaBackend() {

@@ -19,10 +19,12 @@
 
 #include "core/backend/backend.h"
 #include "cuda/device_info.h"
+#include "cuda/pinned_host_allocator.h"
 
 namespace ferry::cuda {
 
 class LtGemm;
+class EventPool;
 
 struct CudaBackendOptions {
   std::size_t workspace_bytes = std::size_t{64} << 20;       // staging for linear, conv3d, rope
@@ -49,6 +51,13 @@ class CudaBackend final : public Backend {
   void upload(const Tensor& dst, const void* host) override;
   void download(const Tensor& src, void* host) override;
   void synchronize() override;
+
+  // Pinned (cudaHostAlloc) host memory; copy queues are streams of their own whose fences are
+  // events the compute stream waits on without the host waiting.
+  memory::HostAllocator& host_allocator() override { return pinned_; }
+  std::unique_ptr<CopyQueue> create_copy_queue() override;
+  void wait_for(memory::Fence& fence) override;
+  std::shared_ptr<memory::Fence> record_compute() override;
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
               float w_scale) override;
@@ -107,6 +116,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<void, DeviceFree> flag_;    // embedding's first-bad-id index
   std::unique_ptr<void, HostFree> readback_;  // pinned: the flag and one id, read back
   std::unique_ptr<LtGemm> gemm_;
+  PinnedHostAllocator pinned_;
+  std::unique_ptr<EventPool> compute_events_;  // record_compute()'s events, reused
 };
 
 }  // namespace ferry::cuda

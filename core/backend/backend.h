@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "core/memory/aligned_buffer.h"
+#include "core/memory/fence.h"
 #include "core/tensor/tensor.h"
 
 namespace ferry {
@@ -32,6 +34,18 @@ class DeviceBuffer {
   virtual ~DeviceBuffer() = default;
   virtual void* data() const = 0;
   virtual std::size_t size() const = 0;
+};
+
+// Host-to-device copies that run beside compute (the weight streamer's uploads). CUDA: a copy
+// stream of its own; CPU: one worker thread.
+class CopyQueue {
+ public:
+  virtual ~CopyQueue() = default;
+  // Queues a copy of `bytes` from host memory (a staging slot or the pinned cache) to device
+  // memory. Both must stay untouched until a fence recorded after this call has completed.
+  virtual void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) = 0;
+  // A fence that completes when every copy queued so far has completed.
+  virtual std::shared_ptr<memory::Fence> record() = 0;
 };
 
 // A 3-D convolution's stride and zero padding. Causal convolutions pad only in front in time
@@ -66,6 +80,18 @@ class Backend {
   // src → host bytes; waits for the work that writes src.
   virtual void download(const Tensor& src, void* host) = 0;
   virtual void synchronize() = 0;
+
+  // ---- streaming (core/offload) ----
+  // Where host buffers that feed the device come from: pinned memory on CUDA (so copies run
+  // asynchronously), plain page-aligned memory on the CPU.
+  virtual memory::HostAllocator& host_allocator() = 0;
+  virtual std::unique_ptr<CopyQueue> create_copy_queue() = 0;
+  // Later compute waits for `fence` (CUDA: cudaStreamWaitEvent on the compute stream, no host
+  // wait; CPU: fence.wait()).
+  virtual void wait_for(memory::Fence& fence) = 0;
+  // A fence that completes when all compute queued so far has completed (CUDA: an event on the
+  // compute stream; CPU: already complete, since CPU ops are synchronous).
+  virtual std::shared_ptr<memory::Fence> record_compute() = 0;
 
   // ---- matrix products ----
   // y[M,N] = round(x)[M,K] · (w_scale · w[N,K])ᵀ + bias[N]. w is F32, BF16, F16, or F8 with the

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/backend/cpu/cpu_copy_queue.h"
 #include "core/backend/cpu/gemm.h"
 #include "core/error.h"
 #include "core/memory/aligned_buffer.h"
@@ -29,7 +30,11 @@ class HostBuffer final : public DeviceBuffer {
 
 }  // namespace
 
-CpuBackend::CpuBackend(ThreadPool& pool) : pool_(pool) {}
+CpuBackend::CpuBackend(ThreadPool& pool) : pool_(pool) {
+  auto done = std::make_shared<memory::CpuFence>();
+  done->signal();
+  compute_done_ = std::move(done);
+}
 
 std::string CpuBackend::name() const {
   return "CPU (" + std::to_string(pool_.size()) + " threads, GEMM: " +
@@ -38,6 +43,12 @@ std::string CpuBackend::name() const {
 
 std::unique_ptr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
   return std::make_unique<HostBuffer>(bytes);
+}
+
+memory::HostAllocator& CpuBackend::host_allocator() { return memory::plain_host_allocator(); }
+
+std::unique_ptr<CopyQueue> CpuBackend::create_copy_queue() {
+  return std::make_unique<CpuCopyQueue>();
 }
 
 void CpuBackend::upload(const Tensor& dst, const void* host) {

@@ -23,6 +23,12 @@ class CpuBackend final : public Backend {
   void download(const Tensor& src, void* host) override;
   void synchronize() override {}
 
+  memory::HostAllocator& host_allocator() override;
+  std::unique_ptr<CopyQueue> create_copy_queue() override;
+  void wait_for(memory::Fence& fence) override { fence.wait(); }
+  // Already complete: CPU ops have finished when they return.
+  std::shared_ptr<memory::Fence> record_compute() override { return compute_done_; }
+
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
               float w_scale) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
@@ -53,6 +59,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool& pool_;
+  std::shared_ptr<memory::Fence> compute_done_;
   // Scratch for linear and attention: grown on first use, then reused (no per-step allocation).
   std::vector<float> scratch_a_;
   std::vector<float> scratch_b_;
