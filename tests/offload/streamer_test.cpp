@@ -15,6 +15,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_copy_queue.h"
 #include "core/error.h"
+#include "core/offload/planner.h"
 #include "tests/offload/synthetic_model.h"
 #include "tests/test_support.h"
 
@@ -156,6 +157,47 @@ TEST(Streamer, cfg_passes_share_one_acquire_so_each_weight_is_read_once_per_step
     synth::run_pass(backend, again, {&solo});
     backend.download(solo.tx, solo_out.data());
     EXPECT_TRUE(same_bits(solo_out, out_u));
+  }
+}
+
+TEST(Streamer, what_it_allocates_stays_within_the_planners_prediction) {
+  // Budgets are real: the planner's plan for a budget that holds only some layers, and the
+  // streamer's own accounting of what it then allocates, for every look-ahead.
+  Fixture f(SyntheticSpec{12, 64, 192, false});
+  cpu::CpuBackend backend;
+  f.model->layout.activation_bytes = 256 << 10;
+  for (std::size_t look_ahead : {1u, 2u, 3u}) {
+    Preset preset;
+    preset.name = "test";
+    preset.device = Device::kCuda;
+    preset.look_ahead = look_ahead;
+    preset.staging_slots = 3;
+    preset.staging_slot_bytes = 64 << 10;
+    // RAM for the ring and two cached layers, no more.
+    preset.ram_budget_bytes = kProcessBaseBytes + 3 * (64 << 10) + 2 * f.model->layout.groups[1].bytes();
+    preset.vram_budget_bytes = minimum_device_bytes(f.model->layout, preset) +
+                               3 * f.model->layout.groups[1].slot_bytes();
+    const MachineInfo machine{true, 1ull << 30, 1ull << 30, 16ull << 30, 16ull << 30};
+    const Plan plan = make_plan(f.model->layout, preset, machine);
+    ASSERT_GT(plan.count(Placement::kDisk), 0u);
+    ASSERT_GT(plan.count(Placement::kPinnedCache), 0u);
+    ASSERT_GT(plan.count(Placement::kDevice), 2u);  // some layers resident besides embed and head
+    {
+      WeightStreamer streamer(backend, f.model->layout, plan, StreamerOptions{});
+      EXPECT_LE(streamer.device_bytes() + plan.activation_bytes, plan.predicted_vram_peak);
+      EXPECT_LE(streamer.device_bytes() + plan.activation_bytes,
+                usable_device_bytes(preset, machine));
+      EXPECT_LE(streamer.host_bytes(),
+                plan.staging_slots * plan.staging_slot_bytes + plan.pinned_cache_bytes);
+    }
+    const Plan resident = synth::synthetic_plan(
+        f.model->layout, synth::all_layers(f.spec.layers, Placement::kDevice), 1,
+        ReadMethod::kDirect);
+    const auto planned = run_model(backend, *f.model, plan, 2);
+    const auto reference = run_model(backend, *f.model, resident, 2);
+    for (std::size_t i = 0; i < planned.size(); ++i) {
+      EXPECT_TRUE(same_bits(planned[i], reference[i])) << "look-ahead " << look_ahead;
+    }
   }
 }
 
