@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/backend/op_shapes.h"
 #include "core/error.h"
 #include "core/memory/fence_pool.h"
 #include "cuda/attention.cuh"
@@ -79,17 +80,7 @@ void require_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
 RowParam row_param(const Tensor& p, std::int64_t rows, std::int64_t cols, const char* op,
                    const char* name) {
   require_input(p, op, name);
-  require(p.numel() == cols || p.numel() == rows * cols, op,
-          std::string(name) + " is " + p.shape.str() + ", expected [" + std::to_string(cols) +
-              "] or [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  return RowParam{p.data, p.dtype, p.numel() != cols};
-}
-
-std::pair<std::int64_t, std::int64_t> split_at(const Shape& shape, int dim) {
-  std::int64_t outer = 1, inner = 1;
-  for (int i = 0; i < dim; ++i) outer *= shape[i];
-  for (int i = dim + 1; i < shape.rank(); ++i) inner *= shape[i];
-  return {outer, inner};
+  return RowParam{p.data, p.dtype, check_row_param(p, rows, cols, op, name)};
 }
 
 }  // namespace
@@ -379,19 +370,8 @@ void CudaBackend::convert(const Tensor& x, const Tensor& y) {
 void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                             const Tensor* relative_bias, const Tensor& o) {
   const char* op = "attention";
-  require(q.shape.rank() == 3 && k.shape.rank() == 3 && v.shape.rank() == 3, op,
-          "q, k and v must be [tokens, heads, head_dim]");
-  const std::int64_t len = q.shape[0];
-  const std::int64_t heads = q.shape[1];
-  const std::int64_t dim = q.shape[2];
-  const std::int64_t keys = k.shape[0];
-  require_shape(k, Shape{keys, heads, dim}, op, "k");
-  require_shape(v, Shape{keys, heads, dim}, op, "v");
-  require_shape(o, Shape{len, heads, dim}, op, "o");
-  if (relative_bias != nullptr) {
-    require_shape(*relative_bias, Shape{32, heads}, op, "relative_bias");
-    require_input(*relative_bias, op, "relative_bias");
-  }
+  const auto [len, keys, heads, dim] = check_attention(q, k, v, relative_bias, o);
+  if (relative_bias != nullptr) require_input(*relative_bias, op, "relative_bias");
   require_input(q, op, "q");
   require_input(k, op, "k");
   require_input(v, op, "v");

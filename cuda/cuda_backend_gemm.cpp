@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/backend/op_shapes.h"
 #include "core/error.h"
 #include "cuda/conv.cuh"
 #include "cuda/cuda_backend.h"
@@ -57,17 +58,7 @@ std::string plan_failure(const char* op, std::size_t budget) {
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                          float w_scale) {
   const char* op = "linear";
-  const std::int64_t m = x.shape.rows();
-  const std::int64_t k = x.shape.cols();
-  require(w.shape.rank() == 2 && w.shape[1] == k, op,
-          "weight " + w.shape.str() + " does not match input " + x.shape.str());
-  const std::int64_t n = w.shape[0];
-  require(
-      y.shape.rows() == m && y.shape.cols() == n, op,
-      "output " + y.shape.str() + " is not [" + std::to_string(m) + ", " + std::to_string(n) + "]");
-  require(bias == nullptr || bias->numel() == n, op, "bias size differs from the output width");
-  require_float(x, op, "x");
-  require_float(y, op, "y");
+  const auto [m, k, n] = check_linear(x, w, bias, y);
   require(w.dtype == DType::kF32 || is_16bit(w.dtype) || is_fp8(w.dtype), op,
           "weights of dtype " + std::string(dtype_name(w.dtype)));
   require_input(x, op, "x");
@@ -182,21 +173,10 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
 void CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
                          const Conv3dParams& p, const Tensor& y) {
   const char* op = "conv3d";
-  require(x.shape.rank() == 4 && w.shape.rank() == 5 && y.shape.rank() == 4, op,
-          "x and y must be [C, T, H, W] and w [Co, Ci, kt, kh, kw]");
-  const std::int64_t ci = x.shape[0], t = x.shape[1], h = x.shape[2], wd = x.shape[3];
-  const std::int64_t co = w.shape[0], kt = w.shape[2], kh = w.shape[3], kw = w.shape[4];
-  require(w.shape[1] == ci, op, "weight " + w.shape.str() + " does not take " + x.shape.str());
-  require(p.stride_t > 0 && p.stride_h > 0 && p.stride_w > 0, op, "strides must be positive");
-  const std::int64_t tp = t + p.pad_front + p.pad_back;
-  const std::int64_t hp = h + p.pad_top + p.pad_bottom;
-  const std::int64_t wp = wd + p.pad_left + p.pad_right;
-  require(tp >= kt && hp >= kh && wp >= kw, op, "the kernel is larger than the padded input");
-  const std::int64_t to = (tp - kt) / p.stride_t + 1;
-  const std::int64_t ho = (hp - kh) / p.stride_h + 1;
-  const std::int64_t wo = (wp - kw) / p.stride_w + 1;
-  require_shape(y, Shape{co, to, ho, wo}, op, "y");
-  require(bias == nullptr || bias->numel() == co, op, "bias size");
+  const Conv3dShape s = check_conv3d(x, w, bias, p, y);
+  const std::int64_t ci = s.ci, t = s.t, h = s.h, wd = s.w;
+  const std::int64_t co = s.co, kt = s.kt, kh = s.kh, kw = s.kw;
+  const std::int64_t to = s.to, ho = s.ho, wo = s.wo;
   require_input(x, op, "x");
   require_input(w, op, "w");
   require_output(y, op, "y");

@@ -8,6 +8,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_rows.h"
 #include "core/backend/cpu/gemm.h"
+#include "core/backend/op_shapes.h"
 
 namespace ferry::cpu {
 
@@ -17,17 +18,7 @@ using namespace detail;
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                            const Tensor* relative_bias, const Tensor& o) {
-  const char* op = "attention";
-  require(q.shape.rank() == 3 && k.shape.rank() == 3 && v.shape.rank() == 3, op,
-          "q, k and v must be [tokens, heads, head_dim]");
-  const std::int64_t len = q.shape[0];
-  const std::int64_t heads = q.shape[1];
-  const std::int64_t dim = q.shape[2];
-  const std::int64_t keys = k.shape[0];
-  require_shape(k, Shape{keys, heads, dim}, op, "k");
-  require_shape(v, Shape{keys, heads, dim}, op, "v");
-  require_shape(o, Shape{len, heads, dim}, op, "o");
-  if (relative_bias != nullptr) require_shape(*relative_bias, Shape{32, heads}, op, "relative_bias");
+  const auto [len, keys, heads, dim] = check_attention(q, k, v, relative_bias, o);
 
   // Per head: K and V gathered into contiguous f32 [S, D]; query blocks of kBlock rows each
   // hold only a [kBlock, S] score block.

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/memory/aligned_buffer.h"
 #include "core/backend/cpu/cpu_rows.h"
+#include "core/backend/op_shapes.h"
 #include "core/tensor/convert.h"
 
 namespace ferry::cpu {
@@ -66,16 +67,7 @@ void CpuBackend::download(const Tensor& src, void* host) {
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                         float w_scale) {
   const char* op = "linear";
-  const std::int64_t m = x.shape.rows();
-  const std::int64_t k = x.shape.cols();
-  require(w.shape.rank() == 2 && w.shape[1] == k, op,
-          "weight " + w.shape.str() + " does not match input " + x.shape.str());
-  const std::int64_t n = w.shape[0];
-  require(y.shape.rows() == m && y.shape.cols() == n, op,
-          "output " + y.shape.str() + " is not [" + std::to_string(m) + ", " + std::to_string(n) + "]");
-  require(bias == nullptr || bias->numel() == n, op, "bias size differs from the output width");
-  require_float(x, op, "x");
-  require_float(y, op, "y");
+  const auto [m, k, n] = check_linear(x, w, bias, y);
 
   // Row blocks of x keep the f32 scratch bounded whatever the token count.
   const std::int64_t block = std::max<std::int64_t>(1, std::min<std::int64_t>(m, (1 << 22) / std::max<std::int64_t>(k + n, 1)));

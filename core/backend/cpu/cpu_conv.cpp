@@ -7,6 +7,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_rows.h"
 #include "core/backend/cpu/gemm.h"
+#include "core/backend/op_shapes.h"
 
 namespace ferry::cpu {
 
@@ -14,22 +15,10 @@ using namespace detail;
 
 void CpuBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
                         const Conv3dParams& p, const Tensor& y) {
-  const char* op = "conv3d";
-  require(x.shape.rank() == 4 && w.shape.rank() == 5 && y.shape.rank() == 4, op,
-          "x and y must be [C, T, H, W] and w [Co, Ci, kt, kh, kw]");
-  const std::int64_t ci = x.shape[0], t = x.shape[1], h = x.shape[2], wd = x.shape[3];
-  const std::int64_t co = w.shape[0], kt = w.shape[2], kh = w.shape[3], kw = w.shape[4];
-  require(w.shape[1] == ci, op, "weight " + w.shape.str() + " does not take " + x.shape.str());
-  require(p.stride_t > 0 && p.stride_h > 0 && p.stride_w > 0, op, "strides must be positive");
-  const std::int64_t tp = t + p.pad_front + p.pad_back;
-  const std::int64_t hp = h + p.pad_top + p.pad_bottom;
-  const std::int64_t wp = wd + p.pad_left + p.pad_right;
-  require(tp >= kt && hp >= kh && wp >= kw, op, "the kernel is larger than the padded input");
-  const std::int64_t to = (tp - kt) / p.stride_t + 1;
-  const std::int64_t ho = (hp - kh) / p.stride_h + 1;
-  const std::int64_t wo = (wp - kw) / p.stride_w + 1;
-  require_shape(y, Shape{co, to, ho, wo}, op, "y");
-  require(bias == nullptr || bias->numel() == co, op, "bias size");
+  const Conv3dShape s = check_conv3d(x, w, bias, p, y);
+  const std::int64_t ci = s.ci, t = s.t, h = s.h, wd = s.w;
+  const std::int64_t co = s.co, kt = s.kt, kh = s.kh, kw = s.kw;
+  const std::int64_t to = s.to, ho = s.ho, wo = s.wo;
 
   const std::int64_t k = ci * kt * kh * kw;
   const std::int64_t plane = ho * wo;

@@ -6,6 +6,7 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_rows.h"
+#include "core/backend/op_shapes.h"
 #include "core/error.h"
 
 namespace ferry::cpu {
@@ -17,14 +18,6 @@ namespace {
 void require_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   require(a.dtype == b.dtype, op, "dtypes " + std::string(dtype_name(a.dtype)) + " and " +
                                       std::string(dtype_name(b.dtype)) + " differ");
-}
-
-// Elements before `dim` (outer) and after it (inner).
-std::pair<std::int64_t, std::int64_t> split_at(const Shape& shape, int dim) {
-  std::int64_t outer = 1, inner = 1;
-  for (int i = 0; i < dim; ++i) outer *= shape[i];
-  for (int i = dim + 1; i < shape.rank(); ++i) inner *= shape[i];
-  return {outer, inner};
 }
 
 }  // namespace

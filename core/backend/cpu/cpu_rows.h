@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/op_shapes.h"
 #include "core/tensor/convert.h"
 #include "core/tensor/tensor.h"
 
@@ -54,12 +55,9 @@ inline void require_same_shape(const Tensor& a, const Tensor& b, const char* op)
 }
 
 // A [C] or [R,C] parameter's row r.
-inline std::int64_t param_offset(const Tensor& p, std::int64_t rows, std::int64_t cols, std::int64_t r,
-                          const char* op, const char* name) {
-  require(p.numel() == cols || p.numel() == rows * cols, op,
-          std::string(name) + " is " + p.shape.str() + ", expected [" + std::to_string(cols) +
-              "] or [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  return p.numel() == cols ? 0 : r * cols;
+inline std::int64_t param_offset(const Tensor& p, std::int64_t rows, std::int64_t cols,
+                                 std::int64_t r, const char* op, const char* name) {
+  return check_row_param(p, rows, cols, op, name) ? r * cols : 0;
 }
 
 }  // namespace ferry::cpu::detail

@@ -1,0 +1,75 @@
+#include "core/backend/op_shapes.h"
+
+#include <string>
+
+namespace ferry {
+
+LinearShape check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
+  const char* op = "linear";
+  LinearShape s{x.shape.rows(), x.shape.cols(), 0};
+  require(w.shape.rank() == 2 && w.shape[1] == s.k, op,
+          "weight " + w.shape.str() + " does not match input " + x.shape.str());
+  s.n = w.shape[0];
+  require(y.shape.rows() == s.m && y.shape.cols() == s.n, op,
+          "output " + y.shape.str() + " is not [" + std::to_string(s.m) + ", " +
+              std::to_string(s.n) + "]");
+  require(bias == nullptr || bias->numel() == s.n, op, "bias size differs from the output width");
+  require_float(x, op, "x");
+  require_float(y, op, "y");
+  return s;
+}
+
+AttentionShape check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor* relative_bias, const Tensor& o) {
+  const char* op = "attention";
+  require(q.shape.rank() == 3 && k.shape.rank() == 3 && v.shape.rank() == 3, op,
+          "q, k and v must be [tokens, heads, head_dim]");
+  const AttentionShape s{q.shape[0], k.shape[0], q.shape[1], q.shape[2]};
+  require_shape(k, Shape{s.keys, s.heads, s.dim}, op, "k");
+  require_shape(v, Shape{s.keys, s.heads, s.dim}, op, "v");
+  require_shape(o, Shape{s.len, s.heads, s.dim}, op, "o");
+  if (relative_bias != nullptr) {
+    require_shape(*relative_bias, Shape{32, s.heads}, op, "relative_bias");
+  }
+  return s;
+}
+
+Conv3dShape check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
+                         const Conv3dParams& p, const Tensor& y) {
+  const char* op = "conv3d";
+  require(x.shape.rank() == 4 && w.shape.rank() == 5 && y.shape.rank() == 4, op,
+          "x and y must be [C, T, H, W] and w [Co, Ci, kt, kh, kw]");
+  Conv3dShape s{x.shape[0], x.shape[1], x.shape[2], x.shape[3],
+                w.shape[0], w.shape[2], w.shape[3], w.shape[4], 0, 0, 0};
+  require(w.shape[1] == s.ci, op, "weight " + w.shape.str() + " does not take " + x.shape.str());
+  require(p.stride_t > 0 && p.stride_h > 0 && p.stride_w > 0, op, "strides must be positive");
+  require(p.pad_front >= 0 && p.pad_back >= 0 && p.pad_top >= 0 && p.pad_bottom >= 0 &&
+              p.pad_left >= 0 && p.pad_right >= 0, op, "padding must not be negative");
+  const std::int64_t tp = s.t + p.pad_front + p.pad_back;
+  const std::int64_t hp = s.h + p.pad_top + p.pad_bottom;
+  const std::int64_t wp = s.w + p.pad_left + p.pad_right;
+  require(tp >= s.kt && hp >= s.kh && wp >= s.kw, op, "the kernel is larger than the padded input");
+  s.to = (tp - s.kt) / p.stride_t + 1;
+  s.ho = (hp - s.kh) / p.stride_h + 1;
+  s.wo = (wp - s.kw) / p.stride_w + 1;
+  require_shape(y, Shape{s.co, s.to, s.ho, s.wo}, op, "y");
+  require(bias == nullptr || bias->numel() == s.co, op, "bias size");
+  return s;
+}
+
+bool check_row_param(const Tensor& p, std::int64_t rows, std::int64_t cols, const char* op,
+                     const char* name) {
+  require(p.numel() == cols || p.numel() == rows * cols, op,
+          std::string(name) + " is " + p.shape.str() + ", expected [" + std::to_string(cols) +
+              "] or [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  return p.numel() != cols;
+}
+
+std::pair<std::int64_t, std::int64_t> split_at(const Shape& shape, int dim) {
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < dim; ++i) outer *= shape[i];
+  for (int i = dim + 1; i < shape.rank(); ++i) inner *= shape[i];
+  return {outer, inner};
+}
+
+}  // namespace ferry

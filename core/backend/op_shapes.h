@@ -1,0 +1,39 @@
+// The shape rules of the Backend ops, checked once here for every backend: each returns the
+// sizes the op works with, or throws Error(kInternal) naming the op and the mismatch.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "core/backend/backend.h"
+
+namespace ferry {
+
+struct LinearShape {
+  std::int64_t m, k, n;  // y[m,n] = x[m,k] · w[n,k]ᵀ
+};
+LinearShape check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y);
+
+struct AttentionShape {
+  std::int64_t len, keys, heads, dim;  // q/o [len,heads,dim], k/v [keys,heads,dim]
+};
+AttentionShape check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor* relative_bias, const Tensor& o);
+
+struct Conv3dShape {
+  std::int64_t ci, t, h, w;      // input
+  std::int64_t co, kt, kh, kw;   // weight
+  std::int64_t to, ho, wo;       // output
+};
+Conv3dShape check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
+                         const Conv3dParams& params, const Tensor& y);
+
+// A [C] or [R,C] per-row parameter (modulate's scale and shift, gated_add's gate): true when it
+// has one row per row of the input.
+bool check_row_param(const Tensor& p, std::int64_t rows, std::int64_t cols, const char* op,
+                     const char* name);
+
+// Elements of `shape` before `dim` (outer) and after it (inner).
+std::pair<std::int64_t, std::int64_t> split_at(const Shape& shape, int dim);
+
+}  // namespace ferry
