@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   # core
   nlohmann-json3-dev libopenblas-dev
+  # the umT5 tokenizer (SentencePiece's C++ library)
+  libsentencepiece-dev
   # the desktop app (Qt 6 Widgets; Qt Test runs on the offscreen platform)
   qt6-base-dev qt6-qpa-plugins
   # tests, sanitizers and the header fuzzer
