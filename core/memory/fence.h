@@ -14,9 +14,13 @@ class Fence {
   virtual bool done() = 0;
 };
 
-// Signalled by a CPU thread.
+// Signalled by a CPU thread. A pooled fence is re-armed with reset() once nobody waits on it.
 class CpuFence final : public Fence {
  public:
+  void reset() {
+    std::lock_guard lock(mutex_);
+    signalled_ = false;
+  }
   void signal() {
     {
       std::lock_guard lock(mutex_);

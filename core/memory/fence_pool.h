@@ -13,35 +13,6 @@
 
 namespace ferry::memory {
 
-// A CpuFence that can be re-armed once nobody waits on it.
-class ReusableCpuFence final : public Fence {
- public:
-  void signal() {
-    {
-      std::lock_guard lock(mutex_);
-      signalled_ = true;
-    }
-    cv_.notify_all();
-  }
-  void reset() {
-    std::lock_guard lock(mutex_);
-    signalled_ = false;
-  }
-  void wait() override {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [this] { return signalled_; });
-  }
-  bool done() override {
-    std::lock_guard lock(mutex_);
-    return signalled_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool signalled_ = false;
-};
-
 // Owns fences of type F. take() returns one that only the pool held (so no waiter can see it
 // re-armed); the pool grows only when more fences are alive at once than ever before, which a
 // fixed pipeline reaches in its first step.

@@ -9,8 +9,8 @@ namespace ferry::cpu {
 
 namespace {
 
-std::shared_ptr<memory::ReusableCpuFence> make_fence() {
-  return std::make_shared<memory::ReusableCpuFence>();
+std::shared_ptr<memory::CpuFence> make_fence() {
+  return std::make_shared<memory::CpuFence>();
 }
 
 }  // namespace
@@ -48,7 +48,7 @@ void CpuCopyQueue::copy_to_device(void* device_dst, const void* host_src, std::s
 }
 
 std::shared_ptr<memory::Fence> CpuCopyQueue::record() {
-  std::shared_ptr<memory::ReusableCpuFence> fence = fences_.take(make_fence);
+  std::shared_ptr<memory::CpuFence> fence = fences_.take(make_fence);
   fence->reset();
   push(Job{nullptr, nullptr, 0, fence});
   return fence;

@@ -36,7 +36,7 @@ class CpuCopyQueue final : public CopyQueue {
     void* dst = nullptr;
     const void* src = nullptr;
     std::size_t bytes = 0;
-    std::shared_ptr<memory::ReusableCpuFence> fence;  // a fence job when set
+    std::shared_ptr<memory::CpuFence> fence;  // a fence job when set
   };
 
   void push(Job job);
@@ -44,7 +44,7 @@ class CpuCopyQueue final : public CopyQueue {
 
   CopyHook before_copy_;
   void* hook_context_;
-  memory::FencePool<memory::ReusableCpuFence> fences_;
+  memory::FencePool<memory::CpuFence> fences_;
   std::mutex mutex_;
   std::condition_variable not_empty_;
   std::condition_variable not_full_;
