@@ -53,15 +53,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, fl
               row[j] += rel[static_cast<std::size_t>(t5_relative_bucket(j - (i0 + i)) * heads + h)];
             }
           }
-          if (keys == 0) continue;
-          const float top = *std::max_element(row, row + keys);
-          double sum = 0;
-          for (std::int64_t j = 0; j < keys; ++j) {
-            row[j] = std::exp(row[j] - top);
-            sum += row[j];
-          }
-          const float inv = static_cast<float>(1.0 / sum);
-          for (std::int64_t j = 0; j < keys; ++j) row[j] *= inv;
+          softmax_row(row, keys);
         }
         gemm_f32(mm, d, s, 1.0f, scores, s, vh, d, false, 0.0f, out, d, pool_);
         for (std::int64_t i = 0; i < rows; ++i) store(out + i * dim, o, ((i0 + i) * heads + h) * dim, dim);

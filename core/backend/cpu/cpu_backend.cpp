@@ -321,17 +321,7 @@ void CpuBackend::silu(const Tensor& x, const Tensor& y) {
 
 void CpuBackend::softmax(const Tensor& x, const Tensor& y) {
   require_same_shape(x, y, "softmax");
-  rowwise(pool_, x, nullptr, y, [](float* v, const float*, std::int64_t n) {
-    if (n == 0) return;
-    const float top = *std::max_element(v, v + n);
-    double sum = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      v[i] = std::exp(v[i] - top);
-      sum += v[i];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (std::int64_t i = 0; i < n; ++i) v[i] *= inv;
-  });
+  rowwise(pool_, x, nullptr, y, [](float* v, const float*, std::int64_t n) { softmax_row(v, n); });
 }
 
 void CpuBackend::convert(const Tensor& x, const Tensor& y) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -58,6 +59,19 @@ inline void require_same_shape(const Tensor& a, const Tensor& b, const char* op)
 inline std::int64_t param_offset(const Tensor& p, std::int64_t rows, std::int64_t cols,
                                  std::int64_t r, const char* op, const char* name) {
   return check_row_param(p, rows, cols, op, name) ? r * cols : 0;
+}
+
+// Softmax of one row in place: f32 exponentials around the row's maximum, an f64 sum.
+inline void softmax_row(float* v, std::int64_t n) {
+  if (n == 0) return;
+  const float top = *std::max_element(v, v + n);
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    v[i] = std::exp(v[i] - top);
+    sum += v[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (std::int64_t i = 0; i < n; ++i) v[i] *= inv;
 }
 
 }  // namespace ferry::cpu::detail
