@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 #include "core/memory/aligned_buffer.h"
@@ -92,6 +94,32 @@ TEST(DirectReader, reads_larger_than_64_mib_are_split_and_complete) {
   const auto got = reader.read_cover(0, n, buffer.span());
   ASSERT_EQ(got.size(), n);
   EXPECT_EQ(0, std::memcmp(got.data(), bytes.data(), n));
+}
+
+TEST(DirectReader, a_read_split_over_several_threads_stops_exactly_at_the_end_of_the_file) {
+  // 16 MiB asked of a file of 9 MiB + 100 bytes: four parts read at once, the third short, the
+  // fourth empty.
+  ScratchDir dir;
+  const std::size_t n = (9u << 20) + 100;
+  const auto bytes = pattern_bytes(n, 13);
+  write_file(dir / "a.bin", bytes);
+  const DirectReader reader = DirectReader::open(dir / "a.bin");
+  AlignedBuffer buffer(16u << 20, reader.alignment());
+  EXPECT_EQ(reader.read_aligned(0, buffer.span()), n);
+  EXPECT_EQ(0, std::memcmp(buffer.data(), bytes.data(), n));
+  // And from threads at once, as several streamers would.
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      AlignedBuffer own(16u << 20, reader.alignment());
+      if (reader.read_aligned(0, own.span()) != n || std::memcmp(own.data(), bytes.data(), n) != 0) {
+        ++wrong;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(DirectReader, misaligned_requests_are_refused_before_the_os_sees_them) {
