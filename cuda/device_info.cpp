@@ -11,7 +11,13 @@ std::optional<DeviceInfo> query_device(std::string* why) {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
     if (why != nullptr) {
-      *why = status == cudaErrorInsufficientDriver
+      // With no driver at all the static runtime also answers "insufficient driver"; the driver
+      // version (0 when none is installed) tells the two apart.
+      int driver = 0;
+      cudaDriverGetVersion(&driver);
+      *why = status == cudaErrorInsufficientDriver && driver == 0
+                 ? "no NVIDIA driver is installed (no NVIDIA GPU, or its driver is missing)"
+             : status == cudaErrorInsufficientDriver
                  ? "the NVIDIA driver is too old for CUDA 13 (driver 580 or newer is needed)"
              : status == cudaErrorNoDevice || count == 0 || status == cudaErrorInitializationError
                  ? "no NVIDIA GPU was found"
