@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/models/wan/dit_keys.h"
 
 namespace ferry::models::wan {
 namespace {
@@ -66,39 +67,39 @@ std::vector<io::TensorSpec> dit_tensors(const DitConfig& c, DType dtype) {
 
 namespace {
 
-constexpr std::string_view kComfyPrefix = "model.diffusion_model.";
-
-// The name without ComfyUI's prefix, or nullopt-like empty view when it is not a DiT tensor.
-std::string_view strip_prefix(std::string_view name) {
-  if (name.substr(0, kComfyPrefix.size()) == kComfyPrefix) name.remove_prefix(kComfyPrefix.size());
-  return name;
+// The set's entries by official name, whatever layout the file uses.
+std::map<std::string, const io::SafetensorsSet::Entry*, std::less<>> by_official_name(
+    const io::SafetensorsSet& set) {
+  std::map<std::string, const io::SafetensorsSet::Entry*, std::less<>> names;
+  for (const io::SafetensorsSet::Entry& e : set.entries()) {
+    const auto [it, added] = names.emplace(official_dit_name(e.tensor->name), &e);
+    if (!added) {
+      throw Error(ErrorCode::kBadModelFile,
+                  io::detail::display(set.path()) + " holds '" + it->first + "' twice (as '" +
+                      it->second->tensor->name + "' and '" + e.tensor->name + "')");
+    }
+  }
+  return names;
 }
 
-const io::TensorInfo& need(const io::SafetensorsSet& set, const std::string& prefix,
+using NameMap = std::map<std::string, const io::SafetensorsSet::Entry*, std::less<>>;
+
+const io::TensorInfo& need(const io::SafetensorsSet& set, const NameMap& names,
                            const std::string& name, std::size_t rank) {
-  const io::SafetensorsSet::Entry* e = set.find(prefix + name);
-  if (e == nullptr || e->tensor->shape.size() != rank) {
+  const auto it = names.find(name);
+  if (it == names.end() || it->second->tensor->shape.size() != rank) {
     throw Error(ErrorCode::kBadModelFile,
                 io::detail::display(set.path()) + " is not a Wan DiT checkpoint: " +
-                    (e == nullptr ? "it has no tensor '" + name + "'"
-                                  : "'" + name + "' has an unexpected shape"));
+                    (it == names.end() ? "it has no tensor '" + name + "'"
+                                       : "'" + name + "' has an unexpected shape"));
   }
-  return *e->tensor;
+  return *it->second->tensor;
 }
 
-std::string prefix_of(const io::SafetensorsSet& set) {
-  return set.find(std::string(kComfyPrefix) + "patch_embedding.weight") != nullptr
-             ? std::string(kComfyPrefix)
-             : std::string();
-}
-
-}  // namespace
-
-DitConfig infer_dit_config(const io::SafetensorsSet& set) {
-  const std::string prefix = prefix_of(set);
-  const io::TensorInfo& patch = need(set, prefix, "patch_embedding.weight", 5);
-  const io::TensorInfo& ffn = need(set, prefix, "blocks.0.ffn.0.weight", 2);
-  const io::TensorInfo& head = need(set, prefix, "head.head.weight", 2);
+DitConfig infer_config(const io::SafetensorsSet& set, const NameMap& names) {
+  const io::TensorInfo& patch = need(set, names, "patch_embedding.weight", 5);
+  const io::TensorInfo& ffn = need(set, names, "blocks.0.ffn.0.weight", 2);
+  const io::TensorInfo& head = need(set, names, "head.head.weight", 2);
   DitConfig c;
   c.name = "wan-dit";
   c.dim = patch.shape[0];
@@ -106,15 +107,19 @@ DitConfig infer_dit_config(const io::SafetensorsSet& set) {
   c.ffn_dim = ffn.shape[0];
   c.out_dim = head.shape[0] / 4;
   c.layers = 0;
-  while (set.find(prefix + "blocks." + std::to_string(c.layers) + ".self_attn.q.weight") != nullptr) {
-    ++c.layers;
-  }
+  while (names.count("blocks." + std::to_string(c.layers) + ".self_attn.q.weight") != 0) ++c.layers;
   for (const DitConfig* known : {&kT2V_1_3B, &kTI2V_5B, &kT2V_14B}) {
     if (known->dim == c.dim && known->ffn_dim == c.ffn_dim && known->in_dim == c.in_dim) {
       c.name = known->name;
     }
   }
   return c;
+}
+
+}  // namespace
+
+DitConfig infer_dit_config(const io::SafetensorsSet& set) {
+  return infer_config(set, by_official_name(set));
 }
 
 std::int64_t dit_tokens(const DitConfig& config, int width, int height, int frames) {
@@ -134,8 +139,8 @@ std::uint64_t dit_activation_bytes(const DitConfig& c, std::int64_t tokens,
 
 offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, int height,
                                       int frames, std::int64_t ffn_chunk_tokens) {
-  const DitConfig config = infer_dit_config(set);
-  const std::string prefix = prefix_of(set);
+  const NameMap names = by_official_name(set);
+  const DitConfig config = infer_config(set, names);
   offload::ModelLayout layout;
   layout.name = "Wan DiT " + std::string(config.name) + " (" + std::to_string(config.layers) +
                 " blocks, D=" + std::to_string(config.dim) + ")";
@@ -143,8 +148,9 @@ offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, 
   offload::LayerGroup head{"head", {}, true};
   std::vector<offload::LayerGroup> blocks(config.layers);
   for (std::uint64_t i = 0; i < config.layers; ++i) blocks[i].name = "blocks." + std::to_string(i);
-  for (const io::SafetensorsSet::Entry& e : set.entries()) {
-    const std::string_view name = strip_prefix(e.tensor->name);
+  for (const io::SafetensorsSet::Entry& e : set.entries()) {  // file order: sequential reads
+    const std::string official = official_dit_name(e.tensor->name);
+    const std::string_view name = official;
     const offload::WeightRef ref{e.file, e.tensor};
     if (name.substr(0, 7) == "blocks.") {
       const std::size_t dot = name.find('.', 7);
