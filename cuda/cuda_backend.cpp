@@ -414,22 +414,15 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, f
 
 void CudaBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {
   const char* op = "rope_3d";
-  require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");
-  const std::int64_t len = x.shape[0];
-  const std::int64_t heads = x.shape[1];
-  const std::int64_t dim = x.shape[2];
-  require(len == grid.frames * grid.height * grid.width, op,
-          std::to_string(len) + " tokens for a " + std::to_string(grid.frames) + "x" +
-              std::to_string(grid.height) + "x" + std::to_string(grid.width) + " grid");
-  require(dim % 2 == 0 && dim >= 6, op, "head_dim must be even");
+  const RopeShape shape = check_rope_3d(x, grid);
+  const std::int64_t len = shape.len, heads = shape.heads, dim = shape.dim;
   require_output(x, op, "x");
   RopeAxes axes;
   axes.frames = grid.frames;
   axes.height = grid.height;
   axes.width = grid.width;
-  const std::int64_t hw_real = 2 * (dim / 6);
-  axes.t_pairs = (dim - 2 * hw_real) / 2;
-  axes.hw_pairs = hw_real / 2;
+  axes.t_pairs = shape.t_pairs;
+  axes.hw_pairs = shape.hw_pairs;
   if (len == 0 || heads == 0) return;
   WorkspaceCursor ws(workspace_.get(), options_.workspace_bytes);
   auto* table = static_cast<double*>(

@@ -57,6 +57,20 @@ Conv3dShape check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
   return s;
 }
 
+RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid) {
+  const char* op = "rope_3d";
+  require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");
+  RopeShape s{x.shape[0], x.shape[1], x.shape[2], 0, 0};
+  require(s.len == grid.frames * grid.height * grid.width, op,
+          std::to_string(s.len) + " tokens for a " + std::to_string(grid.frames) + "x" +
+              std::to_string(grid.height) + "x" + std::to_string(grid.width) + " grid");
+  require(s.dim % 2 == 0 && s.dim >= 6, op, "head_dim must be even");
+  const std::int64_t hw_real = 2 * (s.dim / 6);
+  s.t_pairs = (s.dim - 2 * hw_real) / 2;
+  s.hw_pairs = hw_real / 2;
+  return s;
+}
+
 bool check_row_param(const Tensor& p, std::int64_t rows, std::int64_t cols, const char* op,
                      const char* name) {
   require(p.numel() == cols || p.numel() == rows * cols, op,

@@ -28,6 +28,14 @@ struct Conv3dShape {
 Conv3dShape check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
                          const Conv3dParams& params, const Tensor& y);
 
+struct RopeShape {
+  std::int64_t len, heads, dim;  // x [len, heads, dim], len = frames · height · width
+  std::int64_t t_pairs;          // rotation pairs driven by the frame index
+  std::int64_t hw_pairs;         // by the row index, and as many by the column index
+};
+// Wan's axis split (wan.md §B.7): t gets d - 4·(d/6) real dims, h and w 2·(d/6) each.
+RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid);
+
 // A [C] or [R,C] per-row parameter (modulate's scale and shift, gated_add's gate): true when it
 // has one row per row of the input.
 bool check_row_param(const Tensor& p, std::int64_t rows, std::int64_t cols, const char* op,

@@ -63,19 +63,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, fl
 }
 
 void CpuBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {
-  const char* op = "rope_3d";
-  require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");
-  const std::int64_t len = x.shape[0];
-  const std::int64_t heads = x.shape[1];
-  const std::int64_t dim = x.shape[2];
-  require(len == grid.frames * grid.height * grid.width, op,
-          std::to_string(len) + " tokens for a " + std::to_string(grid.frames) + "x" +
-              std::to_string(grid.height) + "x" + std::to_string(grid.width) + " grid");
-  require(dim % 2 == 0 && dim >= 6, op, "head_dim must be even");
-  // Axis widths in pairs (wan.md §B.7): t gets d - 4·(d/6) real dims, h and w 2·(d/6) each.
-  const std::int64_t hw_real = 2 * (dim / 6);
-  const std::int64_t t_pairs = (dim - 2 * hw_real) / 2;
-  const std::int64_t hw_pairs = hw_real / 2;
+  const auto [len, heads, dim, t_pairs, hw_pairs] = check_rope_3d(x, grid);
   const std::int64_t pairs = dim / 2;
 
   // cos/sin per (position, pair) for each axis, in f64 as the reference computes them.
