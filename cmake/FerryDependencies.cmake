@@ -105,3 +105,21 @@ if(FERRY_BUILD_TESTS)
   endif()
   include(GoogleTest)
 endif()
+
+# FFmpeg (libavformat, libavcodec, libswscale, libavutil) for start images and MP4 output:
+# Debian's -dev packages through pkg-config (vcpkg's ffmpeg port on Windows provides the same
+# .pc files). Not in the mingw lane, which has no FFmpeg cross build: there core/media is not
+# built (FERRY_HAVE_FFMPEG OFF) and its tests compile to nothing.
+set(FERRY_HAVE_FFMPEG OFF)
+if(NOT MINGW)
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(FERRY_FFMPEG QUIET IMPORTED_TARGET libavformat libavcodec libswscale libavutil)
+  endif()
+  if(TARGET PkgConfig::FERRY_FFMPEG)
+    add_library(ferry_ffmpeg INTERFACE IMPORTED)
+    target_link_libraries(ferry_ffmpeg INTERFACE PkgConfig::FERRY_FFMPEG)
+    set(FERRY_HAVE_FFMPEG ON)
+  endif()
+endif()
+message(STATUS "Video (FFmpeg): ${FERRY_HAVE_FFMPEG}")

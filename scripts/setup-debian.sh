@@ -10,6 +10,9 @@ packages=(
   nlohmann-json3-dev libopenblas-dev
   # the umT5 tokenizer (SentencePiece's C++ library)
   libsentencepiece-dev
+  # video: FFmpeg's libraries (images in, MP4 out) and its command-line tools (the tests decode
+  # Ferry's MP4s back with ffprobe)
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   # the desktop app (Qt 6 Widgets; Qt Test runs on the offscreen platform)
   qt6-base-dev qt6-qpa-plugins
   # tests, sanitizers and the header fuzzer

@@ -64,6 +64,18 @@ else
   status=1
 fi
 
+# The model tests on the CUDA backend (tests/models/ built with FERRY_MODEL_TESTS_ON_CUDA): their
+# measured errors against the reference, the same bounds as on the CPU.
+models="$build/tests/cuda/ferry_cuda_model_tests"
+if [[ -x "$models" ]]; then
+  run_stage model-tests 120 "$models" > "$out/model-tests-full.txt" 2>&1 || status=1
+  grep -E '^\[ *(FAILED|SKIPPED|PASSED) *\]|Failure|measured' "$out/model-tests-full.txt" |
+    tee "$out/model-tests.txt" | head -n 80
+else
+  echo "model tests were not built" | tee "$out/model-tests.txt"
+  status=1
+fi
+
 # gpu_ops: CudaBackend::linear (bf16, fp8 weights) against a plain cuBLASLt call, and attention
 # at L = 8k, 27k, 75k against the best bf16 GEMM rate (bench/gpu_ops.cpp; about a minute, a
 # 75k attention projected over 60 s is skipped). A missing binary is reported, not fatal.

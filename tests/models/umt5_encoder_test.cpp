@@ -2,7 +2,8 @@
 // (tools/reference/make_umt5_encoder_reference.py): a tiny UMT5EncoderModel from transformers
 // (d_model 64, 4 heads of 16, d_ff 96, 3 blocks, 1280 embedding rows) in Wan's own key layout, a
 // diffusers text_encoder/ folder, ComfyUI's fp16 single file and ComfyUI's scaled-fp8 file, with
-// its outputs for prompts of 1 to 512 tokens.
+// its outputs for prompts of 1 to 512 tokens. On the CPU backend in ferry_tests, on the CUDA
+// backend in ferry_cuda_model_tests (tests/gpu/run.sh).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,19 +15,18 @@
 #include <string>
 #include <vector>
 
-#include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/io/safetensors_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/umt5/encoder.h"
 #include "core/models/umt5/tokenizer.h"
 #include "core/tensor/convert.h"
+#include "tests/models/model_test_backend.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::umt5 {
 namespace {
 
-using cpu::CpuBackend;
 using offload::Placement;
 using offload::Plan;
 
@@ -61,6 +61,8 @@ struct Reference {
     return out;
   }
 };
+
+class Umt5Encoder : public test::ModelTest {};
 
 const Reference& reference() {
   static const Reference r;
@@ -113,7 +115,7 @@ EncodeResult run(const std::string& file, Placement blocks,
                  offload::ReadMethod method = offload::ReadMethod::kMapped) {
   const auto set = io::SafetensorsSet::open(test::data_path("umt5/encoder/" + file));
   const auto weights = EncoderWeights::from(set);
-  CpuBackend backend;
+  Backend& backend = test::model_backend();
   return encode(backend, weights, plan_for(weights.model_layout(), blocks, 1, method), prompts);
 }
 
@@ -127,14 +129,15 @@ void expect_matches(const std::string& file, std::string_view kind) {
     EXPECT_LE(e.rel_rms, kRelRmsBound) << file << " " << kPrompts[p];
     // Against the f32 run of the same weights: how far Ferry's bf16 path is from exact.
     const Error2 f = compare(r.embeddings[p], reference().output(kPrompts[p], "f32"));
-    std::printf("[ measured ] %s %s L=%lld: vs %s max|d| %.4f rel rms %.5f; vs f32 max|d| %.4f "
-                "rel rms %.5f\n",
-                file.c_str(), kPrompts[p], static_cast<long long>(r.embeddings[p].rows),
-                std::string(kind).c_str(), e.max_abs, e.rel_rms, f.max_abs, f.rel_rms);
+    std::printf(
+        "[ measured ] %s %s L=%lld: vs %s max|d| %.4f rel rms %.5f; vs f32 max|d| %.4f "
+        "rel rms %.5f\n",
+        file.c_str(), kPrompts[p], static_cast<long long>(r.embeddings[p].rows),
+        std::string(kind).c_str(), e.max_abs, e.rel_rms, f.max_abs, f.rel_rms);
   }
 }
 
-TEST(Umt5Encoder, InfersTheConfigurationAndKeyLayoutFromTheFile) {
+TEST_F(Umt5Encoder, InfersTheConfigurationAndKeyLayoutFromTheFile) {
   struct Case {
     const char* file;
     KeyLayout layout;
@@ -165,7 +168,7 @@ TEST(Umt5Encoder, InfersTheConfigurationAndKeyLayoutFromTheFile) {
   }
 }
 
-TEST(Umt5Encoder, ReadsPerTensorScalesOfScaledFp8Files) {
+TEST_F(Umt5Encoder, ReadsPerTensorScalesOfScaledFp8Files) {
   const auto set =
       io::SafetensorsSet::open(test::data_path("umt5/encoder/comfy_fp8_scaled.safetensors"));
   const auto w = EncoderWeights::from(set);
@@ -176,26 +179,26 @@ TEST(Umt5Encoder, ReadsPerTensorScalesOfScaledFp8Files) {
   EXPECT_EQ(w.embedding_scale(), 1.0f);
 }
 
-TEST(Umt5Encoder, OfficialLayoutMatchesTheBf16Reference) {
+TEST_F(Umt5Encoder, OfficialLayoutMatchesTheBf16Reference) {
   expect_matches("official.safetensors", "bf16");
 }
 
-TEST(Umt5Encoder, DiffusersTextEncoderMatchesTheBf16Reference) {
+TEST_F(Umt5Encoder, DiffusersTextEncoderMatchesTheBf16Reference) {
   expect_matches("diffusers/text_encoder/model.safetensors", "bf16");
 }
 
 // The f16 file holds the bf16 weights exactly (they fit f16's range at this scale).
-TEST(Umt5Encoder, ComfyFp16FileMatchesTheBf16Reference) {
+TEST_F(Umt5Encoder, ComfyFp16FileMatchesTheBf16Reference) {
   expect_matches("comfy_fp16.safetensors", "bf16");
 }
 
 // The reference ran the dequantised fp8 weights in f32; Ferry runs them with bf16 activations,
 // so the bound is the bf16 one.
-TEST(Umt5Encoder, ComfyScaledFp8FileMatchesItsDequantisedReference) {
+TEST_F(Umt5Encoder, ComfyScaledFp8FileMatchesItsDequantisedReference) {
   expect_matches("comfy_fp8_scaled.safetensors", "fp8.f32");
 }
 
-TEST(Umt5Encoder, StreamedFromDiskIsBitIdenticalToResident) {
+TEST_F(Umt5Encoder, StreamedFromDiskIsBitIdenticalToResident) {
   const auto prompts = all_prompt_ids();
   const EncodeResult resident = run("official.safetensors", Placement::kDevice, prompts);
   for (auto method : {offload::ReadMethod::kMapped, offload::ReadMethod::kDirect}) {
@@ -210,7 +213,7 @@ TEST(Umt5Encoder, StreamedFromDiskIsBitIdenticalToResident) {
   }
 }
 
-TEST(Umt5Encoder, PromptsEncodedTogetherEqualPromptsEncodedAlone) {
+TEST_F(Umt5Encoder, PromptsEncodedTogetherEqualPromptsEncodedAlone) {
   const auto prompts = all_prompt_ids();
   const EncodeResult together = run("official.safetensors", Placement::kDisk, prompts);
   for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -219,7 +222,7 @@ TEST(Umt5Encoder, PromptsEncodedTogetherEqualPromptsEncodedAlone) {
   }
 }
 
-TEST(Umt5Encoder, ActivationsUseExactlyTheEstimate) {
+TEST_F(Umt5Encoder, ActivationsUseExactlyTheEstimate) {
   const auto prompts = all_prompt_ids();
   const EncodeResult r = run("official.safetensors", Placement::kDisk, prompts);
   EXPECT_EQ(r.activation_peak, r.activation_bytes);
@@ -230,10 +233,10 @@ TEST(Umt5Encoder, ActivationsUseExactlyTheEstimate) {
   EXPECT_GE(w.activation_bytes(full), r.activation_bytes);
 }
 
-TEST(Umt5Encoder, RefusesIdsOutsideTheTableAndBadLengths) {
+TEST_F(Umt5Encoder, RefusesIdsOutsideTheTableAndBadLengths) {
   const auto set = io::SafetensorsSet::open(test::data_path("umt5/encoder/official.safetensors"));
   const auto w = EncoderWeights::from(set);
-  CpuBackend backend;
+  Backend& backend = test::model_backend();
   const Plan plan = plan_for(w.model_layout(), Placement::kDisk);
   const std::vector<std::vector<std::int32_t>> outside{{5, 1280, 1}};
   EXPECT_EQ(test::error_code_of([&] { encode(backend, w, plan, outside); }),
@@ -245,10 +248,10 @@ TEST(Umt5Encoder, RefusesIdsOutsideTheTableAndBadLengths) {
             ErrorCode::kBadArgument);
 }
 
-TEST(Umt5Encoder, CancelStopsBeforeTheNextBlock) {
+TEST_F(Umt5Encoder, CancelStopsBeforeTheNextBlock) {
   const auto set = io::SafetensorsSet::open(test::data_path("umt5/encoder/official.safetensors"));
   const auto w = EncoderWeights::from(set);
-  CpuBackend backend;
+  Backend& backend = test::model_backend();
   std::atomic<bool> cancel{true};
   EncodeOptions options;
   options.cancel = &cancel;
@@ -280,7 +283,7 @@ std::filesystem::path rewrite(const test::ScratchDir& dir, std::string_view drop
   return path;
 }
 
-TEST(Umt5Encoder, NamesAMissingTensor) {
+TEST_F(Umt5Encoder, NamesAMissingTensor) {
   test::ScratchDir dir;
   const auto set = io::SafetensorsSet::open(rewrite(dir, "blocks.2.ffn.fc1.weight", ""));
   try {
@@ -292,27 +295,27 @@ TEST(Umt5Encoder, NamesAMissingTensor) {
   }
 }
 
-TEST(Umt5Encoder, RefusesATensorOfTheWrongShape) {
+TEST_F(Umt5Encoder, RefusesATensorOfTheWrongShape) {
   test::ScratchDir dir;
   const auto set = io::SafetensorsSet::open(rewrite(dir, "", "blocks.1.attn.o.weight"));
   EXPECT_EQ(test::error_code_of([&] { EncoderWeights::from(set); }), ErrorCode::kBadModelFile);
 }
 
-TEST(Umt5Encoder, RefusesAFileThatIsNotATextEncoder) {
+TEST_F(Umt5Encoder, RefusesAFileThatIsNotATextEncoder) {
   const auto set = io::SafetensorsSet::open(test::data_path("umt5/single_file.safetensors"));
   EXPECT_EQ(test::error_code_of([&] { EncoderWeights::from(set); }), ErrorCode::kBadModelFile);
 }
 
 #ifdef FERRY_HAVE_SENTENCEPIECE
 // Prompt text → the tokenizer embedded in the fp8 single file → ids → encoder.
-TEST(Umt5Encoder, TokenizerEmbeddedInTheSingleFileFeedsTheEncoder) {
+TEST_F(Umt5Encoder, TokenizerEmbeddedInTheSingleFileFeedsTheEncoder) {
   std::ifstream in(test::data_path("umt5/reference.json"), std::ios::binary);
   const nlohmann::json json = nlohmann::json::parse(in);
   const auto set =
       io::SafetensorsSet::open(test::data_path("umt5/encoder/comfy_fp8_scaled.safetensors"));
   const Tokenizer tokenizer = Tokenizer::from_checkpoint(set);
   const auto w = EncoderWeights::from(set);
-  CpuBackend backend;
+  Backend& backend = test::model_backend();
   for (const char* name : {"negative_prompt", "mixed"}) {
     std::string text;
     for (const auto& p : json["prompts"]) {

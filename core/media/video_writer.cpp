@@ -1,0 +1,227 @@
+#include "core/media/video_writer.h"
+
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <libavutil/opt.h>
+}
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/io/partial_file.h"
+#include "core/media/ffmpeg_util.h"
+
+namespace ferry::media {
+namespace {
+
+using namespace detail;
+
+const std::vector<std::string> kDefaultEncoders = {"libx264", "h264_nvenc", "h264_mf", "mpeg4"};
+
+struct OutputCloser {
+  void operator()(AVFormatContext* c) const {
+    if (c->pb != nullptr) avio_closep(&c->pb);
+    avformat_free_context(c);
+  }
+};
+using OutputPtr = std::unique_ptr<AVFormatContext, OutputCloser>;
+
+// Constant quality for each encoder family, so the same request gives the same file.
+void set_quality(AVCodecContext* codec, const std::string& name, int crf) {
+  if (name == "libx264") {
+    av_opt_set(codec->priv_data, "preset", "medium", 0);
+    av_opt_set_int(codec->priv_data, "crf", crf, 0);
+  } else if (name == "h264_nvenc") {
+    av_opt_set(codec->priv_data, "rc", "vbr", 0);
+    av_opt_set_int(codec->priv_data, "cq", crf + 2, 0);
+  } else if (name == "h264_mf") {
+    codec->bit_rate = static_cast<std::int64_t>(codec->width) * codec->height * 4;
+  } else {  // mpeg4: fixed quantiser 2, the best it has
+    codec->flags |= AV_CODEC_FLAG_QSCALE;
+    codec->global_quality = FF_QP2LAMBDA * 2;
+  }
+}
+
+}  // namespace
+
+struct VideoWriter::Impl {
+  explicit Impl(const std::filesystem::path& path) : file(path), name(io::detail::display(path)) {}
+
+  // Declared first, destroyed last: the file is closed before its partial name is removed.
+  io::PartialFile file;
+  std::string name;
+  OutputPtr output;
+  CodecPtr codec;
+  AVStream* stream = nullptr;
+  SwsPtr sws;
+  FramePtr yuv;
+  PacketPtr packet;
+  std::string encoder;
+  std::int64_t frames = 0;
+  int width = 0, height = 0;
+  bool failed = false;
+  bool finished = false;
+
+  [[noreturn]] void write_failed(int err) {
+    failed = true;
+    throw av_error(ErrorCode::kIo, "writing " + name + " failed (is the disk full?)", err);
+  }
+
+  // Sends `frame` (nullptr: end of stream) and writes every packet the encoder has ready.
+  void encode(const AVFrame* frame) {
+    int err = avcodec_send_frame(codec.get(), frame);
+    if (err < 0) throw av_error(ErrorCode::kInternal, "the video encoder refused a frame", err);
+    while ((err = avcodec_receive_packet(codec.get(), packet.get())) == 0) {
+      av_packet_rescale_ts(packet.get(), codec->time_base, stream->time_base);
+      packet->stream_index = stream->index;
+      err = av_interleaved_write_frame(output.get(), packet.get());
+      if (err < 0) write_failed(err);
+      if (output->pb->error < 0) write_failed(output->pb->error);
+    }
+    if (err != AVERROR(EAGAIN) && err != AVERROR_EOF) {
+      throw av_error(ErrorCode::kInternal, "the video encoder failed", err);
+    }
+  }
+};
+
+VideoWriter::VideoWriter(const std::filesystem::path& path, const VideoSettings& settings)
+    : impl_(std::make_unique<Impl>(path)) {
+  quiet_ffmpeg_logs();
+  Impl& m = *impl_;
+  if (settings.width <= 0 || settings.height <= 0 || settings.width % 2 != 0 ||
+      settings.height % 2 != 0 || settings.width > 8192 || settings.height > 8192) {
+    throw Error(ErrorCode::kBadArgument,
+                "a video must be even-sized and at most 8192 on a side, not " +
+                    std::to_string(settings.width) + "x" + std::to_string(settings.height));
+  }
+  if (settings.fps < 1 || settings.fps > 120) {
+    throw Error(ErrorCode::kBadArgument,
+                "the frame rate must be 1 to 120, not " + std::to_string(settings.fps));
+  }
+  m.width = settings.width;
+  m.height = settings.height;
+
+  AVFormatContext* raw = nullptr;
+  const std::string partial = io::detail::display(m.file.partial_path());
+  int err = avformat_alloc_output_context2(&raw, nullptr, "mp4", partial.c_str());
+  if (err < 0 || raw == nullptr) throw av_error(ErrorCode::kUnsupported, "no MP4 muxer", err);
+  m.output.reset(raw);
+
+  std::string tried;
+  const auto& names = settings.encoders.empty() ? kDefaultEncoders : settings.encoders;
+  for (const std::string& name : names) {
+    const AVCodec* encoder = avcodec_find_encoder_by_name(name.c_str());
+    if (encoder == nullptr) continue;
+    CodecPtr codec(avcodec_alloc_context3(encoder));
+    if (!codec) throw Error(ErrorCode::kOutOfMemory, "FFmpeg could not allocate an encoder");
+    codec->width = settings.width;
+    codec->height = settings.height;
+    codec->time_base = AVRational{1, settings.fps};
+    codec->framerate = AVRational{settings.fps, 1};
+    codec->pix_fmt = AV_PIX_FMT_YUV420P;
+    codec->color_range = AVCOL_RANGE_MPEG;
+    codec->colorspace = AVCOL_SPC_BT709;
+    codec->color_primaries = AVCOL_PRI_BT709;
+    codec->color_trc = AVCOL_TRC_BT709;
+    codec->gop_size = settings.fps * 2;
+    if (m.output->oformat->flags & AVFMT_GLOBALHEADER) {
+      codec->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    }
+    set_quality(codec.get(), name, settings.crf);
+    err = avcodec_open2(codec.get(), encoder, nullptr);
+    if (err == 0) {
+      m.codec = std::move(codec);
+      m.encoder = name;
+      break;
+    }
+    tried += (tried.empty() ? "" : ", ") + name + " (" + av_error_text(err) + ")";
+  }
+  if (!m.codec) {
+    throw Error(ErrorCode::kUnsupported,
+                "no video encoder could start" + (tried.empty() ? "" : ": " + tried));
+  }
+
+  m.stream = avformat_new_stream(m.output.get(), nullptr);
+  if (m.stream == nullptr) throw Error(ErrorCode::kOutOfMemory, "FFmpeg could not add a stream");
+  if ((err = avcodec_parameters_from_context(m.stream->codecpar, m.codec.get())) < 0) {
+    throw av_error(ErrorCode::kInternal, "cannot describe the video stream", err);
+  }
+  m.stream->time_base = m.codec->time_base;
+  m.stream->avg_frame_rate = m.codec->framerate;
+  for (const auto& [key, value] : settings.metadata) {
+    av_dict_set(&m.output->metadata, key.c_str(), value.c_str(), 0);
+  }
+
+  if ((err = avio_open(&m.output->pb, partial.c_str(), AVIO_FLAG_WRITE)) < 0) {
+    throw av_error(ErrorCode::kIo, "cannot create " + m.name, err);
+  }
+  AVDictionary* options = nullptr;
+  av_dict_set(&options, "movflags", "+faststart+use_metadata_tags", 0);
+  err = avformat_write_header(m.output.get(), &options);
+  av_dict_free(&options);
+  if (err < 0) m.write_failed(err);
+
+  // RGB (full range) → limited-range BT.709 YUV 4:2:0.
+  m.sws.reset(sws_getContext(m.width, m.height, AV_PIX_FMT_RGB24, m.width, m.height,
+                             AV_PIX_FMT_YUV420P, SWS_BICUBIC | SWS_ACCURATE_RND, nullptr, nullptr,
+                             nullptr));
+  if (!m.sws) throw Error(ErrorCode::kUnsupported, "FFmpeg cannot convert RGB to YUV");
+  const int* bt709 = sws_getCoefficients(SWS_CS_ITU709);
+  sws_setColorspaceDetails(m.sws.get(), bt709, 1, bt709, 0, 0, 1 << 16, 1 << 16);
+  m.yuv = make_frame();
+  m.yuv->width = m.width;
+  m.yuv->height = m.height;
+  m.yuv->format = AV_PIX_FMT_YUV420P;
+  if ((err = av_frame_get_buffer(m.yuv.get(), 0)) < 0) {
+    throw av_error(ErrorCode::kOutOfMemory, "cannot allocate a video frame", err);
+  }
+  m.packet = make_packet();
+}
+
+VideoWriter::~VideoWriter() = default;
+
+void VideoWriter::write(const RgbImage& frame) {
+  Impl& m = *impl_;
+  if (m.failed || m.finished) {
+    throw Error(ErrorCode::kInternal, "VideoWriter::write after an error or finish()");
+  }
+  if (frame.width != m.width || frame.height != m.height ||
+      frame.rgb.size() != static_cast<std::size_t>(m.width) * m.height * 3) {
+    throw Error(ErrorCode::kInternal, "VideoWriter::write: a " + std::to_string(frame.width) + "x" +
+                                          std::to_string(frame.height) + " frame for a " +
+                                          std::to_string(m.width) + "x" + std::to_string(m.height) +
+                                          " video");
+  }
+  int err = av_frame_make_writable(m.yuv.get());
+  if (err < 0) throw av_error(ErrorCode::kOutOfMemory, "cannot reuse the video frame", err);
+  const std::uint8_t* src[4] = {frame.rgb.data(), nullptr, nullptr, nullptr};
+  const int src_stride[4] = {m.width * 3, 0, 0, 0};
+  sws_scale(m.sws.get(), src, src_stride, 0, m.height, m.yuv->data, m.yuv->linesize);
+  m.yuv->pts = m.frames;
+  m.encode(m.yuv.get());
+  ++m.frames;
+}
+
+void VideoWriter::finish() {
+  Impl& m = *impl_;
+  if (m.failed || m.finished) {
+    throw Error(ErrorCode::kInternal, "VideoWriter::finish after an error or finish()");
+  }
+  m.encode(nullptr);
+  int err = av_write_trailer(m.output.get());
+  if (err < 0) m.write_failed(err);
+  err = avio_closep(&m.output->pb);
+  if (err < 0) m.write_failed(err);
+  m.file.commit();
+  m.finished = true;
+}
+
+const std::string& VideoWriter::encoder() const {
+  return impl_->encoder;
+}
+std::int64_t VideoWriter::frames_written() const {
+  return impl_->frames;
+}
+
+}  // namespace ferry::media

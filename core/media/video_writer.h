@@ -1,0 +1,55 @@
+// MP4 output: RGB frames → H.264 (or, where no H.264 encoder exists, MPEG-4 Part 2), yuv420p, at
+// the model's frame rate, with Ferry's metadata in the file. Written to "<name>.partial" and
+// renamed by finish(); a writer destroyed without finish() (an error, a cancel) leaves nothing.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/media/image.h"
+
+namespace ferry::media {
+
+struct VideoSettings {
+  int width = 0;   // even
+  int height = 0;  // even
+  int fps = 16;
+  // Constant quality: x264's CRF (lower is better; 17 is visually lossless for most content).
+  int crf = 17;
+  // Key/value tags stored in the MP4 (with `movflags use_metadata_tags`, so any key survives):
+  // the prompt, the seed, every setting, Ferry's version. ffprobe and Ferry's own reader show
+  // them.
+  std::map<std::string, std::string> metadata;
+  // Encoders to try, best first; empty: the built-in order (libx264, h264_nvenc, h264_mf,
+  // mpeg4). A test pins one.
+  std::vector<std::string> encoders;
+};
+
+class VideoWriter {
+ public:
+  // Opens the partial file and the first encoder of the list that starts. Error: kBadArgument for
+  // odd or empty sizes or a frame rate outside 1..120; kUnsupported when no encoder starts; kIo
+  // when the file cannot be created.
+  VideoWriter(const std::filesystem::path& path, const VideoSettings& settings);
+  ~VideoWriter();
+  VideoWriter(const VideoWriter&) = delete;
+  VideoWriter& operator=(const VideoWriter&) = delete;
+
+  // Encodes one frame (width × height, as the settings say). Error(kIo) when writing fails (a full
+  // disk); the writer is then unusable and its partial file is removed on destruction.
+  void write(const RgbImage& frame);
+  // Flushes the encoder, writes the index, and renames the file into place.
+  void finish();
+
+  // The encoder in use ("libx264", "mpeg4", ...).
+  const std::string& encoder() const;
+  std::int64_t frames_written() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferry::media
