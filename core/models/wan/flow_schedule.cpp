@@ -1,0 +1,50 @@
+#include "core/models/wan/flow_schedule.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+
+// Bit-exact fp64 arithmetic against numpy needs every product and sum rounded on its own.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#elif defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+namespace ferry::models::wan {
+
+FlowSchedule flow_schedule(int steps, double shift) {
+  if (steps < 1) {
+    throw Error(ErrorCode::kBadArgument, "the number of sampling steps must be at least 1 (got " +
+                                             std::to_string(steps) + ")");
+  }
+  if (!(shift > 0.0 && shift <= kMaxFlowShift)) {
+    throw Error(ErrorCode::kBadArgument,
+                "the sampling shift must be in (0, 100] (got " + std::to_string(shift) + ")");
+  }
+  // The training table's largest sigma, 1 - 1/1000, is stored in fp32 and read back as fp64;
+  // the smallest is 0.
+  const double sigma_max = static_cast<double>(static_cast<float>(1.0 - 1.0 / kNumTrainTimesteps));
+  // numpy.linspace(sigma_max, 0, steps + 1): u_i = i·step + start, step = (stop - start) / n.
+  const double step = (0.0 - sigma_max) / static_cast<double>(steps);
+
+  FlowSchedule out;
+  out.sigmas.reserve(static_cast<std::size_t>(steps) + 1);
+  out.timesteps.reserve(static_cast<std::size_t>(steps));
+  for (int i = 0; i < steps; ++i) {
+    const double scaled = static_cast<double>(i) * step;
+    const double u = scaled + sigma_max;
+    const double numerator = shift * u;
+    const double shifted = (shift - 1.0) * u;
+    const double denominator = 1.0 + shifted;
+    const double sigma = numerator / denominator;
+    const double t = sigma * kNumTrainTimesteps;
+    out.sigmas.push_back(static_cast<float>(sigma));
+    out.timesteps.push_back(static_cast<std::int64_t>(t));  // truncation, as torch's int64 cast
+  }
+  out.sigmas.push_back(0.0f);
+  return out;
+}
+
+}  // namespace ferry::models::wan
