@@ -1,0 +1,64 @@
+// A Wan VAE checkpoint on a backend: every tensor under its official name (wan.md §F.3), as F32
+// in one backend allocation made at load, plus the structure read from the names and shapes
+// (channel widths are never assumed, so reduced-width test models load like the real ones).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/backend/backend.h"
+#include "core/io/safetensors_set.h"
+#include "core/models/wan/vae_keys.h"
+
+namespace ferry::models::wan {
+
+struct VaeConfig {
+  VaeKind kind = VaeKind::kWan22;
+  int z_dim = 48;
+  int spatial = 16;  // pixels per latent position, each axis
+  int patch = 2;     // Wan 2.2 folds 2×2 pixels into channels before the encoder (1: none)
+  bool has_encoder = false;
+  bool has_decoder = false;
+};
+
+// Names of the tensors Ferry adds at load: the latent normalisation of wan.md §C.5 as 1×1×1
+// convolutions (diagonal weights), so it runs on the backend like every other op.
+inline constexpr std::string_view kNormalizeWeight = "ferry.normalize.weight";      // 1/std
+inline constexpr std::string_view kNormalizeBias = "ferry.normalize.bias";          // -mean/std
+inline constexpr std::string_view kDenormalizeWeight = "ferry.denormalize.weight";  // std
+inline constexpr std::string_view kDenormalizeBias = "ferry.denormalize.bias";      // mean
+
+class VaeWeights {
+ public:
+  // Reads every tensor of `set` (official, ComfyUI or diffusers names; F32, F16 or BF16),
+  // converts it to F32 and uploads it. Throws Error(kBadModelFile) when the set is not a Wan VAE
+  // or its shapes disagree with the structure, kMissingTensor when a needed tensor is absent.
+  static VaeWeights load(Backend& backend, const io::SafetensorsSet& set);
+  // The same names and shapes with no data: what estimates (vae.h) need, without reading or
+  // allocating anything.
+  static VaeWeights shapes_only(const io::SafetensorsSet& set);
+
+  const VaeConfig& config() const { return config_; }
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // Throws Error(kMissingTensor).
+  const Tensor& at(const std::string& name) const;
+  // Bytes of backend memory the weights occupy.
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  static VaeWeights build(Backend* backend, const io::SafetensorsSet& set);
+
+  VaeConfig config_;
+  std::unique_ptr<DeviceBuffer> buffer_;
+  std::unordered_map<std::string, Tensor> tensors_;
+  std::size_t bytes_ = 0;
+};
+
+// The latent statistics of wan.md §C.5 for z_dim 16 (Wan 2.1) or 48 (Wan 2.2).
+const float* vae_latent_mean(VaeKind kind);
+const float* vae_latent_std(VaeKind kind);
+
+}  // namespace ferry::models::wan

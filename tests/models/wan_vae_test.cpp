@@ -1,0 +1,505 @@
+// The Wan VAEs (core/models/wan/vae*) against the official code: tiny random VAEs of both kinds
+// (tests/data/wan/vae, made by tools/reference/make_vae_reference.py) encode and decode 1-, 5-
+// and 9-frame clips as the official fp32 CPU run does; both key layouts load the same weights;
+// tiled decodes and encodes put every tile in its place and stay close to the untiled ones; the
+// planner's arena estimates are the peaks real runs reach.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/io/safetensors_set.h"
+#include "core/memory/arena.h"
+#include "core/models/wan/vae.h"
+#include "core/models/wan/vae_keys.h"
+#include "core/models/wan/vae_tiling.h"
+#include "core/tensor/convert.h"
+#include "tests/test_support.h"
+
+namespace ferry::models::wan {
+namespace {
+
+// Largest |Ferry − official| allowed, fp32 end to end on the CPU. Measured (OpenBLAS, x86-64):
+// decode ≤ 7.4e-6 (pixels in [-1, 1]), encode ≤ 1.9e-6 (normalised latents): summation order
+// only; the bounds leave room for the own-GEMM (mingw) lane.
+constexpr float kDecodeTolerance = 5e-5f;
+constexpr float kEncodeTolerance = 2e-5f;
+
+struct Kind {
+  const char* name;  // file prefix in tests/data/wan/vae
+  VaeKind kind;
+};
+constexpr Kind kWan21{"wan21", VaeKind::kWan21};
+constexpr Kind kWan22{"wan22", VaeKind::kWan22};
+
+struct HostArray {
+  Shape shape;
+  std::vector<float> values;
+};
+
+HostArray read_tensor(const io::SafetensorsSet& set, const std::string& name) {
+  const auto& entry = set.at(name);
+  const io::TensorInfo& info = *entry.tensor;
+  std::vector<std::byte> raw(static_cast<std::size_t>(info.bytes));
+  const io::MappedView view = entry.file->map(info);
+  view.copy_to(0, raw);
+  HostArray out;
+  out.values.resize(static_cast<std::size_t>(info.element_count()));
+  convert_to_f32(info.dtype, raw.data(), out.values.data(), out.values.size());
+  EXPECT_EQ(info.shape.size(), 4u) << name;
+  out.shape =
+      Shape{static_cast<std::int64_t>(info.shape[0]), static_cast<std::int64_t>(info.shape[1]),
+            static_cast<std::int64_t>(info.shape[2]), static_cast<std::int64_t>(info.shape[3])};
+  return out;
+}
+
+std::string format_error(float err) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2e", static_cast<double>(err));
+  return text;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float worst = 0.0f;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// A loaded tiny VAE on the CPU backend with an arena of backend memory.
+class Fixture {
+ public:
+  explicit Fixture(const Kind& kind, const char* suffix = "")
+      : set_(io::SafetensorsSet::open(test::data_path(std::string("wan/vae/") + kind.name +
+                                                      "_tiny" + suffix + ".safetensors"))),
+        reference_(io::SafetensorsSet::open(
+            test::data_path(std::string("wan/vae/") + kind.name + "_reference.safetensors"))),
+        weights_(VaeWeights::load(backend_, set_)),
+        vae_(backend_, weights_) {}
+
+  cpu::CpuBackend& backend() { return backend_; }
+  const VaeWeights& weights() const { return weights_; }
+  WanVae& vae() { return vae_; }
+  HostArray reference(const std::string& name) const { return read_tensor(reference_, name); }
+
+  // A fresh arena of `bytes` of backend memory.
+  memory::Arena arena(std::size_t bytes) {
+    buffer_ = backend_.allocate(bytes);
+    return memory::Arena(buffer_->data(), bytes, backend_.device());
+  }
+
+  // A backend tensor holding `values` (from a second allocation that outlives the call).
+  Tensor upload(const HostArray& a) {
+    inputs_.push_back(backend_.allocate(a.values.size() * sizeof(float)));
+    Tensor t;
+    t.data = inputs_.back()->data();
+    t.shape = a.shape;
+    t.device = backend_.device();
+    backend_.upload(t, a.values.data());
+    return t;
+  }
+
+  std::vector<float> decode(const HostArray& z) {
+    const VaeConfig& cfg = weights_.config();
+    const Tensor latent = upload(z);
+    std::vector<float> pixels(static_cast<std::size_t>(
+        3 * vae_pixel_frames(z.shape[1]) * z.shape[2] * z.shape[3] * cfg.spatial * cfg.spatial));
+    memory::Arena a = arena(WanVae::decode_arena_bytes(weights_, z.shape[2], z.shape[3]));
+    vae_.decode(latent, a, pixels);
+    return pixels;
+  }
+
+  std::vector<float> encode(const HostArray& video) {
+    const VaeConfig& cfg = weights_.config();
+    const Tensor pixels = upload(video);
+    HostArray out;
+    out.shape = Shape{cfg.z_dim, vae_latent_frames(video.shape[1]), video.shape[2] / cfg.spatial,
+                      video.shape[3] / cfg.spatial};
+    out.values.resize(static_cast<std::size_t>(out.shape.numel()));
+    const Tensor latent = upload(out);
+    memory::Arena a =
+        arena(WanVae::encode_arena_bytes(weights_, video.shape[1], video.shape[2], video.shape[3]));
+    vae_.encode(pixels, a, latent);
+    backend_.download(latent, out.values.data());
+    return out.values;
+  }
+
+ private:
+  cpu::CpuBackend backend_;
+  io::SafetensorsSet set_;
+  io::SafetensorsSet reference_;
+  VaeWeights weights_;
+  WanVae vae_;
+  std::unique_ptr<DeviceBuffer> buffer_;
+  std::vector<std::unique_ptr<DeviceBuffer>> inputs_;
+};
+
+void expect_decode_matches_official(const Kind& kind) {
+  Fixture f(kind);
+  for (int t : {1, 2, 3}) {
+    const HostArray z = f.reference("z_t" + std::to_string(t));
+    const HostArray expected = f.reference("pixels_t" + std::to_string(t));
+    const std::vector<float> pixels = f.decode(z);
+    const float err = max_abs_diff(pixels, expected.values);
+    EXPECT_LE(err, kDecodeTolerance) << kind.name << " decode of " << t << " latent frames";
+    ::testing::Test::RecordProperty(
+        std::string(kind.name) + "_decode_t" + std::to_string(t) + "_max_err", format_error(err));
+  }
+}
+
+void expect_encode_matches_official(const Kind& kind) {
+  Fixture f(kind);
+  for (int frames : {1, 5, 9}) {
+    const HostArray video = f.reference("video_f" + std::to_string(frames));
+    const HostArray expected = f.reference("latent_f" + std::to_string(frames));
+    const std::vector<float> latent = f.encode(video);
+    const float err = max_abs_diff(latent, expected.values);
+    EXPECT_LE(err, kEncodeTolerance) << kind.name << " encode of " << frames << " frames";
+    ::testing::Test::RecordProperty(
+        std::string(kind.name) + "_encode_f" + std::to_string(frames) + "_max_err",
+        format_error(err));
+  }
+}
+
+TEST(WanVae, wan22_decode_matches_the_official_code_for_1_5_and_9_frames) {
+  expect_decode_matches_official(kWan22);
+}
+TEST(WanVae, wan22_encode_matches_the_official_code_for_1_5_and_9_frames) {
+  expect_encode_matches_official(kWan22);
+}
+TEST(WanVae, wan21_decode_matches_the_official_code_for_1_5_and_9_frames) {
+  expect_decode_matches_official(kWan21);
+}
+TEST(WanVae, wan21_encode_matches_the_official_code_for_1_5_and_9_frames) {
+  expect_encode_matches_official(kWan21);
+}
+
+// Random normalised latents [z, t, h, w] of a fixed seed, on the fixture's backend.
+HostArray random_latent(const VaeWeights& weights, std::int64_t t, std::int64_t h, std::int64_t w,
+                        std::uint32_t seed) {
+  HostArray a;
+  a.shape = Shape{weights.config().z_dim, t, h, w};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  a.values.resize(static_cast<std::size_t>(a.shape.numel()));
+  for (float& v : a.values) v = normal(rng);
+  return a;
+}
+
+std::size_t pixel_count(const VaeWeights& weights, const Shape& latent) {
+  const std::int64_t s = weights.config().spatial;
+  return static_cast<std::size_t>(3 * vae_pixel_frames(latent[1]) * latent[2] * s * latent[3] * s);
+}
+
+TEST(WanVae, diffusers_and_official_files_load_the_same_weights) {
+  for (const Kind& kind : {kWan21, kWan22}) {
+    Fixture official(kind);
+    Fixture diffusers(kind, "_diffusers");
+    EXPECT_EQ(diffusers.weights().config().kind, kind.kind);
+    const auto set = io::SafetensorsSet::open(
+        test::data_path(std::string("wan/vae/") + kind.name + "_tiny.safetensors"));
+    std::size_t compared = 0;
+    for (const auto& entry : set.entries()) {
+      const std::string& name = entry.tensor->name;
+      const Tensor& a = official.weights().at(name);
+      const Tensor& b = diffusers.weights().at(name);
+      ASSERT_EQ(a.shape, b.shape) << name;
+      std::vector<float> va(static_cast<std::size_t>(a.numel())), vb(va.size());
+      official.backend().download(a, va.data());
+      diffusers.backend().download(b, vb.data());
+      EXPECT_EQ(va, vb) << kind.name << " " << name;
+      ++compared;
+    }
+    EXPECT_EQ(compared, set.entries().size());
+    EXPECT_GT(compared, 150u);
+  }
+}
+
+TEST(WanVae, structure_is_read_from_the_checkpoint) {
+  Fixture v21(kWan21), v22(kWan22);
+  EXPECT_EQ(v21.weights().config().kind, VaeKind::kWan21);
+  EXPECT_EQ(v21.weights().config().z_dim, 16);
+  EXPECT_EQ(v21.weights().config().spatial, 8);
+  EXPECT_EQ(v22.weights().config().kind, VaeKind::kWan22);
+  EXPECT_EQ(v22.weights().config().z_dim, 48);
+  EXPECT_EQ(v22.weights().config().spatial, 16);
+  EXPECT_EQ(v22.weights().config().patch, 2);
+  // The tiny widths come from the shapes (the real decoder has 1024 channels here).
+  EXPECT_EQ(v22.weights().at("decoder.conv1.weight").shape[0], 16);
+}
+
+TEST(WanVae, diffusers_names_map_to_official_ones) {
+  const std::pair<const char*, const char*> wan21[] = {
+      {"quant_conv.weight", "conv1.weight"},
+      {"post_quant_conv.bias", "conv2.bias"},
+      {"encoder.conv_in.weight", "encoder.conv1.weight"},
+      {"encoder.down_blocks.3.conv_shortcut.weight", "encoder.downsamples.3.shortcut.weight"},
+      {"encoder.down_blocks.5.time_conv.bias", "encoder.downsamples.5.time_conv.bias"},
+      {"encoder.mid_block.resnets.1.norm2.gamma", "encoder.middle.2.residual.3.gamma"},
+      {"encoder.mid_block.attentions.0.to_qkv.weight", "encoder.middle.1.to_qkv.weight"},
+      {"decoder.up_blocks.1.resnets.2.conv2.weight", "decoder.upsamples.6.residual.6.weight"},
+      {"decoder.up_blocks.2.upsamplers.0.resample.1.weight",
+       "decoder.upsamples.11.resample.1.weight"},
+      {"decoder.norm_out.gamma", "decoder.head.0.gamma"},
+      {"decoder.conv_out.bias", "decoder.head.2.bias"},
+      {"decoder.upsamples.3.time_conv.weight", "decoder.upsamples.3.time_conv.weight"},
+  };
+  for (const auto& [from, to] : wan21)
+    EXPECT_EQ(official_vae_name(from, VaeKind::kWan21), to) << from;
+  const std::pair<const char*, const char*> wan22[] = {
+      {"encoder.down_blocks.1.resnets.0.conv1.weight",
+       "encoder.downsamples.1.downsamples.0.residual.2.weight"},
+      {"encoder.down_blocks.2.downsampler.time_conv.weight",
+       "encoder.downsamples.2.downsamples.2.time_conv.weight"},
+      {"decoder.up_blocks.0.upsampler.resample.1.bias",
+       "decoder.upsamples.0.upsamples.3.resample.1.bias"},
+      {"decoder.up_blocks.3.resnets.0.conv_shortcut.weight",
+       "decoder.upsamples.3.upsamples.0.shortcut.weight"},
+      {"decoder.mid_block.resnets.0.norm1.gamma", "decoder.middle.0.residual.0.gamma"},
+  };
+  for (const auto& [from, to] : wan22)
+    EXPECT_EQ(official_vae_name(from, VaeKind::kWan22), to) << from;
+  EXPECT_EQ(detect_vae_kind({"encoder.down_blocks.0.resnets.0.norm1.gamma"}), VaeKind::kWan22);
+  EXPECT_EQ(detect_vae_kind({"decoder.upsamples.0.upsamples.0.residual.0.gamma"}), VaeKind::kWan22);
+  EXPECT_EQ(detect_vae_kind({"decoder.upsamples.0.residual.0.gamma"}), VaeKind::kWan21);
+  EXPECT_EQ(test::error_code_of([] { detect_vae_kind({"blocks.0.self_attn.q.weight"}); }),
+            ErrorCode::kBadModelFile);
+}
+
+TEST(WanVae, frame_counts_must_be_4k_plus_1) {
+  EXPECT_EQ(vae_latent_frames(81), 21);
+  EXPECT_EQ(vae_pixel_frames(31), 121);
+  Fixture f(kWan21);
+  HostArray video = f.reference("video_f5");
+  video.shape[1] = 4;
+  video.values.resize(static_cast<std::size_t>(video.shape.numel()));
+  EXPECT_EQ(test::error_code_of([&] { f.encode(video); }), ErrorCode::kBadArgument);
+}
+
+// The planner's estimate is what a decode really takes from its arena: caches and the peak
+// chunk, for the untiled and the tiled decode.
+TEST(WanVae, decode_arena_estimate_equals_the_measured_peak) {
+  for (const Kind& kind : {kWan21, kWan22}) {
+    Fixture f(kind);
+    for (std::int64_t t : {3, 4}) {
+      const HostArray z = random_latent(f.weights(), t, 3, 5, 7);
+      const Tensor latent = f.upload(z);
+      const std::size_t estimate = WanVae::decode_arena_bytes(f.weights(), 3, 5);
+      memory::Arena arena = f.arena(2 * estimate);
+      std::vector<float> pixels(pixel_count(f.weights(), z.shape));
+      f.vae().decode(latent, arena, pixels);
+      EXPECT_EQ(arena.peak(), estimate) << kind.name << " t=" << t;
+      EXPECT_EQ(arena.used(), 0u);
+
+      const VaeTiling tiling{2, 1};
+      const std::size_t tiled = tiled_decode_arena_bytes(f.weights(), tiling, t, 3, 5);
+      memory::Arena tiled_arena = f.arena(2 * tiled);
+      decode_tiled(f.vae(), f.backend(), latent, tiled_arena, tiling, pixels);
+      EXPECT_EQ(tiled_arena.peak(), tiled) << kind.name << " t=" << t;
+      EXPECT_LT(tiled, estimate);
+    }
+  }
+}
+
+TEST(WanVae, tile_starts_cover_the_axis_with_the_overlap) {
+  EXPECT_EQ(vae_tile_starts(8, {4, 2}), (std::vector<std::int64_t>{0, 2, 4}));
+  EXPECT_EQ(vae_tile_starts(6, {4, 2}), (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(vae_tile_starts(9, {4, 1}), (std::vector<std::int64_t>{0, 3, 5}));
+  EXPECT_EQ(vae_tile_starts(3, {4, 1}), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(test::error_code_of([] { vae_tile_starts(8, {4, 4}); }), ErrorCode::kBadArgument);
+}
+
+// One tile covering the latent is the untiled decode, bit for bit.
+TEST(WanVae, a_single_tile_decodes_exactly_as_untiled) {
+  Fixture f(kWan22);
+  const HostArray z = random_latent(f.weights(), 2, 3, 4, 11);
+  const Tensor latent = f.upload(z);
+  std::vector<float> untiled(pixel_count(f.weights(), z.shape)), tiled(untiled.size());
+  memory::Arena arena = f.arena(std::size_t{64} << 20);
+  f.vae().decode(latent, arena, untiled);
+  decode_tiled(f.vae(), f.backend(), latent, arena, {4, 1}, tiled);
+  EXPECT_EQ(untiled, tiled);
+}
+
+// A smooth latent [z, t, h, w]: per channel and frame a random level plus a low-frequency wave,
+// closer to what real latents look like than white noise.
+HostArray smooth_latent(const VaeWeights& weights, std::int64_t t, std::int64_t h, std::int64_t w,
+                        std::uint32_t seed) {
+  HostArray z = random_latent(weights, t, h, w, seed);
+  for (std::int64_t c = 0; c < z.shape[0]; ++c) {
+    for (std::int64_t f = 0; f < t; ++f) {
+      const float level = z.values[static_cast<std::size_t>((c * t + f) * h * w)];
+      for (std::int64_t y = 0; y < h; ++y) {
+        for (std::int64_t x = 0; x < w; ++x) {
+          z.values[static_cast<std::size_t>(((c * t + f) * h + y) * w + x)] =
+              level + 0.3f * std::sin(0.5f * static_cast<float>(x + c)) *
+                          std::cos(0.4f * static_cast<float>(y + f));
+        }
+      }
+    }
+  }
+  return z;
+}
+
+// The [z, t, rows, cols] window of a latent at (y0, x0).
+HostArray window(const HostArray& z, std::int64_t y0, std::int64_t x0, std::int64_t rows,
+                 std::int64_t cols) {
+  HostArray out;
+  out.shape = Shape{z.shape[0], z.shape[1], rows, cols};
+  for (std::int64_t ct = 0; ct < z.shape[0] * z.shape[1]; ++ct) {
+    for (std::int64_t y = 0; y < rows; ++y) {
+      for (std::int64_t x = 0; x < cols; ++x) {
+        out.values.push_back(
+            z.values[static_cast<std::size_t>((ct * z.shape[2] + y0 + y) * z.shape[3] + x0 + x)]);
+      }
+    }
+  }
+  return out;
+}
+
+// Where only one tile covers a pixel, the tiled decode is that tile's own decode: tiles are cut,
+// decoded and put back in the right place. (Latent 6 × 8, tile 4, overlap 2: row starts 0, 2;
+// column starts 0, 2, 4. Tile (0, 0) alone covers latent rows and columns [0, 2); tile (1, 2)
+// alone covers rows [4, 6) and columns [6, 8).)
+TEST(WanVae, tiled_decode_puts_every_tile_in_its_place) {
+  Fixture f(kWan22);
+  const std::int64_t h = 6, w = 8, s = 16, t = 2;
+  const HostArray z = random_latent(f.weights(), t, h, w, 5);
+  std::vector<float> tiled(pixel_count(f.weights(), z.shape));
+  memory::Arena arena = f.arena(std::size_t{128} << 20);
+  decode_tiled(f.vae(), f.backend(), f.upload(z), arena, {4, 2}, tiled);
+  const std::int64_t frames = vae_pixel_frames(t), height = h * s, width = w * s;
+  struct Alone {
+    std::int64_t tile_y, tile_x, y0, y1, x0, x1;  // tile origin; latent window only it covers
+  };
+  for (const Alone& a : {Alone{0, 0, 0, 2, 0, 2}, Alone{2, 4, 4, 6, 6, 8}}) {
+    const HostArray tile = window(z, a.tile_y, a.tile_x, 4, 4);
+    std::vector<float> own(pixel_count(f.weights(), tile.shape));
+    f.vae().decode(f.upload(tile), arena, own);
+    float worst = 0.0f;
+    for (std::int64_t cf = 0; cf < 3 * frames; ++cf) {
+      for (std::int64_t y = a.y0 * s; y < a.y1 * s; ++y) {
+        for (std::int64_t x = a.x0 * s; x < a.x1 * s; ++x) {
+          const float got = tiled[static_cast<std::size_t>((cf * height + y) * width + x)];
+          const float want = own[static_cast<std::size_t>((cf * 4 * s + y - a.tile_y * s) * 4 * s +
+                                                          x - a.tile_x * s)];
+          worst = std::max(worst, std::abs(got - want));
+        }
+      }
+    }
+    EXPECT_LE(worst, 1e-6f) << "tile at " << a.tile_y << ", " << a.tile_x;
+  }
+}
+
+// Tiles see only their part of the frame (the decoder's per-frame attention above all), so a
+// tiled decode is close to, not equal to, the untiled one. The tiny random VAEs mix space far
+// more than the real ones, so the bounds are loose; measured on a smooth 6 × 8 latent, tile 5,
+// overlap 3 (2 × 3 tiles): mean |tiled − untiled| 0.073 (2.2) / 0.088 (2.1), max 1.12 / 1.20,
+// against a mean difference of 0.43 / 0.50 between the decodes of two unrelated latents.
+constexpr float kTiledMeanBound = 0.1f;
+constexpr float kTiledMaxBound = 1.5f;
+// The tiled encode's mean error relative to the mean latent magnitude (smooth 6 × 8-position
+// video, tile 5, overlap 3): measured 0.17 (2.2) / 0.15 (2.1).
+constexpr double kTiledEncodeMeanBound = 0.25;
+
+void expect_tiled_close_to_untiled(const Kind& kind, std::int64_t h, std::int64_t w) {
+  Fixture f(kind);
+  const VaeTiling tiling{5, 3};
+  const HostArray z = smooth_latent(f.weights(), 3, h, w, 3);
+  const Tensor latent = f.upload(z);
+  std::vector<float> untiled(pixel_count(f.weights(), z.shape)), tiled(untiled.size()),
+      other(untiled.size());
+  memory::Arena arena = f.arena(WanVae::decode_arena_bytes(f.weights(), h, w));
+  f.vae().decode(latent, arena, untiled);
+  f.vae().decode(f.upload(smooth_latent(f.weights(), 3, h, w, 4)), arena, other);
+  memory::Arena tiled_arena = f.arena(tiled_decode_arena_bytes(f.weights(), tiling, 3, h, w));
+  decode_tiled(f.vae(), f.backend(), latent, tiled_arena, tiling, tiled);
+  double sum = 0.0, unrelated = 0.0;
+  float worst = 0.0f;
+  for (std::size_t i = 0; i < untiled.size(); ++i) {
+    const float d = std::abs(untiled[i] - tiled[i]);
+    sum += d;
+    unrelated += std::abs(untiled[i] - other[i]);
+    worst = std::max(worst, d);
+  }
+  const double n = static_cast<double>(untiled.size());
+  std::printf(
+      "%s tiled decode %lld x %lld latent, tile 5, overlap 3: max %.4f, mean %.4f (unrelated "
+      "latents: %.4f)\n",
+      kind.name, static_cast<long long>(h), static_cast<long long>(w), worst, sum / n,
+      unrelated / n);
+  EXPECT_LE(sum / n, kTiledMeanBound) << kind.name;
+  EXPECT_LE(worst, kTiledMaxBound) << kind.name;
+  EXPECT_LT(sum / n, 0.25 * unrelated / n) << kind.name;
+}
+
+TEST(WanVae, tiled_decode_stays_close_to_untiled) {
+  expect_tiled_close_to_untiled(kWan22, 6, 8);
+  expect_tiled_close_to_untiled(kWan21, 6, 8);
+}
+
+// A smooth video [3, F, H, W] in [-1, 1]: low-frequency waves that move from frame to frame.
+HostArray smooth_video(std::int64_t frames, std::int64_t height, std::int64_t width) {
+  HostArray v;
+  v.shape = Shape{3, frames, height, width};
+  for (std::int64_t c = 0; c < 3; ++c) {
+    for (std::int64_t f = 0; f < frames; ++f) {
+      for (std::int64_t y = 0; y < height; ++y) {
+        for (std::int64_t x = 0; x < width; ++x) {
+          const auto fy = static_cast<float>(y), fx = static_cast<float>(x),
+                     ff = static_cast<float>(f);
+          v.values.push_back(0.8f * std::sin(0.07f * fx + 0.3f * ff + static_cast<float>(c)) *
+                             std::cos(0.05f * fy - 0.2f * ff));
+        }
+      }
+    }
+  }
+  return v;
+}
+
+std::vector<float> encode_tiled_on(Fixture& f, const HostArray& video, const VaeTiling& tiling) {
+  const VaeConfig& cfg = f.weights().config();
+  HostArray out;
+  out.shape = Shape{cfg.z_dim, vae_latent_frames(video.shape[1]), video.shape[2] / cfg.spatial,
+                    video.shape[3] / cfg.spatial};
+  out.values.resize(static_cast<std::size_t>(out.shape.numel()));
+  const Tensor latent = f.upload(out);
+  memory::Arena arena = f.arena(tiled_encode_arena_bytes(f.weights(), tiling, video.shape[1],
+                                                         video.shape[2], video.shape[3]));
+  encode_tiled(f.vae(), f.backend(), f.upload(video), arena, tiling, latent);
+  EXPECT_EQ(arena.peak(), arena.capacity()) << "the estimate is the measured peak";
+  f.backend().download(latent, out.values.data());
+  return out.values;
+}
+
+TEST(WanVae, tiled_encode_is_exact_for_one_tile_and_close_for_several) {
+  for (const Kind& kind : {kWan22, kWan21}) {
+    Fixture f(kind);
+    const std::int64_t s = f.weights().config().spatial;
+    const HostArray video = smooth_video(5, 6 * s, 8 * s);
+    const std::vector<float> untiled = f.encode(video);
+    EXPECT_EQ(encode_tiled_on(f, video, {8, 2}), untiled) << kind.name;
+    const std::vector<float> tiled = encode_tiled_on(f, video, {5, 3});
+    double sum = 0.0, magnitude = 0.0;
+    for (std::size_t i = 0; i < untiled.size(); ++i) {
+      sum += std::abs(untiled[i] - tiled[i]);
+      magnitude += std::abs(untiled[i]);
+    }
+    const double n = static_cast<double>(untiled.size());
+    std::printf(
+        "%s tiled encode 6 x 8 latent, tile 5, overlap 3: max %.4f, mean %.4f (mean |latent| "
+        "%.4f)\n",
+        kind.name, max_abs_diff(untiled, tiled), sum / n, magnitude / n);
+    EXPECT_LE(sum / n, kTiledEncodeMeanBound * magnitude / n) << kind.name;
+    EXPECT_GT(sum, 0.0) << kind.name;
+  }
+}
+
+}  // namespace
+}  // namespace ferry::models::wan
