@@ -1,0 +1,171 @@
+#include "core/pipeline/model_set.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/io/model_folder.h"
+#include "core/io/safetensors_set.h"
+#include "core/models/umt5/encoder_weights.h"
+#include "core/models/umt5/tokenizer.h"
+
+namespace ferry::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using io::detail::display;
+
+enum class Part { kNone, kDit, kTextEncoder, kVae };
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Which part a set is, from its names alone (the part's own loader validates it afterwards).
+Part classify(const io::SafetensorsSet& set) {
+  bool patch = false, text = false, vae = false;
+  for (const auto& e : set.entries()) {
+    const std::string_view n = e.tensor->name;
+    patch |= ends_with(n, "patch_embedding.weight");
+    text |=
+        n == "token_embedding.weight" || n == "shared.weight" || n == "encoder.embed_tokens.weight";
+    vae |= n == "decoder.conv1.weight" || n == "decoder.conv_in.weight" ||
+           n == "encoder.conv1.weight" || n == "encoder.conv_in.weight";
+  }
+  if (patch) return Part::kDit;
+  if (text) return Part::kTextEncoder;
+  if (vae) return Part::kVae;
+  return Part::kNone;
+}
+
+[[noreturn]] void bad(const std::string& message) {
+  throw Error(ErrorCode::kBadModelFile, message);
+}
+
+void take(fs::path& slot, const fs::path& candidate, const char* part) {
+  if (!slot.empty()) {
+    bad("two " + std::string(part) + "s: " + display(slot) + " and " + display(candidate) +
+        "; point Ferry at a folder (or files) with one of each part");
+  }
+  slot = candidate;
+}
+
+// The tokenizer of a text encoder that does not carry one: a diffusers tokenizer/ folder next
+// to its text_encoder/ folder, or a spiece.model in the folder of the file or above it, up to
+// the folder the user gave.
+fs::path find_tokenizer(const fs::path& text_encoder, const std::vector<fs::path>& roots) {
+  std::error_code ec;
+  for (fs::path dir = text_encoder.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    for (const fs::path& candidate : {dir / models::umt5::kSpieceModelFile,
+                                      dir / "tokenizer" / models::umt5::kSpieceModelFile}) {
+      if (fs::is_regular_file(candidate, ec)) return candidate;
+    }
+    const bool at_root = std::any_of(roots.begin(), roots.end(),
+                                     [&](const fs::path& r) { return fs::equivalent(dir, r, ec); });
+    if (at_root || dir == dir.parent_path()) break;
+  }
+  return {};
+}
+
+}  // namespace
+
+ModelSet find_model_set(const std::vector<fs::path>& paths) {
+  if (paths.empty()) throw Error(ErrorCode::kBadArgument, "no model folder or files given");
+  ModelSet m;
+  std::vector<fs::path> sets;
+  for (const fs::path& p : paths) {
+    std::error_code ec;
+    const fs::file_status status = fs::status(p, ec);
+    if (!fs::exists(status)) throw Error(ErrorCode::kBadArgument, display(p) + " does not exist");
+    if (fs::is_directory(status)) {
+      for (fs::path& s : io::find_safetensors_sets(p, &m.pickles)) sets.push_back(std::move(s));
+    } else if (io::is_pickle_file(p)) {
+      m.pickles.push_back(p);
+    } else {
+      sets.push_back(p);
+    }
+  }
+
+  for (const fs::path& path : sets) {
+    const io::SafetensorsSet set = io::SafetensorsSet::open(path);
+    switch (classify(set)) {
+      case Part::kDit:
+        take(m.dit, path, "diffusion model");
+        m.dit_config = models::wan::infer_dit_config(set);
+        break;
+      case Part::kTextEncoder: {
+        take(m.text_encoder, path, "text encoder");
+        const auto weights = models::umt5::EncoderWeights::from(set);
+        m.text_dim = weights.config().dim;
+        const bool embedded = set.find(models::umt5::kSpieceModelTensor) != nullptr;
+        if (!embedded) {
+          m.tokenizer_model = find_tokenizer(path, paths);
+          if (m.tokenizer_model.empty()) {
+            bad("the text encoder " + display(path) +
+                " has no tokenizer: put its tokenizer/ folder (spiece.model) next to it, or use a "
+                "single-file umT5 that carries one (umt5_xxl_fp16, umt5_xxl_fp8_e4m3fn_scaled)");
+          }
+        }
+        break;
+      }
+      case Part::kVae: {
+        take(m.vae, path, "VAE");
+        std::vector<std::string_view> names;
+        for (const auto& e : set.entries()) names.push_back(e.tensor->name);
+        m.vae_kind = models::wan::detect_vae_kind(names);
+        break;
+      }
+      case Part::kNone:
+        m.ignored.push_back(path);
+        break;
+    }
+  }
+
+  const std::string where = paths.size() == 1 ? display(paths.front()) : "the files given";
+  if (m.dit.empty()) {
+    bad("no Wan diffusion model (a transformer/ folder or a wan2.x_*.safetensors file) in " +
+        where);
+  }
+  if (m.text_encoder.empty()) {
+    bad("no umT5 text encoder (a text_encoder/ folder or umt5_xxl_*.safetensors) in " + where);
+  }
+  if (m.vae.empty()) bad("no Wan VAE (a vae/ folder or wan_2.1_vae / wan2.2_vae) in " + where);
+
+  // The parts must belong together: the VAE's latent channels are the DiT's input channels.
+  const models::wan::VaeKind needed =
+      m.dit_config.in_dim == 48 ? models::wan::VaeKind::kWan22 : models::wan::VaeKind::kWan21;
+  if (m.vae_kind != needed) {
+    bad("the VAE " + display(m.vae) + " is a " + std::string(vae_kind_name(m.vae_kind)) +
+        ", but the diffusion model " + std::string(m.dit_config.name) + " (" +
+        std::to_string(m.dit_config.in_dim) + " latent channels) needs a " +
+        std::string(vae_kind_name(needed)));
+  }
+  if (static_cast<std::uint64_t>(m.text_dim) != m.dit_config.text_dim) {
+    bad("the text encoder " + display(m.text_encoder) + " gives " + std::to_string(m.text_dim) +
+        "-wide embeddings, but the diffusion model reads " + std::to_string(m.dit_config.text_dim) +
+        "-wide ones: they are not parts of one model");
+  }
+  return m;
+}
+
+std::vector<std::string> describe(const ModelSet& set) {
+  std::vector<std::string> lines;
+  const auto& c = set.dit_config;
+  lines.push_back("diffusion model: " + std::string(c.name) + " (" + std::to_string(c.dim) +
+                  " wide, " + std::to_string(c.layers) + " blocks, " + std::to_string(c.in_dim) +
+                  " latent channels) in " + display(set.dit));
+  lines.push_back("text encoder: umT5 (" + std::to_string(set.text_dim) + " wide) in " +
+                  display(set.text_encoder));
+  lines.push_back("tokenizer: " + (set.tokenizer_embedded()
+                                       ? std::string("inside the text encoder file")
+                                       : display(set.tokenizer_model)));
+  lines.push_back("VAE: " + std::string(models::wan::vae_kind_name(set.vae_kind)) + " in " +
+                  display(set.vae));
+  for (const auto& p : set.ignored) lines.push_back("ignored (not a Wan part): " + display(p));
+  for (const auto& p : set.pickles)
+    lines.push_back("skipped (pickle, never loaded): " + display(p));
+  return lines;
+}
+
+}  // namespace ferry::pipeline

@@ -1,0 +1,50 @@
+// The parts of a Wan model a generation needs, found in what the user pointed Ferry at
+// (architecture.md §7): a diffusers pipeline folder (transformer/, text_encoder/, tokenizer/,
+// vae/), a folder of ComfyUI single files (a diffusion model, umt5_xxl_fp16 or
+// umt5_xxl_fp8_e4m3fn_scaled with its embedded tokenizer, wan_2.1_vae or wan2.2_vae), or single
+// files given one by one. Each safetensors set is recognised by its tensor names and shapes
+// (wan.md §F), never by its file name; pickle files are never opened.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/models/wan/dit_layout.h"
+#include "core/models/wan/vae_keys.h"
+
+namespace ferry::pipeline {
+
+struct ModelSet {
+  // The safetensors file or shard index of each part.
+  std::filesystem::path dit;
+  std::filesystem::path text_encoder;
+  std::filesystem::path vae;
+  // Where the tokenizer is: a spiece.model file, or empty when the text encoder file carries it
+  // (ComfyUI's `spiece_model` tensor).
+  std::filesystem::path tokenizer_model;
+
+  models::wan::DitConfig dit_config;
+  models::wan::VaeKind vae_kind = models::wan::VaeKind::kWan22;
+  std::int64_t text_dim = 0;  // the text encoder's d_model
+
+  // Safetensors sets that are none of the parts (reported, not used), and pickle files skipped.
+  std::vector<std::filesystem::path> ignored;
+  std::vector<std::filesystem::path> pickles;
+
+  bool tokenizer_embedded() const { return tokenizer_model.empty(); }
+};
+
+// Finds the parts in `paths` (folders are searched recursively; files are taken as they are).
+// Error(kBadModelFile) with a message that names what is missing or what disagrees: no diffusion
+// model, no text encoder, no VAE, a text encoder without a tokenizer, two candidates for one part,
+// a VAE of the wrong kind for the diffusion model (a Wan 2.1 VAE next to TI2V-5B), a text encoder
+// whose width is not the diffusion model's text width. Error(kIo) when a folder cannot be read.
+ModelSet find_model_set(const std::vector<std::filesystem::path>& paths);
+
+// One line per part, for `ferry-cli inspect`, the GUI's model panel and error reports:
+// "diffusion model: ti2v-5b (3072 wide, 30 blocks) in transformer/…".
+std::vector<std::string> describe(const ModelSet& set);
+
+}  // namespace ferry::pipeline
