@@ -1,0 +1,123 @@
+// Filling and checking a generation request (core/pipeline/request.h).
+#include "core/pipeline/request.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "tests/test_support.h"
+
+namespace ferry::pipeline {
+namespace {
+
+ModelSet model(const models::wan::DitConfig& c) {
+  ModelSet m;
+  m.dit_config = c;
+  m.text_dim = 4096;
+  return m;
+}
+
+GenerationRequest request(const test::ScratchDir& dir) {
+  GenerationRequest r;
+  r.prompt = "a ferry crossing a fjord at dawn";
+  r.output = dir / "out.mp4";
+  return r;
+}
+
+// The official best_output_size (wan/utils/utils.py, W22), run on these inputs with 32-pixel
+// steps and the 704·1280 area.
+TEST(Request, BestOutputSizeMatchesTheOfficialFunction) {
+  struct Case {
+    int iw, ih, w, h;
+  } cases[] = {{1920, 1080, 1248, 704}, {1080, 1920, 704, 1248}, {1000, 1000, 960, 928},
+               {640, 480, 1088, 800},   {96, 64, 1152, 768},     {4000, 1000, 1888, 448}};
+  for (const Case& c : cases) {
+    int w = 0, h = 0;
+    best_output_size(c.iw, c.ih, 704 * 1280, w, h);
+    EXPECT_EQ(w, c.w) << c.iw << "x" << c.ih;
+    EXPECT_EQ(h, c.h) << c.iw << "x" << c.ih;
+  }
+}
+
+TEST(Request, FillsTheModelsOfficialDefaults) {
+  test::ScratchDir dir;
+  const ResolvedRequest ti2v = resolve(request(dir), model(models::wan::kTI2V_5B), std::nullopt);
+  EXPECT_EQ(ti2v.width, 1280);
+  EXPECT_EQ(ti2v.height, 704);
+  EXPECT_EQ(ti2v.frames, 121);
+  EXPECT_EQ(ti2v.fps, 24);
+  EXPECT_EQ(ti2v.steps, 50);
+  EXPECT_FLOAT_EQ(ti2v.guide_scale, 5.0f);
+  EXPECT_DOUBLE_EQ(ti2v.shift, 5.0);
+  EXPECT_EQ(ti2v.negative_prompt, kWanDefaultNegativePrompt);
+  EXPECT_EQ(ti2v.latent_frames, 31);
+  EXPECT_EQ(ti2v.latent_height, 44);
+  EXPECT_EQ(ti2v.latent_width, 80);
+
+  const ResolvedRequest t2v = resolve(request(dir), model(models::wan::kT2V_1_3B), std::nullopt);
+  EXPECT_EQ(t2v.width, 832);
+  EXPECT_EQ(t2v.height, 480);
+  EXPECT_EQ(t2v.frames, 81);
+  EXPECT_EQ(t2v.fps, 16);
+  EXPECT_EQ(t2v.latent_height, 60);
+  EXPECT_EQ(t2v.latent_width, 104);
+}
+
+TEST(Request, AStartImageSetsTheAspectAndTheSizeSetsTheArea) {
+  test::ScratchDir dir;
+  GenerationRequest r = request(dir);
+  r.image = dir / "start.png";
+  const ResolvedRequest out = resolve(r, model(models::wan::kTI2V_5B), std::pair(1920, 1080));
+  EXPECT_EQ(out.width, 1248);
+  EXPECT_EQ(out.height, 704);
+}
+
+TEST(Request, KeepsWhatTheUserChose) {
+  test::ScratchDir dir;
+  GenerationRequest r = request(dir);
+  r.width = 832;
+  r.height = 480;
+  r.frames = 33;
+  r.steps = 20;
+  r.guide_scale = 6.0f;
+  r.shift = 8.0;
+  r.sampler = models::wan::SamplerKind::kEuler;
+  r.negative_prompt = "blurry";
+  const ResolvedRequest out = resolve(r, model(models::wan::kTI2V_5B), std::nullopt);
+  EXPECT_EQ(out.width, 832);
+  EXPECT_EQ(out.frames, 33);
+  EXPECT_EQ(out.steps, 20);
+  EXPECT_FLOAT_EQ(out.guide_scale, 6.0f);
+  EXPECT_DOUBLE_EQ(out.shift, 8.0);
+  EXPECT_EQ(out.sampler, models::wan::SamplerKind::kEuler);
+  EXPECT_EQ(out.negative_prompt, "blurry");
+}
+
+TEST(Request, RefusesWhatCannotBeGenerated) {
+  test::ScratchDir dir;
+  const ModelSet ti2v = model(models::wan::kTI2V_5B);
+  const auto code = [&](auto change) {
+    GenerationRequest r = request(dir);
+    change(r);
+    return test::error_code_of([&] { resolve(r, ti2v, std::nullopt); });
+  };
+  EXPECT_EQ(code([](GenerationRequest& r) { r.prompt = "  "; }), ErrorCode::kBadArgument);
+  EXPECT_EQ(code([](GenerationRequest& r) { r.width = 1000, r.height = 704; }),
+            ErrorCode::kBadArgument);
+  EXPECT_EQ(code([](GenerationRequest& r) { r.frames = 80; }), ErrorCode::kBadArgument);
+  EXPECT_EQ(code([](GenerationRequest& r) { r.steps = -1; }), ErrorCode::kBadArgument);
+  EXPECT_EQ(code([](GenerationRequest& r) { r.guide_scale = 80.0f; }), ErrorCode::kBadArgument);
+  EXPECT_EQ(code([](GenerationRequest& r) { r.shift = 0.0; }), ErrorCode::kBadArgument);
+  EXPECT_EQ(code([&](GenerationRequest& r) { r.output = dir / "out.avi"; }),
+            ErrorCode::kBadArgument);
+  EXPECT_EQ(code([&](GenerationRequest& r) { r.output = dir / "missing" / "out.mp4"; }),
+            ErrorCode::kBadArgument);
+  // A start image needs the image-to-video model.
+  GenerationRequest r = request(dir);
+  r.image = dir / "start.png";
+  EXPECT_EQ(
+      test::error_code_of([&] { resolve(r, model(models::wan::kT2V_1_3B), std::pair(640, 480)); }),
+      ErrorCode::kBadArgument);
+}
+
+}  // namespace
+}  // namespace ferry::pipeline
