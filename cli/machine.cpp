@@ -1,8 +1,7 @@
 #include "cli/machine.h"
 
-#include <cstdlib>
-
-#include "core/io/detail/os_file.h"
+#include "core/error.h"
+#include "core/io/user_data.h"
 #include "core/memory/process_memory.h"
 #ifdef FERRY_HAVE_CUDA
 #include "cuda/device_info.h"
@@ -15,7 +14,8 @@ offload::MachineInfo describe_machine(long long vram_mib, long long ram_mib) {
   const memory::SystemMemory ram = memory::sample_system_memory();
   m.total_ram_bytes = ram.total_bytes;
   m.available_ram_bytes = ram.available_bytes;
-  if (ram_mib >= 0) m.total_ram_bytes = m.available_ram_bytes = static_cast<std::uint64_t>(ram_mib) << 20;
+  if (ram_mib >= 0)
+    m.total_ram_bytes = m.available_ram_bytes = static_cast<std::uint64_t>(ram_mib) << 20;
 #ifdef FERRY_HAVE_CUDA
   if (vram_mib < 0) {
     if (const auto device = cuda::query_device()) {
@@ -34,20 +34,11 @@ offload::MachineInfo describe_machine(long long vram_mib, long long ram_mib) {
 }
 
 std::filesystem::path user_presets_dir() {
-#ifdef _WIN32
-  if (const char* local = std::getenv("LOCALAPPDATA")) {
-    return io::detail::path_from_utf8(local) / "Ferry" / "presets";
+  try {
+    return io::user_data_dir() / "presets";
+  } catch (const Error&) {
+    return {};  // no data folder: the built-in presets only
   }
-  return {};
-#else
-  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg != nullptr && *xdg != '\0') {
-    return std::filesystem::path(xdg) / "Ferry" / "presets";
-  }
-  if (const char* home = std::getenv("HOME")) {
-    return std::filesystem::path(home) / ".local" / "share" / "Ferry" / "presets";
-  }
-  return {};
-#endif
 }
 
 }  // namespace ferry::cli

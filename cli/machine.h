@@ -11,7 +11,7 @@ namespace ferry::cli {
 // vram_mib / ram_mib < 0: measure; otherwise pretend the machine has that much free.
 offload::MachineInfo describe_machine(long long vram_mib, long long ram_mib);
 
-// <per-user data folder>/presets: %LOCALAPPDATA%\Ferry\presets or $XDG_DATA_HOME/Ferry/presets.
+// <per-user data folder>/presets (core/io/user_data.h); empty when there is no data folder.
 std::filesystem::path user_presets_dir();
 
 }  // namespace ferry::cli
