@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/memory/arena.h"
 #include "core/models/wan/dit_keys.h"
 
 namespace ferry::models::wan {
@@ -100,12 +101,16 @@ DitConfig infer_config(const io::SafetensorsSet& set, const NameMap& names) {
   const io::TensorInfo& patch = need(set, names, "patch_embedding.weight", 5);
   const io::TensorInfo& ffn = need(set, names, "blocks.0.ffn.0.weight", 2);
   const io::TensorInfo& head = need(set, names, "head.head.weight", 2);
+  const io::TensorInfo& text = need(set, names, "text_embedding.0.weight", 2);
+  const io::TensorInfo& time = need(set, names, "time_embedding.0.weight", 2);
   DitConfig c;
   c.name = "wan-dit";
   c.dim = patch.shape[0];
   c.in_dim = patch.shape[1];
   c.ffn_dim = ffn.shape[0];
   c.out_dim = head.shape[0] / 4;
+  c.text_dim = text.shape[1];
+  c.freq_dim = time.shape[1];
   c.layers = 0;
   while (names.count("blocks." + std::to_string(c.layers) + ".self_attn.q.weight") != 0) ++c.layers;
   for (const DitConfig* known : {&kT2V_1_3B, &kTI2V_5B, &kT2V_14B}) {
@@ -129,12 +134,35 @@ std::int64_t dit_tokens(const DitConfig& config, int width, int height, int fram
 }
 
 std::uint64_t dit_activation_bytes(const DitConfig& c, std::int64_t tokens,
-                                   std::int64_t ffn_chunk_tokens) {
+                                   std::int64_t ffn_chunk_tokens, std::int64_t branches,
+                                   std::int64_t distinct_timesteps) {
+  using memory::Arena;
   const auto l = static_cast<std::uint64_t>(tokens);
-  const std::uint64_t ffn_rows = ffn_chunk_tokens > 0 ? std::min<std::uint64_t>(l, static_cast<std::uint64_t>(ffn_chunk_tokens)) : l;
-  const std::uint64_t per_token = c.dim * (4 + 4 + 3 * 2 + 2);  // x, modulated, q/k/v, attention out
-  const std::uint64_t context = 512 * c.dim * 2 * 3;            // context, its k and v
-  return l * per_token + ffn_rows * c.ffn_dim * 2 + context;
+  const auto n = static_cast<std::uint64_t>(std::max<std::int64_t>(distinct_timesteps, 1));
+  const auto ctx = static_cast<std::uint64_t>(kDitTextLen);
+  const std::uint64_t d = c.dim;
+  const std::uint64_t ffn_rows =
+      ffn_chunk_tokens > 0
+          ? std::min<std::uint64_t>(l, static_cast<std::uint64_t>(ffn_chunk_tokens))
+          : l;
+  const auto f = [](std::uint64_t bytes) { return Arena::footprint(bytes); };
+  // Held for the whole forward: block 0's bf16 input, per branch the f32 residual and the bf16
+  // context, the time embedding e, its projection e0, a block's modulation and the head's.
+  const std::uint64_t held =
+      f(l * d * 2) + static_cast<std::uint64_t>(branches) * (f(l * d * 4) + f(ctx * d * 2)) +
+      f(n * d * 4) + 2 * f(n * 6 * d * 4) + f(n * 2 * d * 4);
+  // Embeddings: the patches, the sinusoid and the time MLP's hidden state, a padded context
+  // and the text MLP's hidden state.
+  const std::uint64_t embed = f(l * 4 * c.in_dim * 4) + f(n * c.freq_dim * 4) + f(n * d * 4) +
+                              f(ctx * c.text_dim * 2) + f(ctx * d * 2);
+  // A block, one branch at a time: the modulated input and the q/k RMS output (f32); q, k, v and
+  // the attention output (bf16); the context's k and v (bf16) and RMS output (f32); the FFN's
+  // hidden state (bf16).
+  const std::uint64_t block = 2 * f(l * d * 4) + 4 * f(l * d * 2) + 2 * f(ctx * d * 2) +
+                              f(ctx * d * 4) + f(ffn_rows * c.ffn_dim * 2);
+  // The head: the modulated input and the output patches (f32).
+  const std::uint64_t head = f(l * d * 4) + f(l * 4 * c.out_dim * 4);
+  return held + std::max({embed, block, head});
 }
 
 offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, int height,

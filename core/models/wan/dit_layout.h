@@ -25,6 +25,10 @@ struct DitConfig {
   std::uint64_t freq_dim = 256;
 };
 
+// Every Wan DiT: attention heads of 128 channels, the text context padded to 512 rows.
+inline constexpr std::uint64_t kDitHeadDim = 128;
+inline constexpr std::int64_t kDitTextLen = 512;
+
 inline constexpr DitConfig kT2V_1_3B{"t2v-1.3b", 1536, 8960, 30, 16, 16};
 inline constexpr DitConfig kTI2V_5B{"ti2v-5b", 3072, 14336, 30, 48, 48};
 inline constexpr DitConfig kT2V_14B{"t2v-14b", 5120, 13824, 40, 16, 16};
@@ -39,8 +43,9 @@ std::vector<io::TensorSpec> dit_block_tensors(const DitConfig& config, std::uint
 // The whole checkpoint: embeddings, then blocks 0..layers-1, then the head.
 std::vector<io::TensorSpec> dit_tensors(const DitConfig& config, DType dtype);
 
-// The configuration a checkpoint's shapes imply (wan.md §F.1: D, C_in, F, layers, C_out), with
-// or without ComfyUI's "model.diffusion_model." prefix. Error(kBadModelFile) when the files are
+// The configuration a checkpoint's shapes imply (wan.md §F.1: D, C_in, F, layers, C_out, and
+// the text and frequency widths the embeddings take), with or without ComfyUI's
+// "model.diffusion_model." prefix, in the official or the diffusers layout. Error(kBadModelFile) when the files are
 // not a Wan DiT in the official key layout.
 DitConfig infer_dit_config(const io::SafetensorsSet& set);
 
@@ -48,14 +53,20 @@ DitConfig infer_dit_config(const io::SafetensorsSet& set);
 // stride (16 for the 48-channel Wan 2.2 latent, 8 otherwise), then the 2×2 patch.
 std::int64_t dit_tokens(const DitConfig& config, int width, int height, int frames);
 
-// Working memory of one forward pass at `tokens` (wan.md §E, the lean set: residual and
-// modulated input in f32, q/k/v and attention output in bf16, the FFN hidden state in bf16 —
-// in chunks of ffn_chunk_tokens when > 0 — plus the 512-row context).
+// Working memory of one WanDit::forward at `tokens` (wan.md §E, the lean set), exactly as the
+// forward takes it from its arena (alignment included): for each of `branches` contexts run
+// through each block together (CFG: 2), an f32 residual stream and the 512-row context; the time
+// embedding for up to `distinct_timesteps` timestep values (never per token); and the largest of
+// the phases' temporaries — a block's (modulated input and q/k RMS in f32, q/k/v and attention
+// output in bf16, the context's k/v, the FFN hidden state in bf16 in chunks of ffn_chunk_tokens
+// when > 0), the embeddings' and the head's.
 std::uint64_t dit_activation_bytes(const DitConfig& config, std::int64_t tokens,
-                                   std::int64_t ffn_chunk_tokens);
+                                   std::int64_t ffn_chunk_tokens, std::int64_t branches = 2,
+                                   std::int64_t distinct_timesteps = 2);
 
 // The layout the offload engine plans with: "embeddings" and "head" always resident, one group
-// per block in between.
+// per block in between; its activation_bytes are those of a CFG forward (two contexts) with up to
+// two distinct timesteps (TI2V: 0 on the image frame, t elsewhere).
 offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, int height,
                                       int frames, std::int64_t ffn_chunk_tokens);
 

@@ -1,0 +1,531 @@
+#include "core/models/wan/dit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/models/wan/dit_keys.h"
+#include "core/tensor/convert.h"
+
+namespace ferry::models::wan {
+namespace {
+
+constexpr float kEps = 1e-6f;
+
+// The tensors of one block (official names after "blocks.<i>."), in the order the forward uses
+// them.
+enum class BlockTensor : int {
+  kModulation,
+  kSelfQWeight,
+  kSelfQBias,
+  kSelfKWeight,
+  kSelfKBias,
+  kSelfVWeight,
+  kSelfVBias,
+  kSelfOWeight,
+  kSelfOBias,
+  kSelfNormQ,
+  kSelfNormK,
+  kNorm3Weight,
+  kNorm3Bias,
+  kCrossQWeight,
+  kCrossQBias,
+  kCrossKWeight,
+  kCrossKBias,
+  kCrossVWeight,
+  kCrossVBias,
+  kCrossOWeight,
+  kCrossOBias,
+  kCrossNormQ,
+  kCrossNormK,
+  kFfn0Weight,
+  kFfn0Bias,
+  kFfn2Weight,
+  kFfn2Bias,
+  kCount,
+};
+
+// The tensors of the always-resident groups (official names).
+enum class OuterTensor : int {
+  kPatchWeight,
+  kPatchBias,
+  kText0Weight,
+  kText0Bias,
+  kText2Weight,
+  kText2Bias,
+  kTime0Weight,
+  kTime0Bias,
+  kTime2Weight,
+  kTime2Bias,
+  kProjWeight,
+  kProjBias,
+  kHeadWeight,
+  kHeadBias,
+  kHeadModulation,
+  kCount,
+};
+
+constexpr std::array<std::string_view, static_cast<std::size_t>(BlockTensor::kCount)> kBlockNames =
+    {
+        "modulation",
+        "self_attn.q.weight",
+        "self_attn.q.bias",
+        "self_attn.k.weight",
+        "self_attn.k.bias",
+        "self_attn.v.weight",
+        "self_attn.v.bias",
+        "self_attn.o.weight",
+        "self_attn.o.bias",
+        "self_attn.norm_q.weight",
+        "self_attn.norm_k.weight",
+        "norm3.weight",
+        "norm3.bias",
+        "cross_attn.q.weight",
+        "cross_attn.q.bias",
+        "cross_attn.k.weight",
+        "cross_attn.k.bias",
+        "cross_attn.v.weight",
+        "cross_attn.v.bias",
+        "cross_attn.o.weight",
+        "cross_attn.o.bias",
+        "cross_attn.norm_q.weight",
+        "cross_attn.norm_k.weight",
+        "ffn.0.weight",
+        "ffn.0.bias",
+        "ffn.2.weight",
+        "ffn.2.bias",
+};
+
+constexpr std::array<std::string_view, static_cast<std::size_t>(OuterTensor::kCount)> kOuterNames =
+    {
+        "patch_embedding.weight",  "patch_embedding.bias",     "text_embedding.0.weight",
+        "text_embedding.0.bias",   "text_embedding.2.weight",  "text_embedding.2.bias",
+        "time_embedding.0.weight", "time_embedding.0.bias",    "time_embedding.2.weight",
+        "time_embedding.2.bias",   "time_projection.1.weight", "time_projection.1.bias",
+        "head.head.weight",        "head.head.bias",           "head.modulation",
+};
+
+constexpr int at(BlockTensor t) {
+  return static_cast<int>(t);
+}
+constexpr int at(OuterTensor t) {
+  return static_cast<int>(t);
+}
+
+// Rows of a modulation table [values · rows_per_value, D]: row `row` of distinct value `value`.
+Tensor table_row(const Tensor& table, std::int64_t value, int row, int rows_per_value) {
+  const std::int64_t r = value * rows_per_value + row;
+  return table.rows(r, r + 1);
+}
+
+// A scalar tensor's value (ComfyUI's fp8 scales), read from the file once.
+float read_scalar(const io::SafetensorsFile& file, const io::TensorInfo& info) {
+  if (info.element_count() != 1) {
+    throw Error(ErrorCode::kBadModelFile, "'" + info.name + "' should hold one value, not " +
+                                              std::to_string(info.element_count()));
+  }
+  std::array<std::byte, 8> raw{};
+  const io::MappedView view = file.map(info);
+  view.copy_to(0, std::span<std::byte>(raw.data(), info.bytes));
+  float value = 0;
+  convert_to_f32(info.dtype, raw.data(), &value, 1);
+  return value;
+}
+
+// The group's tensors by official name (without `strip`, the group's "blocks.<i>." prefix),
+// in `names` order; fp8 scales from `<name without .weight>.scale_weight` (ComfyUI's scaled fp8)
+// or `.weight_scale` (its newer quantised files).
+template <std::size_t N>
+void index_group(const offload::LayerGroup& group, std::string_view strip,
+                 const std::array<std::string_view, N>& names, std::vector<int>& index,
+                 std::vector<float>& scale) {
+  index.assign(N, -1);
+  scale.assign(N, 1.0f);
+  std::vector<std::string> official(group.weights.size());
+  for (std::size_t i = 0; i < group.weights.size(); ++i) {
+    official[i] = official_dit_name(group.weights[i].tensor->name);
+    if (official[i].compare(0, strip.size(), strip) == 0) official[i].erase(0, strip.size());
+  }
+  for (std::size_t n = 0; n < N; ++n) {
+    for (std::size_t i = 0; i < official.size(); ++i) {
+      if (official[i] == names[n]) index[n] = static_cast<int>(i);
+    }
+    if (!names[n].ends_with(".weight") || index[n] < 0) continue;
+    const std::string_view base = names[n].substr(0, names[n].size() - 7);
+    for (std::size_t i = 0; i < official.size(); ++i) {
+      if (official[i] == std::string(base) + ".scale_weight" ||
+          official[i] == std::string(base) + ".weight_scale") {
+        scale[n] = read_scalar(*group.weights[i].file, *group.weights[i].tensor);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+WanDit::WanDit(Backend& backend, const io::SafetensorsSet& set, const offload::ModelLayout& layout)
+    : backend_(backend), config_(infer_dit_config(set)) {
+  const DitConfig& c = config_;
+  if (c.dim == 0 || c.dim % kDitHeadDim != 0) {
+    throw Error(ErrorCode::kBadModelFile, "a Wan DiT of width " + std::to_string(c.dim) +
+                                              " (not a multiple of the 128-channel heads)");
+  }
+  groups_ = static_cast<std::size_t>(c.layers) + 2;
+  if (layout.groups.size() != groups_ || layout.groups.front().name != "embeddings" ||
+      layout.groups.back().name != "head") {
+    throw Error(ErrorCode::kInternal, "WanDit needs the layout of dit_model_layout");
+  }
+  const auto need = [&](const Weights& w, std::size_t i, std::string_view name,
+                        std::string_view group) {
+    if (w.index[i] < 0) {
+      throw Error(ErrorCode::kBadModelFile, io::detail::display(set.path()) +
+                                                " is not a whole Wan DiT: '" + std::string(group) +
+                                                std::string(name) + "' is missing");
+    }
+  };
+  index_group(layout.groups.front(), "", kOuterNames, outer_embed_.index, outer_embed_.scale);
+  index_group(layout.groups.back(), "", kOuterNames, outer_head_.index, outer_head_.scale);
+  for (int i = at(OuterTensor::kPatchWeight); i <= at(OuterTensor::kProjBias); ++i) {
+    need(outer_embed_, static_cast<std::size_t>(i), kOuterNames[static_cast<std::size_t>(i)], "");
+  }
+  for (int i = at(OuterTensor::kHeadWeight); i <= at(OuterTensor::kHeadModulation); ++i) {
+    need(outer_head_, static_cast<std::size_t>(i), kOuterNames[static_cast<std::size_t>(i)], "");
+  }
+  blocks_.resize(static_cast<std::size_t>(c.layers));
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    const std::string prefix = "blocks." + std::to_string(b) + ".";
+    index_group(layout.groups[b + 1], prefix, kBlockNames, blocks_[b].index, blocks_[b].scale);
+    for (std::size_t i = 0; i < kBlockNames.size(); ++i) {
+      need(blocks_[b], i, kBlockNames[i], prefix);
+    }
+  }
+
+  // The zero rows that pad every context to 512 (wan.md §A.4), made once.
+  const auto pad_rows = static_cast<std::int64_t>(kDitTextLen);
+  const auto text_dim = static_cast<std::int64_t>(c.text_dim);
+  zeros_memory_ = backend_.allocate(static_cast<std::size_t>(pad_rows * text_dim * 2));
+  zeros_ =
+      Tensor{zeros_memory_->data(), DType::kBF16, Shape{pad_rows, text_dim}, backend_.device()};
+  const std::vector<std::uint16_t> zeros(static_cast<std::size_t>(pad_rows * text_dim), 0);
+  backend_.upload(zeros_, zeros.data());
+  backend_.synchronize();
+
+  // latent [C, F, Hp, 2, Wp, 2] → patches [F, Hp, Wp, C, 2, 2]: each token's C·2·2 values in
+  // the order of the patch embedding's weight [D, C, 1, 2, 2].
+  patch_order_ = {1, 2, 4, 0, 3, 5};
+  // head output [F, Hp, Wp, 2, 2, C] → velocity [C, F, Hp, 2, Wp, 2] (wan.md §B.6).
+  unpatch_order_ = {5, 0, 1, 3, 2, 4};
+}
+
+const Tensor& WanDit::tensor(const offload::WeightStreamer::Loaded& w, const Weights& ix,
+                             int i) const {
+  return w.tensor(static_cast<std::size_t>(ix.index[static_cast<std::size_t>(i)]));
+}
+
+void WanDit::plan_timesteps(std::span<const float> timesteps, std::int64_t tokens) {
+  if (timesteps.size() != 1 && static_cast<std::int64_t>(timesteps.size()) != tokens) {
+    throw Error(ErrorCode::kBadArgument, std::to_string(timesteps.size()) + " timesteps for " +
+                                             std::to_string(tokens) +
+                                             " tokens (give one, or one per token)");
+  }
+  distinct_.clear();
+  runs_.clear();
+  for (std::size_t n = 0; n < timesteps.size(); ++n) {
+    const float t = timesteps[n];
+    if (!runs_.empty() && distinct_[static_cast<std::size_t>(runs_.back().value)] == t) {
+      ++runs_.back().end;
+      continue;
+    }
+    const auto found = std::find(distinct_.begin(), distinct_.end(), t);
+    const auto value = static_cast<std::int64_t>(found - distinct_.begin());
+    if (found == distinct_.end()) distinct_.push_back(t);
+    const auto begin = static_cast<std::int64_t>(n);
+    runs_.push_back(Run{begin, begin + 1, value});
+  }
+  if (timesteps.size() == 1) runs_.back().end = tokens;
+
+  // sinusoid(t) = [cos(t·w_k), sin(t·w_k)], w_k = 10000^(-k/half), in f64 (wan.md §B.3).
+  const auto half = static_cast<std::size_t>(config_.freq_dim / 2);
+  sinusoid_.resize(distinct_.size() * 2 * half);
+  for (std::size_t v = 0; v < distinct_.size(); ++v) {
+    for (std::size_t k = 0; k < half; ++k) {
+      const double w = std::pow(10000.0, -static_cast<double>(k) / static_cast<double>(half));
+      const double angle = static_cast<double>(distinct_[v]) * w;
+      sinusoid_[v * 2 * half + k] = static_cast<float>(std::cos(angle));
+      sinusoid_[v * 2 * half + half + k] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+void WanDit::modulate_runs(const Tensor& x, const Tensor& in, const Tensor& table, int scale_row,
+                           int shift_row, int rows_per_value) {
+  for (const Run& run : runs_) {
+    backend_.modulate(
+        in.rows(run.begin, run.end), table_row(table, run.value, scale_row, rows_per_value),
+        table_row(table, run.value, shift_row, rows_per_value), x.rows(run.begin, run.end));
+  }
+}
+
+void WanDit::gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row) {
+  for (const Run& run : runs_) {
+    const Tensor gate = table_row(table, run.value, gate_row, 6);
+    backend_.gated_add(x.rows(run.begin, run.end), y.rows(run.begin, run.end), &gate);
+  }
+}
+
+void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, const Tensor& latent,
+                     std::span<const float> timesteps, std::span<const Tensor> contexts,
+                     std::span<const Tensor> velocities, std::int64_t ffn_chunk_tokens) {
+  const DitConfig& c = config_;
+  const auto d = static_cast<std::int64_t>(c.dim);
+  const auto in_dim = static_cast<std::int64_t>(c.in_dim);
+  const auto out_dim = static_cast<std::int64_t>(c.out_dim);
+  if (latent.shape.rank() != 4 || latent.shape[0] != in_dim || latent.shape[2] % 2 != 0 ||
+      latent.shape[3] % 2 != 0) {
+    throw Error(ErrorCode::kBadArgument,
+                "the DiT takes a latent [" + std::to_string(in_dim) +
+                    ", frames, height, width] with even height and width, not " +
+                    latent.shape.str());
+  }
+  const RopeGrid grid{latent.shape[1], latent.shape[2] / 2, latent.shape[3] / 2};
+  const std::int64_t tokens = grid.frames * grid.height * grid.width;
+  if (contexts.empty() || contexts.size() != velocities.size()) {
+    throw Error(ErrorCode::kBadArgument, "the DiT needs one velocity tensor per context");
+  }
+  for (const Tensor& ctx : contexts) {
+    if (ctx.shape.rank() != 2 || ctx.shape[1] != static_cast<std::int64_t>(c.text_dim) ||
+        ctx.shape[0] > kDitTextLen) {
+      throw Error(ErrorCode::kBadArgument, "a DiT context is [L <= 512, " +
+                                               std::to_string(c.text_dim) + "], not " +
+                                               ctx.shape.str());
+    }
+  }
+  const Shape velocity_shape{out_dim, latent.shape[1], latent.shape[2], latent.shape[3]};
+  for (const Tensor& v : velocities) {
+    if (v.shape != velocity_shape || v.dtype != DType::kF32) {
+      throw Error(ErrorCode::kBadArgument,
+                  "a DiT velocity is F32" + velocity_shape.str() + ", not " + describe(v));
+    }
+  }
+  plan_timesteps(timesteps, tokens);
+  const auto values = static_cast<std::int64_t>(distinct_.size());
+  const std::int64_t ffn_rows = ffn_chunk_tokens > 0 ? std::min(ffn_chunk_tokens, tokens) : tokens;
+  // Checked before the pass starts, so a short arena leaves the streamer between passes.
+  const std::uint64_t needed = dit_activation_bytes(
+      c, tokens, ffn_chunk_tokens, static_cast<std::int64_t>(contexts.size()), values);
+  if (arena.capacity() - arena.used() < needed) {
+    throw Error(ErrorCode::kOutOfMemory,
+                "the DiT forward needs " + std::to_string(needed >> 20) + " MiB of activations, " +
+                    "its arena has " + std::to_string((arena.capacity() - arena.used()) >> 20) +
+                    " MiB free");
+  }
+
+  // Held for the whole pass (the order dit_activation_bytes counts them in).
+  const std::size_t start = arena.mark();
+  const Tensor x0 = arena.allocate(DType::kBF16, Shape{tokens, d});
+  streams_.resize(contexts.size());
+  for (Stream& s : streams_) {
+    s.x = arena.allocate(DType::kF32, Shape{tokens, d});
+    s.ctx = arena.allocate(DType::kBF16, Shape{kDitTextLen, d});
+  }
+  const Tensor e = arena.allocate(DType::kF32, Shape{values, d});
+  const Tensor e0 = arena.allocate(DType::kF32, Shape{values * 6, d});
+  const Tensor mod = arena.allocate(DType::kF32, Shape{values * 6, d});
+  const Tensor hm = arena.allocate(DType::kF32, Shape{values * 2, d});
+
+  streamer.begin_pass();
+  {
+    const auto& w = streamer.acquire(0);
+    embed(w, arena, latent, contexts, streams_, x0, e, e0);
+    streamer.release(0);
+  }
+
+  const std::size_t block_mark = arena.mark();
+  Scratch t;
+  t.a = arena.allocate(DType::kF32, Shape{tokens, d});
+  t.r = arena.allocate(DType::kF32, Shape{tokens, d});
+  t.q = arena.allocate(DType::kBF16, Shape{tokens, d});
+  t.k = arena.allocate(DType::kBF16, Shape{tokens, d});
+  t.v = arena.allocate(DType::kBF16, Shape{tokens, d});
+  t.o = arena.allocate(DType::kBF16, Shape{tokens, d});
+  t.ck = arena.allocate(DType::kBF16, Shape{kDitTextLen, d});
+  t.cv = arena.allocate(DType::kBF16, Shape{kDitTextLen, d});
+  t.cr = arena.allocate(DType::kF32, Shape{kDitTextLen, d});
+  t.hidden = arena.allocate(DType::kBF16, Shape{ffn_rows, static_cast<std::int64_t>(c.ffn_dim)});
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    const auto& w = streamer.acquire(b + 1);
+    // m = modulation + e0 per distinct timestep (f32): rows shift, scale, gate (attention),
+    // shift, scale, gate (FFN).
+    const Tensor& modulation = tensor(w, blocks_[b], at(BlockTensor::kModulation));
+    for (std::int64_t v = 0; v < values; ++v) {
+      backend_.add(e0.rows(v * 6, v * 6 + 6), modulation.reshaped(Shape{6, d}),
+                   mod.rows(v * 6, v * 6 + 6));
+    }
+    for (Stream& s : streams_) block(w, blocks_[b], b == 0, x0, s, t, mod, ffn_rows, grid);
+    streamer.release(b + 1);
+  }
+  arena.release_to(block_mark);
+
+  {
+    const std::size_t last = groups_ - 1;
+    const auto& w = streamer.acquire(last);
+    // The head's shift and scale: head.modulation + e (not e0), f32.
+    const Tensor hmod =
+        tensor(w, outer_head_, at(OuterTensor::kHeadModulation)).reshaped(Shape{2, d});
+    for (std::int64_t v = 0; v < values; ++v) {
+      backend_.add(hmod.rows(0, 1), e.rows(v, v + 1), hm.rows(2 * v, 2 * v + 1));
+      backend_.add(hmod.rows(1, 2), e.rows(v, v + 1), hm.rows(2 * v + 1, 2 * v + 2));
+    }
+    for (std::size_t b = 0; b < streams_.size(); ++b) {
+      head(w, arena, streams_[b].x, hm, velocities[b], grid);
+    }
+    streamer.release(last);
+  }
+  arena.release_to(start);
+}
+
+void WanDit::embed(const offload::WeightStreamer::Loaded& w, memory::Arena& arena,
+                   const Tensor& latent, std::span<const Tensor> contexts,
+                   std::span<Stream> streams, const Tensor& x0, const Tensor& e, const Tensor& e0) {
+  const DitConfig& c = config_;
+  const Weights& ix = outer_embed_;
+  const auto d = static_cast<std::int64_t>(c.dim);
+  const auto in_dim = static_cast<std::int64_t>(c.in_dim);
+  const std::int64_t tokens = x0.shape[0];
+  const std::int64_t frames = latent.shape[1], hp = latent.shape[2] / 2, wp = latent.shape[3] / 2;
+  const auto values = static_cast<std::int64_t>(distinct_.size());
+  const std::size_t mark = arena.mark();
+
+  // Patch embedding as a Linear over 2×2 patches (kernel = stride), bf16 (wan.md §B.2).
+  const Tensor patches = arena.allocate(DType::kF32, Shape{frames, hp, wp, in_dim, 2, 2});
+  backend_.permute(latent.reshaped(Shape{in_dim, frames, hp, 2, wp, 2}), patch_order_, patches);
+  const Tensor& patch_w = tensor(w, ix, at(OuterTensor::kPatchWeight));
+  backend_.linear(
+      patches.reshaped(Shape{tokens, in_dim * 4}), patch_w.reshaped(Shape{d, in_dim * 4}),
+      &tensor(w, ix, at(OuterTensor::kPatchBias)), x0, scale(ix, at(OuterTensor::kPatchWeight)));
+
+  // Time embedding and projection, once per distinct timestep, f32 (wan.md §B.3).
+  const Tensor sinusoid =
+      arena.allocate(DType::kF32, Shape{values, static_cast<std::int64_t>(c.freq_dim)});
+  backend_.upload(sinusoid, sinusoid_.data());
+  const Tensor hidden = arena.allocate(DType::kF32, Shape{values, d});
+  const auto lin = [&](const Tensor& x, OuterTensor weight, const Tensor& y) {
+    backend_.linear(x, tensor(w, ix, at(weight)), &tensor(w, ix, at(weight) + 1), y,
+                    scale(ix, at(weight)));
+  };
+  lin(sinusoid, OuterTensor::kTime0Weight, hidden);
+  backend_.silu(hidden, hidden);
+  lin(hidden, OuterTensor::kTime2Weight, e);
+  backend_.silu(e, hidden);
+  lin(hidden, OuterTensor::kProjWeight, e0.reshaped(Shape{values, 6 * d}));
+
+  // Text embedding of each context padded with zero rows to 512, bf16 (wan.md §A.4, §B.4).
+  const auto text_dim = static_cast<std::int64_t>(c.text_dim);
+  const Tensor padded = arena.allocate(DType::kBF16, Shape{kDitTextLen, text_dim});
+  const Tensor text_hidden = arena.allocate(DType::kBF16, Shape{kDitTextLen, d});
+  for (std::size_t b = 0; b < streams.size(); ++b) {
+    const std::int64_t rows = contexts[b].shape[0];
+    if (rows > 0) backend_.convert(contexts[b], padded.rows(0, rows));
+    if (rows < kDitTextLen) {
+      backend_.convert(zeros_.rows(0, kDitTextLen - rows), padded.rows(rows, kDitTextLen));
+    }
+    lin(padded, OuterTensor::kText0Weight, text_hidden);
+    backend_.gelu_tanh(text_hidden, text_hidden);
+    lin(text_hidden, OuterTensor::kText2Weight, streams[b].ctx);
+  }
+  arena.release_to(mark);
+}
+
+void WanDit::block(const offload::WeightStreamer::Loaded& w, const Weights& ix, bool first,
+                   const Tensor& x0, Stream& s, const Scratch& t, const Tensor& mod,
+                   std::int64_t ffn_rows, const RopeGrid& grid) {
+  const std::int64_t tokens = s.x.shape[0];
+  const std::int64_t heads = this->heads();
+  const auto hd = static_cast<std::int64_t>(kDitHeadDim);
+  const float attn_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto lin = [&](const Tensor& x, BlockTensor weight, const Tensor& y) {
+    backend_.linear(x, tensor(w, ix, at(weight)), &tensor(w, ix, at(weight) + 1), y,
+                    scale(ix, at(weight)));
+  };
+  const auto heads_view = [&](const Tensor& x) { return x.reshaped(Shape{x.shape[0], heads, hd}); };
+
+  // 1) Self-attention. Block 0's input is the bf16 patch embedding, so its LayerNorm output is
+  // rounded to bf16 (the official norm returns its input's dtype); t.q holds it for a moment.
+  if (first) {
+    backend_.layer_norm(x0, nullptr, nullptr, kEps, t.q);
+    modulate_runs(t.a, t.q, mod, 1, 0, 6);
+  } else {
+    backend_.layer_norm(s.x, nullptr, nullptr, kEps, t.a);
+    modulate_runs(t.a, t.a, mod, 1, 0, 6);
+  }
+  // q, k: RMSNorm over all heads (normalised value rounded to bf16, times the weight in f32),
+  // RoPE in f64 on the f32 result, then bf16 for attention.
+  lin(t.a, BlockTensor::kSelfQWeight, t.q);
+  backend_.rms_norm(t.q, tensor(w, ix, at(BlockTensor::kSelfNormQ)), kEps, t.r);
+  backend_.rope_3d(heads_view(t.r), grid);
+  backend_.convert(t.r, t.q);
+  lin(t.a, BlockTensor::kSelfKWeight, t.k);
+  backend_.rms_norm(t.k, tensor(w, ix, at(BlockTensor::kSelfNormK)), kEps, t.r);
+  backend_.rope_3d(heads_view(t.r), grid);
+  backend_.convert(t.r, t.k);
+  lin(t.a, BlockTensor::kSelfVWeight, t.v);
+  backend_.attention(heads_view(t.q), heads_view(t.k), heads_view(t.v), attn_scale, nullptr,
+                     heads_view(t.o));
+  lin(t.o, BlockTensor::kSelfOWeight, t.q);
+  // From here the residual stream is f32 (bf16 + f32 gate product).
+  if (first) backend_.convert(x0, s.x);
+  gated_add_runs(s.x, t.q, mod, 2);
+
+  // 2) Cross-attention over the 512 context rows: affine LayerNorm, no modulation, no RoPE.
+  backend_.layer_norm(s.x, &tensor(w, ix, at(BlockTensor::kNorm3Weight)),
+                      &tensor(w, ix, at(BlockTensor::kNorm3Bias)), kEps, t.a);
+  lin(t.a, BlockTensor::kCrossQWeight, t.q);
+  backend_.rms_norm(t.q, tensor(w, ix, at(BlockTensor::kCrossNormQ)), kEps, t.r);
+  backend_.convert(t.r, t.q);
+  lin(s.ctx, BlockTensor::kCrossKWeight, t.ck);
+  backend_.rms_norm(t.ck, tensor(w, ix, at(BlockTensor::kCrossNormK)), kEps, t.cr);
+  backend_.convert(t.cr, t.ck);
+  lin(s.ctx, BlockTensor::kCrossVWeight, t.cv);
+  backend_.attention(heads_view(t.q), heads_view(t.ck), heads_view(t.cv), attn_scale, nullptr,
+                     heads_view(t.o));
+  lin(t.o, BlockTensor::kCrossOWeight, t.q);
+  backend_.gated_add(s.x, t.q, nullptr);
+
+  // 3) FFN, in chunks of ffn_rows tokens: bf16 Linear, tanh GELU, bf16 Linear.
+  backend_.layer_norm(s.x, nullptr, nullptr, kEps, t.a);
+  modulate_runs(t.a, t.a, mod, 4, 3, 6);
+  for (std::int64_t r0 = 0; r0 < tokens; r0 += ffn_rows) {
+    const std::int64_t r1 = std::min(tokens, r0 + ffn_rows);
+    const Tensor h = t.hidden.rows(0, r1 - r0);
+    lin(t.a.rows(r0, r1), BlockTensor::kFfn0Weight, h);
+    backend_.gelu_tanh(h, h);
+    lin(h, BlockTensor::kFfn2Weight, t.q.rows(r0, r1));
+  }
+  gated_add_runs(s.x, t.q, mod, 5);
+}
+
+void WanDit::head(const offload::WeightStreamer::Loaded& w, memory::Arena& arena, const Tensor& x,
+                  const Tensor& hm, const Tensor& velocity, const RopeGrid& grid) {
+  const Weights& ix = outer_head_;
+  const std::int64_t tokens = x.shape[0];
+  const auto out_dim = static_cast<std::int64_t>(config_.out_dim);
+  const std::size_t mark = arena.mark();
+  // Whole head in f32 (wan.md §B.6): LayerNorm, modulation by head.modulation + e, Linear.
+  const Tensor a = arena.allocate(DType::kF32, x.shape);
+  const Tensor out = arena.allocate(DType::kF32, Shape{tokens, 4 * out_dim});
+  backend_.layer_norm(x, nullptr, nullptr, kEps, a);
+  modulate_runs(a, a, hm, 1, 0, 2);
+  backend_.linear(a, tensor(w, ix, at(OuterTensor::kHeadWeight)),
+                  &tensor(w, ix, at(OuterTensor::kHeadBias)), out,
+                  scale(ix, at(OuterTensor::kHeadWeight)));
+  backend_.permute(out.reshaped(Shape{grid.frames, grid.height, grid.width, 2, 2, out_dim}),
+                   unpatch_order_,
+                   velocity.reshaped(Shape{out_dim, grid.frames, grid.height, 2, grid.width, 2}));
+  arena.release_to(mark);
+}
+
+}  // namespace ferry::models::wan

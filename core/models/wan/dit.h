@@ -1,0 +1,111 @@
+// The Wan DiT forward pass (wan.md §B): latent, timesteps and text contexts in, flow velocity
+// out, on any Backend, with the weights delivered group by group by the offload engine's
+// WeightStreamer (the layout of dit_model_layout: "embeddings", one group per block, "head").
+//
+// Numerics follow the official recipe of wan.md §1 op by op: bf16 inputs and outputs for every
+// Linear (patch embedding, q/k/v/o, FFN, text MLP), the time MLP, modulation, gated residual adds
+// and the whole head in f32, LayerNorms in f32 (block 0's first one rounded to bf16, the dtype of
+// its input), q/k RMSNorm rounded to bf16 before the f32 weight, RoPE in f64, attention on bf16
+// q/k/v, and an f32 residual stream from block 0's first gated add on.
+//
+// CFG: one forward runs several contexts (conditional and unconditional) through each block while
+// the block is loaded, each in its own residual stream, so every streamed weight crosses once per
+// step. Activations come from an Arena sized by dit_activation_bytes; nothing else is allocated
+// once the first forward has run.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/io/safetensors_set.h"
+#include "core/memory/arena.h"
+#include "core/models/wan/dit_layout.h"
+#include "core/offload/layer_group.h"
+#include "core/offload/streamer.h"
+
+namespace ferry::models::wan {
+
+class WanDit {
+ public:
+  // `set` holds the checkpoint (official, ComfyUI or diffusers names; f32, bf16, f16, or fp8
+  // e4m3 with ComfyUI's per-tensor `<name>.scale_weight`), `layout` is dit_model_layout(set,
+  // ...) — the streamer that feeds forward() must be built on the same layout. Reads the fp8
+  // scales and allocates the 512-row zero context padding once. Error(kBadModelFile) when a
+  // tensor is missing or misshapen.
+  WanDit(Backend& backend, const io::SafetensorsSet& set, const offload::ModelLayout& layout);
+
+  const DitConfig& config() const { return config_; }
+  std::int64_t heads() const { return static_cast<std::int64_t>(config_.dim / kDitHeadDim); }
+
+  // One pass of `streamer` (begin_pass, then every group acquired and released in order):
+  // velocities[b] = v(latent, timesteps, contexts[b]) for every b.
+  //   latent      [C_in, F, H, W] float, H and W even
+  //   timesteps   one value for all tokens, or one per token (F·H/2·W/2, tokens ordered
+  //               frame, row, column); the time MLP runs once per distinct value
+  //   contexts    [L ≤ 512, text_dim] float each (umT5 output rows; padded here with zero rows)
+  //   velocities  [C_out, F, H, W] F32 each, as many as contexts
+  // Everything lives on this backend's device. The arena must hold dit_activation_bytes(config,
+  // tokens, ffn_chunk_tokens, contexts.size(), distinct timesteps); Error(kOutOfMemory) if not.
+  void forward(offload::WeightStreamer& streamer, memory::Arena& arena, const Tensor& latent,
+               std::span<const float> timesteps, std::span<const Tensor> contexts,
+               std::span<const Tensor> velocities, std::int64_t ffn_chunk_tokens = 0);
+
+ private:
+  struct Run {  // tokens [begin, end) share distinct timestep `value`
+    std::int64_t begin = 0, end = 0, value = 0;
+  };
+  struct Weights {  // per group: index of each tensor in the group, its fp8 scale
+    std::vector<int> index;
+    std::vector<float> scale;
+  };
+  // One branch's tensors for a block: the residual stream and the embedded context.
+  struct Stream {
+    Tensor x;    // F32 [L, D]
+    Tensor ctx;  // BF16 [512, D]
+  };
+  // A block's temporaries, shared by the branches in turn.
+  struct Scratch {
+    Tensor a, r;        // F32 [L, D]: modulated input; q/k RMSNorm output
+    Tensor q, k, v, o;  // BF16 [L, D]
+    Tensor ck, cv;      // BF16 [512, D]: the context's keys and values
+    Tensor cr;          // F32 [512, D]
+    Tensor hidden;      // BF16 [rows, F]
+  };
+
+  void plan_timesteps(std::span<const float> timesteps, std::int64_t tokens);
+  void embed(const offload::WeightStreamer::Loaded& w, memory::Arena& arena, const Tensor& latent,
+             std::span<const Tensor> contexts, std::span<Stream> streams, const Tensor& x0,
+             const Tensor& e, const Tensor& e0);
+  void block(const offload::WeightStreamer::Loaded& w, const Weights& ix, bool first,
+             const Tensor& x0, Stream& s, const Scratch& t, const Tensor& mod,
+             std::int64_t ffn_rows, const RopeGrid& grid);
+  void head(const offload::WeightStreamer::Loaded& w, memory::Arena& arena, const Tensor& x,
+            const Tensor& hm, const Tensor& velocity, const RopeGrid& grid);
+  // x = in · (1 + scale) + shift, with the scale and shift rows of each token run's timestep.
+  void modulate_runs(const Tensor& x, const Tensor& in, const Tensor& table, int scale_row,
+                     int shift_row, int rows_per_value);
+  void gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row);
+  const Tensor& tensor(const offload::WeightStreamer::Loaded& w, const Weights& ix, int i) const;
+  float scale(const Weights& ix, int i) const { return ix.scale[static_cast<std::size_t>(i)]; }
+
+  Backend& backend_;
+  DitConfig config_;
+  std::size_t groups_ = 0;  // embeddings, blocks, head
+  Weights outer_embed_, outer_head_;
+  std::vector<Weights> blocks_;
+  std::unique_ptr<DeviceBuffer> zeros_memory_;  // [512, text_dim] BF16 zeros: context padding
+  Tensor zeros_;
+
+  // Host scratch, reused from call to call (no allocation once sizes repeat).
+  std::vector<float> distinct_;
+  std::vector<Run> runs_;
+  std::vector<float> sinusoid_;
+  std::vector<Stream> streams_;
+  std::vector<int> patch_order_, unpatch_order_;
+};
+
+}  // namespace ferry::models::wan

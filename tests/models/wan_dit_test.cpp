@@ -1,0 +1,503 @@
+// The Wan DiT forward against the official Wan code (tools/reference/make_dit_reference.py: two
+// tiny DiTs, Wan 2.1 T2V-like with 16 channels and Wan 2.2 TI2V-like with 48 channels and
+// per-token timesteps), in the official and diffusers key layouts, with bf16, f32 and scaled fp8
+// weights; streamed = resident bit for bit; a CFG forward = two single forwards; the arena estimate
+// holds the forward.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/io/safetensors.h"
+#include "core/io/safetensors_set.h"
+#include "core/io/safetensors_writer.h"
+#include "core/models/wan/dit.h"
+#include "core/models/wan/dit_keys.h"
+#include "core/offload/planner.h"
+#include "core/tensor/convert.h"
+#include "tests/test_support.h"
+
+namespace ferry::models::wan {
+namespace {
+
+using offload::Placement;
+using offload::Plan;
+using offload::ReadMethod;
+
+// Ferry's velocity against the official one, relative to the official velocity's size: the
+// largest |difference| over max |v|, and the RMS difference over RMS(v). The reference has the
+// same dtype at every op boundary, so what remains is bf16 roundings that flip on near-ties (GEMM
+// summation orders; attention probabilities, which Ferry's CPU attention keeps in f32 and
+// PyTorch's rounds to bf16), growing through the layers. How big that floor is: perturbing the
+// reference's own input latent by 1e-6 (relative) moves its output by 1.6e-3 (max) / 1.1e-3 (RMS).
+// Measured here (CPU backend, OpenBLAS GEMM, all cases, bf16 and f32 weights): max 1.0e-3 ..
+// 1.6e-3, RMS 0.97e-3 .. 1.08e-3 — at the floor. The RMS bound also catches a recipe deviation:
+// running the reference with f32 Linears instead of bf16 moves it by 2.3e-3 .. 2.5e-3 RMS.
+constexpr double kMaxErrorBound = 4e-3;
+constexpr double kRmsErrorBound = 1.75e-3;
+
+std::filesystem::path fixture(std::string_view name) {
+  return test::data_path(std::string("wan/dit/") + std::string(name));
+}
+
+std::vector<float> read_f32(const io::SafetensorsFile& file, const io::TensorInfo& info) {
+  std::vector<std::byte> raw(info.bytes);
+  file.map(info).copy_to(0, raw);
+  std::vector<float> out(info.element_count());
+  convert_to_f32(info.dtype, raw.data(), out.data(), out.size());
+  return out;
+}
+
+Shape shape_of(const io::TensorInfo& info) {
+  Shape s;
+  if (info.shape.size() == 2) s = Shape{0, 0};
+  if (info.shape.size() == 4) s = Shape{0, 0, 0, 0};
+  for (std::size_t i = 0; i < info.shape.size(); ++i)
+    s[static_cast<int>(i)] = static_cast<std::int64_t>(info.shape[i]);
+  return s;
+}
+
+struct Case {
+  std::vector<float> t;  // per token
+  std::vector<float> v;  // official velocity
+};
+
+struct Reference {
+  std::vector<float> x;
+  Shape x_shape;
+  std::vector<float> context;
+  Shape context_shape;
+  std::vector<Case> cases;
+  std::int64_t out_channels = 0;
+};
+
+Reference load_reference(std::string_view config) {
+  const auto file =
+      io::SafetensorsFile::open(fixture(std::string(config) + "_reference.safetensors"));
+  Reference r;
+  r.x = read_f32(file, file.at("x"));
+  r.x_shape = shape_of(file.at("x"));
+  r.context = read_f32(file, file.at("context"));
+  r.context_shape = shape_of(file.at("context"));
+  for (int i = 0; file.find("t." + std::to_string(i)) != nullptr; ++i) {
+    r.cases.push_back({read_f32(file, file.at("t." + std::to_string(i))),
+                       read_f32(file, file.at("v." + std::to_string(i)))});
+  }
+  r.out_channels = static_cast<std::int64_t>(file.at("v.0").shape[0]);
+  return r;
+}
+
+// A device tensor with its own memory (test inputs and outputs).
+struct Owned {
+  std::unique_ptr<DeviceBuffer> memory;
+  Tensor tensor;
+  Owned(Backend& backend, DType dtype, const Shape& shape, const float* values = nullptr) {
+    memory = backend.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+    tensor = Tensor{memory->data(), dtype, shape, backend.device()};
+    if (values != nullptr) {
+      std::vector<std::byte> raw(tensor.bytes());
+      convert_from_f32(values, dtype, raw.data(), static_cast<std::size_t>(shape.numel()));
+      backend.upload(tensor, raw.data());
+    }
+  }
+};
+
+// A plan with the blocks placed as given (embeddings and head always on the device).
+Plan plan_for(const offload::ModelLayout& layout, const std::vector<Placement>& blocks,
+              ReadMethod method = ReadMethod::kMapped) {
+  Plan plan;
+  plan.look_ahead = 1;
+  plan.read_method = method;
+  plan.placement.push_back(Placement::kDevice);
+  plan.placement.insert(plan.placement.end(), blocks.begin(), blocks.end());
+  plan.placement.push_back(Placement::kDevice);
+  std::uint64_t largest = 0;
+  for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+    if (plan.placement[g] != Placement::kDevice)
+      largest = std::max(largest, layout.groups[g].slot_bytes());
+  }
+  plan.device_slots = 2;
+  plan.device_slot_bytes = largest;
+  plan.staging_slots = 3;
+  plan.staging_slot_bytes = 64 << 10;  // smaller than a block: each streams in chunks
+  return plan;
+}
+
+std::vector<Placement> resident(std::size_t layers) {
+  return std::vector<Placement>(layers, Placement::kDevice);
+}
+
+struct RunResult {
+  std::vector<std::vector<float>> velocities;
+  std::size_t peak = 0;
+  std::uint64_t estimate = 0;
+};
+
+// One forward of the DiT in `set` (its blocks placed as `blocks`), one velocity per context.
+RunResult run(const io::SafetensorsSet& set, const Reference& r, const std::vector<float>& t,
+              const std::vector<std::vector<float>>& contexts, std::vector<Placement> blocks = {},
+              ReadMethod method = ReadMethod::kMapped, std::int64_t ffn_chunk_tokens = 0,
+              int passes = 1) {
+  cpu::CpuBackend backend;
+  const offload::ModelLayout layout = dit_model_layout(set, 1, 1, 1, 0);
+  WanDit model(backend, set, layout);
+  if (blocks.empty()) blocks = resident(model.config().layers);
+  offload::StreamerOptions options;
+  options.passes = static_cast<std::size_t>(passes);
+  offload::WeightStreamer streamer(backend, layout, plan_for(layout, blocks, method), options);
+
+  const std::int64_t tokens = r.x_shape[1] * (r.x_shape[2] / 2) * (r.x_shape[3] / 2);
+  std::vector<float> sorted = t;
+  std::sort(sorted.begin(), sorted.end());
+  const auto distinct = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+  RunResult out;
+  out.estimate = dit_activation_bytes(model.config(), tokens, ffn_chunk_tokens,
+                                      static_cast<std::int64_t>(contexts.size()), distinct);
+  auto arena_memory = backend.allocate(out.estimate);
+  memory::Arena arena(arena_memory->data(), out.estimate, backend.device());
+
+  const Owned latent(backend, DType::kF32, r.x_shape, r.x.data());
+  std::vector<Owned> ctx;
+  std::vector<Owned> vel;
+  std::vector<Tensor> ctx_t, vel_t;
+  for (const auto& c : contexts) {
+    const Shape shape{static_cast<std::int64_t>(c.size()) / r.context_shape[1], r.context_shape[1]};
+    ctx.emplace_back(backend, DType::kBF16, shape, c.data());
+    vel.emplace_back(backend, DType::kF32,
+                     Shape{r.out_channels, r.x_shape[1], r.x_shape[2], r.x_shape[3]});
+  }
+  for (std::size_t i = 0; i < ctx.size(); ++i) {
+    ctx_t.push_back(ctx[i].tensor);
+    vel_t.push_back(vel[i].tensor);
+  }
+  for (int p = 0; p < passes; ++p) {
+    model.forward(streamer, arena, latent.tensor, t, ctx_t, vel_t, ffn_chunk_tokens);
+  }
+  for (const Tensor& v : vel_t) {
+    std::vector<float> host(static_cast<std::size_t>(v.numel()));
+    backend.download(v, host.data());
+    out.velocities.push_back(std::move(host));
+  }
+  out.peak = arena.peak();
+  EXPECT_EQ(arena.used(), 0u) << "the forward gives back everything it took";
+  return out;
+}
+
+struct Deviation {
+  double max_rel = 0;  // max |a - b| / max |b|
+  double rms_rel = 0;  // rms(a - b) / rms(b)
+};
+
+Deviation compare(const std::vector<float>& got, const std::vector<float>& want) {
+  double max_diff = 0, max_ref = 0, sq_diff = 0, sq_ref = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
+    max_diff = std::max(max_diff, diff);
+    max_ref = std::max(max_ref, std::abs(static_cast<double>(want[i])));
+    sq_diff += diff * diff;
+    sq_ref += static_cast<double>(want[i]) * want[i];
+  }
+  return {max_diff / max_ref, std::sqrt(sq_diff / sq_ref)};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_matches_reference(const io::SafetensorsSet& set, const Reference& r, const char* what) {
+  for (std::size_t i = 0; i < r.cases.size(); ++i) {
+    const RunResult got = run(set, r, r.cases[i].t, {r.context});
+    const Deviation err = compare(got.velocities[0], r.cases[i].v);
+    EXPECT_LT(err.max_rel, kMaxErrorBound) << what << ", case " << i;
+    EXPECT_LT(err.rms_rel, kRmsErrorBound) << what << ", case " << i;
+    EXPECT_TRUE(std::isfinite(err.max_rel));
+    std::printf("  [%s case %zu] max error %.2e of max|v|, rms error %.2e of rms(v)\n", what, i,
+                err.max_rel, err.rms_rel);
+  }
+}
+
+// The fixture's tensors (official names, any dtype) rewritten into one file: names through
+// `rename`, each tensor stored as `dtype(name, stored dtype)`. fp8 tensors get ComfyUI's
+// per-tensor `<name without .weight>.scale_weight` (max |w| / 448) and the `scaled_fp8` marker.
+template <typename Rename, typename Dtype>
+io::SafetensorsSet rewrite(const io::SafetensorsSet& set, const std::filesystem::path& path,
+                           Rename rename, Dtype dtype) {
+  std::vector<io::TensorSpec> specs;
+  std::vector<std::vector<std::byte>> data;
+  bool fp8 = false;
+  for (const auto& e : set.entries()) {
+    std::vector<float> values = read_f32(*e.file, *e.tensor);
+    const std::string name = rename(e.tensor->name);
+    const DType to = dtype(e.tensor->name, e.tensor->dtype);
+    float scale = 1.0f;
+    if (to == DType::kF8E4M3) {
+      fp8 = true;
+      float amax = 0;
+      for (float v : values) amax = std::max(amax, std::abs(v));
+      scale = amax / 448.0f;
+      for (float& v : values) v /= scale;
+    }
+    specs.push_back({name, to, e.tensor->shape});
+    data.emplace_back(values.size() * dtype_size(to));
+    convert_from_f32(values.data(), to, data.back().data(), values.size());
+    if (to == DType::kF8E4M3) {
+      specs.push_back({name.substr(0, name.size() - 7) + ".scale_weight", DType::kF32, {}});
+      data.emplace_back(4);
+      std::memcpy(data.back().data(), &scale, 4);
+    }
+  }
+  if (fp8) {
+    specs.push_back({"scaled_fp8", DType::kF8E4M3, {0}});
+    data.emplace_back();
+  }
+  io::write_safetensors(path, specs, {{"format", "pt"}},
+                        [&](std::size_t index, std::uint64_t offset, std::span<std::byte> out) {
+                          std::memcpy(out.data(), data[index].data() + offset, out.size());
+                        });
+  return io::SafetensorsSet::open(path);
+}
+
+// official → diffusers, as diffusers' own converter names them (written by the script).
+std::map<std::string, std::string> diffusers_names() {
+  std::ifstream in(fixture("diffusers_names.txt"));
+  std::map<std::string, std::string> names;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string official, diffusers;
+    fields >> official >> diffusers;
+    names[official] = diffusers;
+  }
+  return names;
+}
+
+io::SafetensorsSet official(std::string_view config) {
+  return io::SafetensorsSet::open(fixture(std::string(config) + ".safetensors.index.json"));
+}
+
+TEST(WanDit, ti2v_with_per_token_timesteps_matches_the_official_code) {
+  const auto set = official("ti2v");
+  const DitConfig c = infer_dit_config(set);
+  EXPECT_EQ(c.dim, 256u);
+  EXPECT_EQ(c.in_dim, 48u);
+  EXPECT_EQ(c.out_dim, 48u);
+  EXPECT_EQ(c.text_dim, 32u);
+  EXPECT_EQ(c.layers, 2u);
+  const Reference r = load_reference("ti2v");
+  ASSERT_EQ(r.cases.size(), 4u);
+  EXPECT_EQ(r.cases[0].t.front(), 0.0f) << "frame 0 (the image) at t = 0";
+  EXPECT_EQ(r.cases[0].t.back(), 999.0f);
+  expect_matches_reference(set, r, "ti2v official bf16");
+}
+
+TEST(WanDit, t2v_matches_the_official_code) {
+  const auto set = official("t2v");
+  EXPECT_EQ(infer_dit_config(set).in_dim, 16u);
+  const Reference r = load_reference("t2v");
+  expect_matches_reference(set, r, "t2v official bf16");
+  // One timestep for every token is the same as the same value repeated per token.
+  const std::vector<float> one{r.cases[1].t.front()};
+  EXPECT_TRUE(same_bits(run(set, r, one, {r.context}).velocities[0],
+                        run(set, r, r.cases[1].t, {r.context}).velocities[0]));
+}
+
+TEST(WanDit, diffusers_names_and_f32_weights_give_the_same_velocities) {
+  test::ScratchDir dir;
+  const auto names = diffusers_names();
+  ASSERT_FALSE(names.empty());
+  for (const char* config : {"t2v", "ti2v"}) {
+    SCOPED_TRACE(config);
+    const auto set = official(config);
+    const auto diffusers = rewrite(
+        set, dir / (std::string(config) + "_diffusers.safetensors"),
+        [&](const std::string& n) { return names.at(n); },
+        [](const std::string&, DType d) { return d; });
+    EXPECT_NE(diffusers.find("blocks.0.attn1.to_q.weight"), nullptr);
+    const auto f32 = rewrite(
+        set, dir / (std::string(config) + "_f32.safetensors"),
+        [](const std::string& n) { return n; },
+        [](const std::string&, DType) { return DType::kF32; });
+    const Reference r = load_reference(config);
+    const RunResult base = run(set, r, r.cases[0].t, {r.context});
+    // The same tensors under other names: the same bits.
+    EXPECT_TRUE(
+        same_bits(run(diffusers, r, r.cases[0].t, {r.context}).velocities[0], base.velocities[0]));
+    expect_matches_reference(f32, r, (std::string(config) + " official f32").c_str());
+  }
+}
+
+TEST(WanDit, comfy_scaled_fp8_weights_are_multiplied_by_their_scales) {
+  test::ScratchDir dir;
+  const auto set = official("ti2v");
+  const auto is_linear = [](const std::string& n) {
+    return n.starts_with("blocks.") && n.ends_with(".weight") &&
+           n.find("norm") == std::string::npos;
+  };
+  const auto fp8 = rewrite(
+      set, dir / "fp8.safetensors",
+      [](const std::string& n) { return "model.diffusion_model." + n; },
+      [&](const std::string& n, DType d) { return is_linear(n) ? DType::kF8E4M3 : d; });
+  ASSERT_NE(fp8.find("model.diffusion_model.blocks.1.ffn.2.scale_weight"), nullptr);
+  const Reference r = load_reference("ti2v");
+  const auto got = run(fp8, r, r.cases[0].t, {r.context}).velocities[0];
+  // What the fp8 file means: each f8 value times its tensor's scale, as f32 weights.
+  std::map<std::string, float> scales;
+  for (const auto& e : fp8.entries()) {
+    if (e.tensor->name.ends_with(".scale_weight"))
+      scales[e.tensor->name] = read_f32(*e.file, *e.tensor)[0];
+  }
+  std::vector<io::TensorSpec> specs;
+  std::vector<std::vector<float>> data;
+  for (const auto& e : fp8.entries()) {
+    const std::string& n = e.tensor->name;
+    if (n.ends_with(".scale_weight") || n == "scaled_fp8") continue;
+    std::vector<float> v = read_f32(*e.file, *e.tensor);
+    if (e.tensor->dtype == DType::kF8E4M3) {
+      const float s = scales.at(n.substr(0, n.size() - 7) + ".scale_weight");
+      for (float& x : v) x *= s;
+    }
+    specs.push_back({n, DType::kF32, e.tensor->shape});
+    data.push_back(std::move(v));
+  }
+  io::write_safetensors(dir / "dequantised.safetensors", specs, {},
+                        [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+                          std::memcpy(out.data(),
+                                      reinterpret_cast<const std::byte*>(data[i].data()) + offset,
+                                      out.size());
+                        });
+  const auto plain = io::SafetensorsSet::open(dir / "dequantised.safetensors");
+  const auto want = run(plain, r, r.cases[0].t, {r.context}).velocities[0];
+  const Deviation vs_dequantised = compare(got, want);
+  // Equal up to the bf16 rounding floor (alpha · (x · w8) vs x · (w8 · scale) in the GEMM); a
+  // scale ignored or applied twice would be off by orders of magnitude.
+  EXPECT_LT(vs_dequantised.max_rel, kMaxErrorBound);
+  EXPECT_LT(vs_dequantised.rms_rel, kRmsErrorBound);
+  // fp8 is coarse: the official bf16 velocity is further away, but not far (scales applied).
+  const Deviation vs_official = compare(got, r.cases[0].v);
+  EXPECT_LT(vs_official.max_rel, 0.2);
+  EXPECT_GT(vs_official.rms_rel, kRmsErrorBound);
+  std::printf("  [fp8] vs dequantised f32: max %.2e; vs official bf16: max %.2e, rms %.2e\n",
+              vs_dequantised.max_rel, vs_official.max_rel, vs_official.rms_rel);
+}
+
+TEST(WanDit, distinct_timesteps_are_embedded_once_and_scattered_ones_match_per_token) {
+  // Case 3 draws each token's t from {0, 250, 999}: dozens of runs over three values, which the
+  // official code embeds token by token (expect_matches_reference checks it too).
+  const auto set = official("ti2v");
+  const Reference r = load_reference("ti2v");
+  const Case& scattered = r.cases[3];
+  int changes = 0;
+  for (std::size_t n = 1; n < scattered.t.size(); ++n)
+    changes += scattered.t[n] != scattered.t[n - 1];
+  ASSERT_GT(changes, 20);
+  const RunResult got = run(set, r, scattered.t, {r.context});
+  EXPECT_LT(compare(got.velocities[0], scattered.v).rms_rel, kRmsErrorBound);
+  // The time embedding takes room for 3 values, not 72 tokens: the estimate for 3 distinct
+  // values holds the forward.
+  EXPECT_LE(got.peak, got.estimate);
+}
+
+TEST(WanDit, streamed_blocks_give_the_resident_bits) {
+  const auto set = official("ti2v");
+  const Reference r = load_reference("ti2v");
+  const std::vector<float>& t = r.cases[1].t;
+  const auto reference = run(set, r, t, {r.context}).velocities[0];
+  for (ReadMethod method : {ReadMethod::kMapped, ReadMethod::kDirect}) {
+    for (const auto& blocks : {std::vector<Placement>{Placement::kDisk, Placement::kDisk},
+                               std::vector<Placement>{Placement::kPinnedCache, Placement::kDisk},
+                               std::vector<Placement>{Placement::kDisk, Placement::kDevice}}) {
+      const RunResult streamed = run(set, r, t, {r.context}, blocks, method, 0, 2);
+      EXPECT_TRUE(same_bits(streamed.velocities[0], reference));
+    }
+  }
+}
+
+TEST(WanDit, cfg_forward_equals_two_single_forwards) {
+  const auto set = official("ti2v");
+  const Reference r = load_reference("ti2v");
+  // The unconditional context: fewer rows, other values.
+  std::vector<float> uncond(r.context.begin(), r.context.begin() + 3 * r.context_shape[1]);
+  for (float& v : uncond) v = -v;
+  const std::vector<float>& t = r.cases[0].t;
+  const RunResult cfg =
+      run(set, r, t, {r.context, uncond}, {Placement::kDisk, Placement::kPinnedCache});
+  const auto cond_only = run(set, r, t, {r.context}).velocities[0];
+  const auto uncond_only = run(set, r, t, {uncond}).velocities[0];
+  ASSERT_EQ(cfg.velocities.size(), 2u);
+  EXPECT_TRUE(same_bits(cfg.velocities[0], cond_only));
+  EXPECT_TRUE(same_bits(cfg.velocities[1], uncond_only));
+  EXPECT_FALSE(same_bits(cond_only, uncond_only)) << "the context matters";
+}
+
+TEST(WanDit, forward_fits_the_activation_estimate) {
+  const auto set = official("ti2v");
+  const Reference r = load_reference("ti2v");
+  const std::vector<float>& t = r.cases[0].t;  // two distinct values
+  for (std::int64_t chunk : {0, 16}) {
+    for (int branches : {1, 2}) {
+      std::vector<std::vector<float>> contexts(static_cast<std::size_t>(branches), r.context);
+      const RunResult got = run(set, r, t, contexts, {}, ReadMethod::kMapped, chunk, 2);
+      EXPECT_LE(got.peak, got.estimate) << "chunk " << chunk << ", branches " << branches;
+      // The estimate is the forward's own accounting, not a loose bound.
+      EXPECT_EQ(got.peak, got.estimate) << "chunk " << chunk << ", branches " << branches;
+    }
+  }
+  // A real size: the lean working set of wan.md §E (≈2.1 GB for 5B at 704x1280x121, one branch).
+  const std::int64_t tokens = dit_tokens(kTI2V_5B, 1280, 704, 121);
+  EXPECT_EQ(tokens, 27280);
+  const double gb = static_cast<double>(dit_activation_bytes(kTI2V_5B, tokens, 0, 1, 2)) / 1e9;
+  EXPECT_GT(gb, 1.5);
+  EXPECT_LT(gb, 3.0);
+}
+
+TEST(WanDit, a_short_arena_is_refused_before_the_pass_starts) {
+  const auto set = official("t2v");
+  const Reference r = load_reference("t2v");
+  cpu::CpuBackend backend;
+  const offload::ModelLayout layout = dit_model_layout(set, 1, 1, 1, 0);
+  WanDit model(backend, set, layout);
+  offload::WeightStreamer streamer(backend, layout, plan_for(layout, resident(2)));
+  const std::uint64_t needed = dit_activation_bytes(model.config(), 72, 0, 1, 1);
+  auto memory = backend.allocate(needed);
+  const Owned latent(backend, DType::kF32, r.x_shape, r.x.data());
+  const Owned context(backend, DType::kF32, r.context_shape, r.context.data());
+  const Owned velocity(backend, DType::kF32, r.x_shape);
+  const std::vector<float> t{500.0f};
+  memory::Arena short_arena(memory->data(), needed - 1, backend.device());
+  EXPECT_EQ(test::error_code_of([&] {
+              model.forward(streamer, short_arena, latent.tensor, t, {&context.tensor, 1},
+                            {&velocity.tensor, 1});
+            }),
+            ErrorCode::kOutOfMemory);
+  // The streamer is still between passes: the next forward runs.
+  memory::Arena arena(memory->data(), needed, backend.device());
+  model.forward(streamer, arena, latent.tensor, t, {&context.tensor, 1}, {&velocity.tensor, 1});
+  std::vector<float> v(r.x.size());
+  backend.download(velocity.tensor, v.data());
+  EXPECT_LT(compare(v, r.cases[1].v).rms_rel, kRmsErrorBound);
+}
+
+TEST(WanDit, a_context_of_the_wrong_width_is_refused) {
+  const auto set = official("t2v");
+  const Reference r = load_reference("t2v");
+  const std::vector<float> wide(static_cast<std::size_t>(4 * (r.context_shape[1] + 1)), 0.5f);
+  Reference bad = r;
+  bad.context_shape[1] += 1;
+  EXPECT_EQ(test::error_code_of([&] { run(set, bad, r.cases[0].t, {wide}); }),
+            ErrorCode::kBadArgument);
+  const std::vector<float> wrong_count(5, 1.0f);
+  EXPECT_EQ(test::error_code_of([&] { run(set, r, wrong_count, {r.context}); }),
+            ErrorCode::kBadArgument);
+}
+
+}  // namespace
+}  // namespace ferry::models::wan
