@@ -10,7 +10,9 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 
-std::string mib(std::uint64_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB) + " MiB"; }
+std::string mib(std::uint64_t bytes) {
+  return std::to_string((bytes + kMiB - 1) / kMiB) + " MiB";
+}
 
 // The largest slot a streamed group needs.
 std::uint64_t largest_group_slot(const ModelLayout& layout) {
@@ -33,9 +35,10 @@ std::uint64_t always_resident_bytes(const ModelLayout& layout) {
 
 std::uint64_t usable_device_bytes(const Preset& preset, const MachineInfo& machine) {
   if (preset.device == Device::kCpu) return preset.ram_budget_bytes;
-  const std::uint64_t free_after_headroom = machine.free_vram_bytes > preset.vram_headroom_bytes
-                                                ? machine.free_vram_bytes - preset.vram_headroom_bytes
-                                                : 0;
+  const std::uint64_t free_after_headroom =
+      machine.free_vram_bytes > preset.vram_headroom_bytes
+          ? machine.free_vram_bytes - preset.vram_headroom_bytes
+          : 0;
   return std::min(preset.vram_budget_bytes, free_after_headroom);
 }
 
@@ -46,9 +49,9 @@ std::uint64_t minimum_device_bytes(const ModelLayout& layout, const Preset& pres
 
 Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInfo& machine) {
   if (preset.device == Device::kCuda && !machine.has_gpu) {
-    throw Error(ErrorCode::kUnsupported,
-                "preset '" + preset.name + "' needs an NVIDIA GPU and none was found: use the "
-                "cpu preset (slow) or a machine with a GPU");
+    throw Error(ErrorCode::kUnsupported, "preset '" + preset.name +
+                                             "' needs an NVIDIA GPU and none was found: use the "
+                                             "cpu preset (slow) or a machine with a GPU");
   }
   const std::size_t n = layout.groups.size();
   Plan plan;
@@ -86,22 +89,24 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
           break;
         }
       }
-      throw Error(ErrorCode::kDoesNotFit,
-                  layout.name + " needs at least " + mib(minimum) + " of " +
-                      (preset.device == Device::kCpu ? "RAM" : "VRAM") + " at this size (" +
-                      mib(layout.activation_bytes) + " working memory, " + mib(always) +
-                      " always-resident weights, " + std::to_string(preset.look_ahead + 1) +
-                      " slots of " + mib(slot) + "), but preset '" + preset.name + "' has " +
-                      mib(device_budget) + " here" +
-                      (fits.empty() ? ": choose a smaller size or fewer frames"
-                                    : ": choose a smaller size, or preset '" + fits + "' on a larger GPU"));
+      throw Error(
+          ErrorCode::kDoesNotFit,
+          layout.name + " needs at least " + mib(minimum) + " of " +
+              (preset.device == Device::kCpu ? "RAM" : "VRAM") + " at this size (" +
+              mib(layout.activation_bytes) + " working memory, " + mib(always) +
+              " always-resident weights, " + std::to_string(preset.look_ahead + 1) + " slots of " +
+              mib(slot) + "), but preset '" + preset.name + "' has " + mib(device_budget) +
+              " here" +
+              (fits.empty() ? ": choose a smaller size or fewer frames"
+                            : ": choose a smaller size, or preset '" + fits + "' on a larger GPU"));
     }
     // Resident blocks, as many as the rest of the budget holds, spread evenly through the stack.
     plan.device_slots = preset.look_ahead + 1;
     plan.device_slot_bytes = slot;
     const std::uint64_t spare = device_budget - minimum;
     std::uint64_t average = all_streamable_bytes / std::max<std::size_t>(streamable.size(), 1);
-    std::size_t resident = average == 0 ? 0 : static_cast<std::size_t>(spare / std::max<std::uint64_t>(average, 1));
+    std::size_t resident =
+        average == 0 ? 0 : static_cast<std::size_t>(spare / std::max<std::uint64_t>(average, 1));
     resident = std::min(resident, streamable.size());
     // Even spread, then trimmed from the end until the real sizes fit the spare budget.
     for (;; --resident) {
@@ -128,8 +133,9 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
   }
   const std::uint64_t ring = plan.staging_slots * plan.staging_slot_bytes;
   std::uint64_t ram_fixed = kProcessBaseBytes + ring;
-  if (preset.device == Device::kCpu) ram_fixed += plan.resident_bytes + plan.activation_bytes +
-                                                   plan.device_slots * plan.device_slot_bytes;
+  if (preset.device == Device::kCpu)
+    ram_fixed +=
+        plan.resident_bytes + plan.activation_bytes + plan.device_slots * plan.device_slot_bytes;
   if (ram_fixed > preset.ram_budget_bytes) {
     throw Error(ErrorCode::kDoesNotFit,
                 "preset '" + preset.name + "' allows " + mib(preset.ram_budget_bytes) +
@@ -157,10 +163,35 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
     plan.predicted_vram_peak = 0;
     plan.predicted_ram_peak = ram_fixed;
   } else {
-    plan.predicted_vram_peak = plan.resident_bytes + plan.device_slots * plan.device_slot_bytes +
-                               plan.activation_bytes;
+    plan.predicted_vram_peak =
+        plan.resident_bytes + plan.device_slots * plan.device_slot_bytes + plan.activation_bytes;
     plan.predicted_ram_peak = ram_fixed + plan.pinned_cache_bytes;
   }
+  return plan;
+}
+
+Plan streamed_plan(const ModelLayout& layout, const Preset& preset) {
+  Plan plan;
+  plan.look_ahead = preset.look_ahead;
+  plan.read_method = preset.read_method;
+  plan.activation_bytes = layout.activation_bytes;
+  plan.resident_bytes = always_resident_bytes(layout);
+  bool streams = false;
+  for (const LayerGroup& g : layout.groups) {
+    plan.placement.push_back(g.always_resident ? Placement::kDevice : Placement::kDisk);
+    streams |= !g.always_resident;
+  }
+  if (streams) {
+    plan.device_slots = preset.look_ahead + 1;
+    plan.device_slot_bytes = largest_group_slot(layout);
+    plan.staging_slots = preset.staging_slots;
+    plan.staging_slot_bytes = preset.staging_slot_bytes;
+  }
+  const std::uint64_t device =
+      plan.resident_bytes + plan.device_slots * plan.device_slot_bytes + plan.activation_bytes;
+  const std::uint64_t ring = plan.staging_slots * plan.staging_slot_bytes;
+  plan.predicted_vram_peak = preset.device == Device::kCpu ? 0 : device;
+  plan.predicted_ram_peak = kProcessBaseBytes + ring + (preset.device == Device::kCpu ? device : 0);
   return plan;
 }
 

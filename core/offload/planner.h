@@ -16,6 +16,11 @@ inline constexpr std::uint64_t kProcessBaseBytes = 400ull << 20;
 
 Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInfo& machine);
 
+// The plan that streams every group but the always-resident ones from disk on every pass, with
+// the preset's look-ahead, staging ring and read method: what the demo runs (to show the disk
+// path on any machine) and what benchmarks compare against. No budget check.
+Plan streamed_plan(const ModelLayout& layout, const Preset& preset);
+
 // The device memory a preset may use on this machine: its budget, less headroom below what the
 // driver reports free. For the CPU preset, the RAM budget (the "device" is host memory).
 std::uint64_t usable_device_bytes(const Preset& preset, const MachineInfo& machine);

@@ -25,12 +25,14 @@ struct FakeModel {
     layout.name = "fake model";
     layout.activation_bytes = activation_mib * kMiB;
     add_group("embeddings", 20 * kMiB, true);
-    for (int i = 0; i < blocks; ++i) add_group("blocks." + std::to_string(i), block_mib * kMiB, false);
+    for (int i = 0; i < blocks; ++i)
+      add_group("blocks." + std::to_string(i), block_mib * kMiB, false);
     add_group("head", kMiB, true);
   }
   void add_group(std::string name, std::uint64_t bytes, bool always) {
     tensors.push_back(io::TensorInfo{name + ".weight", DType::kBF16, {bytes / 2}, 0, bytes});
-    layout.groups.push_back(LayerGroup{std::move(name), {WeightRef{nullptr, &tensors.back()}}, always});
+    layout.groups.push_back(
+        LayerGroup{std::move(name), {WeightRef{nullptr, &tensors.back()}}, always});
   }
 };
 
@@ -38,7 +40,9 @@ MachineInfo laptop(std::uint64_t vram_gib, std::uint64_t ram_gib) {
   return MachineInfo{true, vram_gib * kGiB, vram_gib * kGiB, ram_gib * kGiB, ram_gib * kGiB};
 }
 
-Preset preset(std::string_view name) { return find_preset(builtin_presets(), name, laptop(8, 24)); }
+Preset preset(std::string_view name) {
+  return find_preset(builtin_presets(), name, laptop(8, 24));
+}
 
 TEST(Presets, every_built_in_preset_loads_and_has_a_description) {
   const auto& presets = builtin_presets();
@@ -53,7 +57,8 @@ TEST(Presets, every_built_in_preset_loads_and_has_a_description) {
 }
 
 TEST(Presets, invalid_presets_are_refused_naming_the_field) {
-  const std::string base = R"({"name": "mine", "description": "My laptop.", "vram_budget_mib": 4000, "ram_budget_mib": 8000)";
+  const std::string base =
+      R"({"name": "mine", "description": "My laptop.", "vram_budget_mib": 4000, "ram_budget_mib": 8000)";
   EXPECT_NO_THROW(parse_preset(base + "}", "mine.json"));
   const std::pair<std::string, std::string> broken[] = {
       {base + R"(, "look_ahead": 0})", "look_ahead"},
@@ -61,8 +66,10 @@ TEST(Presets, invalid_presets_are_refused_naming_the_field) {
       {base + R"(, "vram_budget": 4000})", "unknown field"},
       {base + R"(, "max_pinned_fraction_of_ram": 0.9})", "max_pinned_fraction_of_ram"},
       {base + R"(, "vae_tile_px": 100})", "vae_tile_px"},
-      {R"({"name": "Mine!", "description": "x", "vram_budget_mib": 1, "ram_budget_mib": 2000})", "name"},
-      {R"({"name": "x", "description": "x", "vram_budget_mib": -5, "ram_budget_mib": 2000})", "vram_budget_mib"},
+      {R"({"name": "Mine!", "description": "x", "vram_budget_mib": 1, "ram_budget_mib": 2000})",
+       "name"},
+      {R"({"name": "x", "description": "x", "vram_budget_mib": -5, "ram_budget_mib": 2000})",
+       "vram_budget_mib"},
       {"[1, 2]", "one JSON object"},
       {"{\"name\": ", "not valid JSON"},
   };
@@ -80,11 +87,17 @@ TEST(Presets, invalid_presets_are_refused_naming_the_field) {
 
 TEST(Presets, user_presets_join_the_built_ins_and_may_not_take_their_names) {
   test::ScratchDir dir;
-  test::write_file(dir / "studio.json", std::string_view(R"({"name": "studio", "description": "The studio box.", "vram_budget_mib": 40000, "ram_budget_mib": 60000})"));
+  test::write_file(
+      dir / "studio.json",
+      std::string_view(
+          R"({"name": "studio", "description": "The studio box.", "vram_budget_mib": 40000, "ram_budget_mib": 60000})"));
   const auto presets = load_presets(dir.path());
   EXPECT_EQ(presets.size(), builtin_presets().size() + 1);
   EXPECT_EQ(find_preset(presets, "studio", laptop(8, 24)).vram_budget_bytes, 40000 * kMiB);
-  test::write_file(dir / "clash.json", std::string_view(R"({"name": "laptop-8gb", "description": "x", "vram_budget_mib": 1, "ram_budget_mib": 2000})"));
+  test::write_file(
+      dir / "clash.json",
+      std::string_view(
+          R"({"name": "laptop-8gb", "description": "x", "vram_budget_mib": 1, "ram_budget_mib": 2000})"));
   EXPECT_THROW(load_presets(dir.path()), Error);
   EXPECT_THROW(find_preset(builtin_presets(), "nope", laptop(8, 24)), Error);
 }
@@ -106,6 +119,22 @@ TEST(Planner, everything_stays_on_the_device_when_it_fits) {
   EXPECT_LE(plan.predicted_vram_peak, usable_device_bytes(preset("desktop-24gb"), laptop(24, 64)));
 }
 
+TEST(Planner, the_streamed_plan_reads_every_block_from_disk_whatever_the_budget) {
+  const FakeModel m(4, 10, 50);
+  const Preset p = preset("desktop-24gb");
+  const Plan plan = streamed_plan(m.layout, p);
+  ASSERT_EQ(plan.placement.size(), 6u);
+  EXPECT_EQ(plan.placement.front(), Placement::kDevice);  // embeddings
+  EXPECT_EQ(plan.placement.back(), Placement::kDevice);   // head
+  EXPECT_EQ(plan.count(Placement::kDisk), 4u);
+  EXPECT_EQ(plan.device_slots, p.look_ahead + 1);
+  EXPECT_EQ(plan.device_slot_bytes, m.layout.groups[1].slot_bytes());
+  EXPECT_EQ(plan.staging_slots, p.staging_slots);
+  EXPECT_EQ(plan.resident_bytes, m.layout.groups[0].slot_bytes() + m.layout.groups[5].slot_bytes());
+  EXPECT_EQ(plan.predicted_vram_peak,
+            plan.resident_bytes + plan.device_slots * plan.device_slot_bytes + 50 * kMiB);
+}
+
 TEST(Planner, resident_blocks_spread_evenly_and_the_plan_fits_its_budgets) {
   const FakeModel m(30, 312, 2100);  // the 5B DiT at 720p: 30 × 312 MiB
   for (const char* name : {"laptop-6gb", "laptop-8gb", "desktop-12gb", "desktop-16gb"}) {
@@ -115,9 +144,11 @@ TEST(Planner, resident_blocks_spread_evenly_and_the_plan_fits_its_budgets) {
     EXPECT_LE(plan.predicted_vram_peak, usable_device_bytes(p, machine)) << name;
     EXPECT_LE(plan.predicted_ram_peak, p.ram_budget_bytes) << name;
     EXPECT_LE(plan.pinned_cache_bytes,
-              static_cast<std::uint64_t>(p.max_pinned_fraction_of_ram * 32.0 * kGiB)) << name;
+              static_cast<std::uint64_t>(p.max_pinned_fraction_of_ram * 32.0 * kGiB))
+        << name;
     if (plan.count(Placement::kDevice) == m.layout.groups.size()) {
-      EXPECT_EQ(std::string(name), "desktop-16gb") << "only the 16 GB preset holds the whole 5B model";
+      EXPECT_EQ(std::string(name), "desktop-16gb")
+          << "only the 16 GB preset holds the whole 5B model";
       continue;
     }
     EXPECT_EQ(plan.device_slots, p.look_ahead + 1);
@@ -155,10 +186,18 @@ TEST(Planner, an_impossible_budget_is_refused_with_what_would_fit) {
     EXPECT_EQ(e.code(), ErrorCode::kDoesNotFit);
     EXPECT_EQ(exit_code(e.code()), 3);
     const std::string text = e.what();
-    EXPECT_NE(text.find("needs at least " + std::to_string((minimum_device_bytes(m.layout, preset("laptop-6gb")) + kMiB - 1) / kMiB) + " MiB"), std::string::npos) << text;
+    EXPECT_NE(
+        text.find("needs at least " +
+                  std::to_string((minimum_device_bytes(m.layout, preset("laptop-6gb")) + kMiB - 1) /
+                                 kMiB) +
+                  " MiB"),
+        std::string::npos)
+        << text;
     EXPECT_NE(text.find("laptop-8gb"), std::string::npos) << text;
   }
-  EXPECT_THROW(make_plan(m.layout, preset("laptop-8gb"), MachineInfo{false, 0, 0, 16 * kGiB, 16 * kGiB}), Error);
+  EXPECT_THROW(
+      make_plan(m.layout, preset("laptop-8gb"), MachineInfo{false, 0, 0, 16 * kGiB, 16 * kGiB}),
+      Error);
 }
 
 }  // namespace

@@ -1,0 +1,408 @@
+#include "core/pipeline/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/io/partial_file.h"
+#include "core/io/safetensors_set.h"
+#include "core/memory/arena.h"
+#include "core/models/umt5/encoder.h"
+#include "core/models/umt5/tokenizer.h"
+#include "core/models/wan/dit.h"
+#include "core/models/wan/ti2v.h"
+#include "core/models/wan/vae.h"
+#include "core/models/wan/vae_tiling.h"
+#include "core/offload/planner.h"
+#include "core/pipeline/noise.h"
+#if defined(FERRY_HAVE_FFMPEG)
+#include "core/media/video_writer.h"
+#endif
+
+namespace ferry::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+namespace wan = models::wan;
+namespace umt5 = models::umt5;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A backend allocation with a tensor over it.
+struct DeviceTensor {
+  std::unique_ptr<DeviceBuffer> memory;
+  Tensor tensor;
+};
+
+DeviceTensor device_tensor(Backend& backend, DType dtype, const Shape& shape) {
+  DeviceTensor t;
+  t.memory = backend.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  t.tensor = Tensor{t.memory->data(), dtype, shape, backend.device()};
+  return t;
+}
+
+// ---- text ----
+
+std::vector<umt5::TextEmbedding> encode_text(Backend& backend, const ModelSet& set,
+                                             const ResolvedRequest& r,
+                                             const offload::Preset& preset,
+                                             const offload::MachineInfo& machine,
+                                             const std::atomic<bool>& cancelled,
+                                             const GeneratorOptions& generator_options) {
+#if defined(FERRY_HAVE_SENTENCEPIECE)
+  const io::SafetensorsSet weights_set = io::SafetensorsSet::open(set.text_encoder);
+  const umt5::Tokenizer tokenizer = set.tokenizer_embedded()
+                                        ? umt5::Tokenizer::from_checkpoint(weights_set)
+                                        : umt5::Tokenizer::from_model_file(set.tokenizer_model);
+  const std::vector<std::vector<std::int32_t>> prompts = {
+      tokenizer.tokenize(r.request.prompt).ids, tokenizer.tokenize(r.negative_prompt).ids};
+  const auto weights = umt5::EncoderWeights::from(weights_set);
+  const offload::ModelLayout layout = weights.model_layout();
+  const offload::Plan plan = generator_options.stream_all
+                                 ? offload::streamed_plan(layout, preset)
+                                 : offload::make_plan(layout, preset, machine);
+  umt5::EncodeOptions options;
+  options.streamer = generator_options.streamer;
+  options.cancel = &cancelled;
+  return umt5::encode(backend, weights, plan, prompts, options).embeddings;
+#else
+  (void)backend, (void)set, (void)r, (void)preset, (void)machine, (void)cancelled,
+      (void)generator_options;
+  throw Error(ErrorCode::kUnsupported, "this build of Ferry has no tokenizer (SentencePiece)");
+#endif
+}
+
+// ---- image ----
+
+// The start image as the official code prepares it (§B.8), encoded to z0 [z, 1, h, w].
+std::vector<float> encode_image(Backend& backend, const ModelSet& set, const ResolvedRequest& r,
+                                const media::RgbImage& image) {
+#if defined(FERRY_HAVE_FFMPEG)
+  const media::RgbImage fitted = media::resize_and_center_crop(image, r.width, r.height);
+  const std::size_t plane = static_cast<std::size_t>(r.width) * r.height;
+  std::vector<float> pixels(3 * plane);
+  for (std::size_t i = 0; i < plane; ++i) {
+    for (std::size_t c = 0; c < 3; ++c) {
+      pixels[c * plane + i] = (fitted.rgb[i * 3 + c] / 255.0f - 0.5f) / 0.5f;
+    }
+  }
+  const io::SafetensorsSet vae_set = io::SafetensorsSet::open(set.vae);
+  const wan::VaeWeights weights = wan::VaeWeights::load(backend, vae_set);
+  wan::WanVae vae(backend, weights);
+  DeviceTensor video = device_tensor(backend, DType::kF32, Shape{3, 1, r.height, r.width});
+  backend.upload(video.tensor, pixels.data());
+  const std::int64_t z = weights.config().z_dim;
+  DeviceTensor latent =
+      device_tensor(backend, DType::kF32, Shape{z, 1, r.latent_height, r.latent_width});
+  const std::size_t arena_bytes = wan::WanVae::encode_arena_bytes(weights, 1, r.height, r.width);
+  const auto arena_memory = backend.allocate(arena_bytes);
+  memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
+  vae.encode(video.tensor, arena, latent.tensor);
+  std::vector<float> z0(static_cast<std::size_t>(latent.tensor.numel()));
+  backend.download(latent.tensor, z0.data());
+  return z0;
+#else
+  (void)backend, (void)set, (void)r, (void)image;
+  throw Error(ErrorCode::kUnsupported, "this build of Ferry reads no images (no FFmpeg)");
+#endif
+}
+
+// ---- preview ----
+
+// The first frame of a latent [C, T, h, w] as RGB: the channels in three groups, each group's
+// mean one colour, stretched to the frame's range. Cheap, and it shows the composition forming.
+media::RgbImage latent_preview(std::span<const float> latent, const wan::LatentGrid& g) {
+  const std::size_t plane = static_cast<std::size_t>(g.height) * g.width;
+  const std::size_t frame_stride = static_cast<std::size_t>(g.frames) * plane;
+  std::vector<float> rgb(plane * 3, 0.0f);
+  for (int c = 0; c < g.channels; ++c) {
+    const int colour = std::min(2, c * 3 / g.channels);
+    for (std::size_t i = 0; i < plane; ++i) rgb[i * 3 + colour] += latent[c * frame_stride + i];
+  }
+  const auto [lo, hi] = std::minmax_element(rgb.begin(), rgb.end());
+  const float range = std::max(*hi - *lo, 1e-6f);
+  media::RgbImage image{g.width, g.height, std::vector<std::uint8_t>(plane * 3)};
+  for (std::size_t i = 0; i < rgb.size(); ++i) {
+    image.rgb[i] = static_cast<std::uint8_t>(std::lround((rgb[i] - *lo) / range * 255.0f));
+  }
+  return image;
+}
+
+// ---- metadata ----
+
+[[maybe_unused]] nlohmann::json settings_json(const ResolvedRequest& r, const ModelSet& set,
+                                              const offload::Preset& preset) {
+  nlohmann::json j;
+  j["prompt"] = r.request.prompt;
+  j["negative_prompt"] = r.negative_prompt;
+  j["seed"] = r.request.seed;
+  j["width"] = r.width;
+  j["height"] = r.height;
+  j["frames"] = r.frames;
+  j["fps"] = r.fps;
+  j["steps"] = r.steps;
+  j["guide_scale"] = r.guide_scale;
+  j["shift"] = r.shift;
+  j["sampler"] = std::string(wan::to_string(r.sampler));
+  j["preset"] = preset.name;
+  j["model"] = std::string(set.dit_config.name);
+  j["model_files"] = {io::detail::display(set.dit), io::detail::display(set.text_encoder),
+                      io::detail::display(set.vae)};
+  if (r.request.image) j["image"] = io::detail::display(*r.request.image);
+  j["ferry_version"] = FERRY_VERSION;
+  return j;
+}
+
+}  // namespace
+
+std::string_view stage_name(Stage stage) {
+  switch (stage) {
+    case Stage::kText:
+      return "encoding the prompt";
+    case Stage::kImage:
+      return "encoding the start image";
+    case Stage::kDenoise:
+      return "denoising";
+    case Stage::kDecode:
+      return "decoding the video";
+    case Stage::kWrite:
+      return "writing the video";
+  }
+  return "?";
+}
+
+Generator::Generator(Backend& backend, offload::MachineInfo machine,
+                     std::vector<offload::Preset> presets, GeneratorOptions options)
+    : backend_(backend),
+      machine_(machine),
+      presets_(std::move(presets)),
+      options_(std::move(options)) {}
+
+void Generator::cancel() {
+  cancelled_ = true;
+  std::lock_guard lock(active_mutex_);
+  if (active_ != nullptr) active_->cancel();
+}
+
+void Generator::set_active(offload::WeightStreamer* streamer) {
+  std::lock_guard lock(active_mutex_);
+  active_ = streamer;
+  if (streamer != nullptr && cancelled_) streamer->cancel();
+}
+
+void Generator::check_cancelled() const {
+  if (cancelled_) throw Error(ErrorCode::kCancelled, "generation cancelled");
+}
+
+GenerationResult Generator::generate(const GenerationRequest& request, ProgressSink& sink) {
+  cancelled_ = false;
+  const ModelSet set = find_model_set(request.model);
+  const offload::Preset preset = offload::find_preset(presets_, request.preset, machine_);
+
+  std::optional<media::RgbImage> image;
+  if (request.image) {
+#if defined(FERRY_HAVE_FFMPEG)
+    image = media::load_image(*request.image);
+#else
+    throw Error(ErrorCode::kUnsupported, "this build of Ferry reads no images (no FFmpeg)");
+#endif
+  }
+  const ResolvedRequest r = resolve(
+      request, set, image ? std::optional(std::pair(image->width, image->height)) : std::nullopt);
+  GenerationResult result;
+  result.settings = r;
+
+  // ---- text ----
+  sink.stage(Stage::kText);
+  const std::vector<umt5::TextEmbedding> text =
+      encode_text(backend_, set, r, preset, machine_, cancelled_, options_);
+  check_cancelled();
+
+  const wan::LatentGrid grid{static_cast<int>(set.dit_config.in_dim),
+                             static_cast<int>(r.latent_frames), static_cast<int>(r.latent_height),
+                             static_cast<int>(r.latent_width)};
+  const wan::Ti2vMode mode = image ? wan::Ti2vMode::kImageToVideo : wan::Ti2vMode::kTextToVideo;
+
+  // ---- image ----
+  std::vector<float> z0;
+  if (image) {
+    sink.stage(Stage::kImage);
+    z0 = encode_image(backend_, set, r, *image);
+    check_cancelled();
+  }
+
+  // ---- denoise ----
+  sink.stage(Stage::kDenoise);
+  std::vector<float> latent(grid.size());
+  normal_noise(request.seed, 0, latent);
+  if (image) wan::ti2v_insert_frame0(grid, z0, latent);
+  {
+    const io::SafetensorsSet dit_set = io::SafetensorsSet::open(set.dit);
+    const offload::ModelLayout layout =
+        wan::dit_model_layout(dit_set, r.width, r.height, r.frames, preset.ffn_chunk_tokens);
+    const offload::Plan plan = options_.stream_all ? offload::streamed_plan(layout, preset)
+                                                   : offload::make_plan(layout, preset, machine_);
+    result.peak_device_bytes = std::max(result.peak_device_bytes, plan.predicted_vram_peak);
+    wan::WanDit dit(backend_, dit_set, layout);
+    offload::StreamerOptions streamer_options = options_.streamer;
+    streamer_options.passes = static_cast<std::size_t>(r.steps);
+    offload::WeightStreamer streamer(backend_, layout, plan, streamer_options);
+    set_active(&streamer);
+    struct Deactivate {
+      Generator* g;
+      ~Deactivate() { g->set_active(nullptr); }
+    } deactivate{this};
+
+    const std::int64_t tokens = static_cast<std::int64_t>(grid.tokens());
+    const std::size_t arena_bytes = static_cast<std::size_t>(wan::dit_activation_bytes(
+        set.dit_config, tokens, preset.ffn_chunk_tokens, 2, image ? 2 : 1));
+    const auto arena_memory = backend_.allocate(arena_bytes);
+    memory::Arena arena(arena_memory->data(), arena_bytes, backend_.device());
+
+    const Shape latent_shape{grid.channels, grid.frames, grid.height, grid.width};
+    DeviceTensor x = device_tensor(backend_, DType::kF32, latent_shape);
+    DeviceTensor v_cond = device_tensor(backend_, DType::kF32, latent_shape);
+    DeviceTensor v_uncond = device_tensor(backend_, DType::kF32, latent_shape);
+    std::vector<DeviceTensor> contexts;
+    for (const umt5::TextEmbedding& e : text) {
+      contexts.push_back(device_tensor(backend_, DType::kBF16, Shape{e.rows, e.dim}));
+      backend_.upload(contexts.back().tensor, e.bf16.data());
+    }
+    const Tensor context_tensors[2] = {contexts[0].tensor, contexts[1].tensor};
+    const Tensor velocity_tensors[2] = {v_cond.tensor, v_uncond.tensor};
+
+    wan::Sampler sampler(r.steps, r.shift, r.sampler, latent.size());
+    std::vector<float> cond(latent.size()), uncond(latent.size()), velocity(latent.size());
+    std::vector<float> timesteps(image ? grid.tokens() : 1);
+
+    std::ofstream jsonl;
+    if (!request.stats_jsonl.empty()) {
+      jsonl.open(request.stats_jsonl, std::ios::binary | std::ios::trunc);
+      if (!jsonl) {
+        throw Error(ErrorCode::kIo,
+                    "cannot write the stats file " + io::detail::display(request.stats_jsonl));
+      }
+    }
+    const Clock::time_point denoise_start = Clock::now();
+    offload::Telemetry telemetry(
+        options_.device_memory,
+        [&](const offload::StepStats& s) {
+          StepProgress p;
+          p.step = s.step;
+          p.steps = r.steps;
+          p.seconds_per_step = seconds_since(denoise_start) / s.step;
+          p.eta_seconds = p.seconds_per_step * (r.steps - s.step);
+          p.stats = s;
+          sink.step(p);
+        },
+        jsonl.is_open() ? &jsonl : nullptr);
+
+    for (int i = 0; i < r.steps; ++i) {
+      check_cancelled();
+      const offload::StreamStats before = streamer.stats();
+      telemetry.begin_step();
+      const Clock::time_point step_start = Clock::now();
+      const std::int64_t t = sampler.timestep();
+      if (image) {
+        wan::ti2v_token_timesteps(grid, mode, t, timesteps);
+      } else {
+        timesteps[0] = static_cast<float>(t);
+      }
+      backend_.upload(x.tensor, latent.data());
+      dit.forward(streamer, arena, x.tensor, timesteps, context_tensors, velocity_tensors,
+                  preset.ffn_chunk_tokens);
+      backend_.download(v_cond.tensor, cond.data());
+      backend_.download(v_uncond.tensor, uncond.data());
+      wan::apply_guidance(cond, uncond, r.guide_scale, velocity);
+
+      // The preview: the denoised estimate x0 = x - sigma·v of this step.
+      const float sigma = sampler.sigmas()[static_cast<std::size_t>(i)];
+      for (std::size_t k = 0; k < latent.size(); ++k) cond[k] = latent[k] - sigma * velocity[k];
+      sampler.step(velocity, latent);
+      if (image) wan::ti2v_insert_frame0(grid, z0, latent);
+
+      const offload::StreamStats after = streamer.stats();
+      const double wait = after.acquire_wait_seconds - before.acquire_wait_seconds;
+      result.steps.push_back(telemetry.end_step(seconds_since(step_start) - wait, wait,
+                                                after.bytes_read - before.bytes_read));
+      sink.preview(latent_preview(cond, grid));
+    }
+  }
+  check_cancelled();
+
+  // ---- decode ----
+  sink.stage(Stage::kDecode);
+  const std::size_t plane = static_cast<std::size_t>(r.width) * r.height;
+  std::vector<float> pixels(3 * static_cast<std::size_t>(r.frames) * plane);
+  {
+    const io::SafetensorsSet vae_set = io::SafetensorsSet::open(set.vae);
+    const wan::VaeWeights weights = wan::VaeWeights::load(backend_, vae_set);
+    wan::WanVae vae(backend_, weights);
+    DeviceTensor z = device_tensor(backend_, DType::kF32,
+                                   Shape{grid.channels, grid.frames, grid.height, grid.width});
+    backend_.upload(z.tensor, latent.data());
+    const std::int64_t spatial = weights.config().spatial;
+    const std::int64_t tile = preset.vae_tile_px / spatial;
+    if (tile > 0 && (tile < grid.height || tile < grid.width)) {
+      const wan::VaeTiling tiling{tile, std::max<std::int64_t>(1, tile / 4)};
+      const std::size_t bytes =
+          wan::tiled_decode_arena_bytes(weights, tiling, grid.frames, grid.height, grid.width);
+      const auto memory = backend_.allocate(bytes);
+      memory::Arena arena(memory->data(), bytes, backend_.device());
+      wan::decode_tiled(vae, backend_, z.tensor, arena, tiling, pixels);
+    } else {
+      const std::size_t bytes = wan::WanVae::decode_arena_bytes(weights, grid.height, grid.width);
+      const auto memory = backend_.allocate(bytes);
+      memory::Arena arena(memory->data(), bytes, backend_.device());
+      vae.decode(z.tensor, arena, pixels);
+    }
+  }
+  check_cancelled();
+
+  // ---- write ----
+  sink.stage(Stage::kWrite);
+#if defined(FERRY_HAVE_FFMPEG)
+  const nlohmann::json settings = settings_json(r, set, preset);
+  media::VideoSettings video;
+  video.width = r.width;
+  video.height = r.height;
+  video.fps = r.fps;
+  video.metadata = {
+      {"title", r.request.prompt}, {"comment", settings.dump()}, {"ferry_version", FERRY_VERSION}};
+  media::VideoWriter writer(request.output, video);
+  media::RgbImage frame{r.width, r.height, std::vector<std::uint8_t>(plane * 3)};
+  const std::size_t frame_stride = static_cast<std::size_t>(r.frames) * plane;
+  for (int f = 0; f < r.frames; ++f) {
+    check_cancelled();
+    for (std::size_t i = 0; i < plane; ++i) {
+      for (std::size_t c = 0; c < 3; ++c) {
+        // The official conversion: clamp to [-1, 1], to [0, 1], ×255, truncated to uint8.
+        const float v = std::clamp(pixels[c * frame_stride + f * plane + i], -1.0f, 1.0f);
+        frame.rgb[i * 3 + c] = static_cast<std::uint8_t>((v + 1.0f) / 2.0f * 255.0f);
+      }
+    }
+    writer.write(frame);
+  }
+  writer.finish();
+  result.encoder = writer.encoder();
+  result.video = request.output;
+  result.sidecar = fs::path(request.output).replace_extension(".json");
+  const std::string sidecar = settings.dump(2) + "\n";
+  io::write_file_atomically(result.sidecar, std::as_bytes(std::span(sidecar)));
+#else
+  throw Error(ErrorCode::kUnsupported, "this build of Ferry writes no video (no FFmpeg)");
+#endif
+  return result;
+}
+
+}  // namespace ferry::pipeline
