@@ -21,6 +21,7 @@
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_tiling.h"
 #include "core/offload/planner.h"
+#include "core/pipeline/denoise.h"
 #include "core/pipeline/noise.h"
 #if defined(FERRY_HAVE_FFMPEG)
 #include "core/media/video_writer.h"
@@ -231,7 +232,6 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   const wan::LatentGrid grid{static_cast<int>(set.dit_config.in_dim),
                              static_cast<int>(r.latent_frames), static_cast<int>(r.latent_height),
                              static_cast<int>(r.latent_width)};
-  const wan::Ti2vMode mode = image ? wan::Ti2vMode::kImageToVideo : wan::Ti2vMode::kTextToVideo;
 
   // ---- image ----
   std::vector<float> z0;
@@ -269,21 +269,12 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
     const auto arena_memory = backend_.allocate(arena_bytes);
     memory::Arena arena(arena_memory->data(), arena_bytes, backend_.device());
 
-    const Shape latent_shape{grid.channels, grid.frames, grid.height, grid.width};
-    DeviceTensor x = device_tensor(backend_, DType::kF32, latent_shape);
-    DeviceTensor v_cond = device_tensor(backend_, DType::kF32, latent_shape);
-    DeviceTensor v_uncond = device_tensor(backend_, DType::kF32, latent_shape);
     std::vector<DeviceTensor> contexts;
     for (const umt5::TextEmbedding& e : text) {
       contexts.push_back(device_tensor(backend_, DType::kBF16, Shape{e.rows, e.dim}));
       backend_.upload(contexts.back().tensor, e.bf16.data());
     }
     const Tensor context_tensors[2] = {contexts[0].tensor, contexts[1].tensor};
-    const Tensor velocity_tensors[2] = {v_cond.tensor, v_uncond.tensor};
-
-    wan::Sampler sampler(r.steps, r.shift, r.sampler, latent.size());
-    std::vector<float> cond(latent.size()), uncond(latent.size()), velocity(latent.size());
-    std::vector<float> timesteps(image ? grid.tokens() : 1);
 
     std::ofstream jsonl;
     if (!request.stats_jsonl.empty()) {
@@ -307,36 +298,29 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
         },
         jsonl.is_open() ? &jsonl : nullptr);
 
-    for (int i = 0; i < r.steps; ++i) {
+    offload::StreamStats before;
+    Clock::time_point step_start;
+    DenoiseHooks hooks;
+    hooks.before_step = [&](int) {
       check_cancelled();
-      const offload::StreamStats before = streamer.stats();
+      before = streamer.stats();
       telemetry.begin_step();
-      const Clock::time_point step_start = Clock::now();
-      const std::int64_t t = sampler.timestep();
-      if (image) {
-        wan::ti2v_token_timesteps(grid, mode, t, timesteps);
-      } else {
-        timesteps[0] = static_cast<float>(t);
-      }
-      backend_.upload(x.tensor, latent.data());
-      dit.forward(streamer, arena, x.tensor, timesteps, context_tensors, velocity_tensors,
-                  preset.ffn_chunk_tokens);
-      backend_.download(v_cond.tensor, cond.data());
-      backend_.download(v_uncond.tensor, uncond.data());
-      wan::apply_guidance(cond, uncond, r.guide_scale, velocity);
-
-      // The preview: the denoised estimate x0 = x - sigma·v of this step.
-      const float sigma = sampler.sigmas()[static_cast<std::size_t>(i)];
-      for (std::size_t k = 0; k < latent.size(); ++k) cond[k] = latent[k] - sigma * velocity[k];
-      sampler.step(velocity, latent);
-      if (image) wan::ti2v_insert_frame0(grid, z0, latent);
-
+      step_start = Clock::now();
+    };
+    hooks.after_step = [&](int, std::span<const float> x0) {
       const offload::StreamStats after = streamer.stats();
       const double wait = after.acquire_wait_seconds - before.acquire_wait_seconds;
       result.steps.push_back(telemetry.end_step(seconds_since(step_start) - wait, wait,
                                                 after.bytes_read - before.bytes_read));
-      sink.preview(latent_preview(cond, grid));
-    }
+      sink.preview(latent_preview(x0, grid));
+    };
+    DenoiseSettings settings;
+    settings.steps = r.steps;
+    settings.shift = r.shift;
+    settings.sampler = r.sampler;
+    settings.guide_scale = r.guide_scale;
+    settings.ffn_chunk_tokens = preset.ffn_chunk_tokens;
+    denoise(backend_, dit, streamer, arena, context_tensors, grid, z0, settings, latent, hooks);
   }
   check_cancelled();
 
