@@ -45,6 +45,10 @@ void set_quality(AVCodecContext* codec, const std::string& name, int crf) {
 
 }  // namespace
 
+std::string_view video_extension() {
+  return ".mp4";
+}
+
 struct VideoWriter::Impl {
   explicit Impl(const std::filesystem::path& path) : file(path), name(io::detail::display(path)) {}
 

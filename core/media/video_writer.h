@@ -1,5 +1,6 @@
-// MP4 output: RGB frames → H.264 (or, where no H.264 encoder exists, MPEG-4 Part 2), yuv420p, at
-// the model's frame rate, with Ferry's metadata in the file. Written to "<name>.partial" and
+// Video output: RGB frames → H.264 MP4 (or, where no H.264 encoder exists, MPEG-4 Part 2),
+// yuv420p, at the model's frame rate, with Ferry's metadata in the file; in builds without FFmpeg
+// an uncompressed AVI with the same metadata (video_extension()). Written to "<name>.partial" and
 // renamed by finish(); a writer destroyed without finish() (an error, a cancel) leaves nothing.
 #pragma once
 
@@ -7,6 +8,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/media/image.h"
 
@@ -26,6 +29,10 @@ struct VideoSettings {
   // mpeg4). A test pins one.
   std::vector<std::string> encoders;
 };
+
+// The container this build writes: ".mp4" with FFmpeg, ".avi" (uncompressed, core/media/avi.h)
+// without it (the mingw-w64 lane).
+std::string_view video_extension();
 
 class VideoWriter {
  public:

@@ -13,6 +13,7 @@
 #include "core/io/detail/os_file.h"
 #include "core/io/partial_file.h"
 #include "core/io/safetensors_set.h"
+#include "core/media/video_writer.h"
 #include "core/memory/arena.h"
 #include "core/models/umt5/encoder.h"
 #include "core/models/umt5/tokenizer.h"
@@ -23,9 +24,6 @@
 #include "core/offload/planner.h"
 #include "core/pipeline/denoise.h"
 #include "core/pipeline/noise.h"
-#if defined(FERRY_HAVE_FFMPEG)
-#include "core/media/video_writer.h"
-#endif
 
 namespace ferry::pipeline {
 namespace {
@@ -141,8 +139,8 @@ media::RgbImage latent_preview(std::span<const float> latent, const wan::LatentG
 
 // ---- metadata ----
 
-[[maybe_unused]] nlohmann::json settings_json(const ResolvedRequest& r, const ModelSet& set,
-                                              const offload::Preset& preset) {
+nlohmann::json settings_json(const ResolvedRequest& r, const ModelSet& set,
+                             const offload::Preset& preset) {
   nlohmann::json j;
   j["prompt"] = r.request.prompt;
   j["negative_prompt"] = r.negative_prompt;
@@ -355,7 +353,6 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
 
   // ---- write ----
   sink.stage(Stage::kWrite);
-#if defined(FERRY_HAVE_FFMPEG)
   const nlohmann::json settings = settings_json(r, set, preset);
   media::VideoSettings video;
   video.width = r.width;
@@ -383,9 +380,6 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   result.sidecar = fs::path(request.output).replace_extension(".json");
   const std::string sidecar = settings.dump(2) + "\n";
   io::write_file_atomically(result.sidecar, std::as_bytes(std::span(sidecar)));
-#else
-  throw Error(ErrorCode::kUnsupported, "this build of Ferry writes no video (no FFmpeg)");
-#endif
   return result;
 }
 

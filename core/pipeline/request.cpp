@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/media/video_writer.h"
 
 namespace ferry::pipeline {
 namespace {
@@ -115,9 +116,11 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
   }
   r.sampler = request.sampler.value_or(d.sampler);
 
-  if (request.output.empty()) bad("no output file given (--out FILE.mp4)");
-  if (request.output.extension() != ".mp4") {
-    bad("the output must be an .mp4 file, not " + io::detail::display(request.output));
+  const std::string extension(media::video_extension());
+  if (request.output.empty()) bad("no output file given (--out FILE" + extension + ")");
+  if (request.output.extension() != extension) {
+    bad("this build writes " + extension + " videos: the output must end in " + extension +
+        ", not " + io::detail::display(request.output));
   }
   const fs::path folder = request.output.has_parent_path() ? request.output.parent_path() : ".";
   std::error_code ec;

@@ -56,7 +56,8 @@ void best_output_size(int image_width, int image_height, std::int64_t area, int&
 
 // Fills the defaults of the model in `set` and checks the request: prompt not empty, sizes
 // multiples of the model's 32 (TI2V: 32; Wan 2.1: 16), frames of the form 4k+1, steps 1..1000,
-// guide scale 0..50, shift in (0, 100], an output path ending in .mp4 whose folder exists.
+// guide scale 0..50, shift in (0, 100], an output path ending in media::video_extension()
+// (.mp4; .avi in builds without FFmpeg) whose folder exists.
 // `image_size` is the start image's (width, height) when there is one. Error(kBadArgument)
 // naming the setting and what is allowed.
 ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/media/video_writer.h"
 #include "tests/test_support.h"
 
 namespace ferry::pipeline {
@@ -19,7 +20,7 @@ ModelSet model(const models::wan::DitConfig& c) {
 GenerationRequest request(const test::ScratchDir& dir) {
   GenerationRequest r;
   r.prompt = "a ferry crossing a fjord at dawn";
-  r.output = dir / "out.mp4";
+  r.output = dir / ("out" + std::string(media::video_extension()));
   return r;
 }
 
@@ -107,9 +108,11 @@ TEST(Request, RefusesWhatCannotBeGenerated) {
   EXPECT_EQ(code([](GenerationRequest& r) { r.steps = -1; }), ErrorCode::kBadArgument);
   EXPECT_EQ(code([](GenerationRequest& r) { r.guide_scale = 80.0f; }), ErrorCode::kBadArgument);
   EXPECT_EQ(code([](GenerationRequest& r) { r.shift = 0.0; }), ErrorCode::kBadArgument);
-  EXPECT_EQ(code([&](GenerationRequest& r) { r.output = dir / "out.avi"; }),
+  EXPECT_EQ(code([&](GenerationRequest& r) { r.output = dir / "out.mkv"; }),
             ErrorCode::kBadArgument);
-  EXPECT_EQ(code([&](GenerationRequest& r) { r.output = dir / "missing" / "out.mp4"; }),
+  EXPECT_EQ(code([&](GenerationRequest& r) {
+              r.output = dir / "missing" / ("out" + std::string(media::video_extension()));
+            }),
             ErrorCode::kBadArgument);
   // A start image needs the image-to-video model.
   GenerationRequest r = request(dir);
