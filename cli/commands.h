@@ -10,6 +10,8 @@ namespace ferry::cli {
 int run_inspect(const std::vector<std::string>& args);
 int run_synth(const std::vector<std::string>& args);
 int run_plan(const std::vector<std::string>& args);
+int run_generate(const std::vector<std::string>& args);
+int run_demo(const std::vector<std::string>& args);
 
 // "12.3 MiB", "4.00 GiB", "512 B".
 std::string human_bytes(unsigned long long bytes);

@@ -16,7 +16,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    "Ferry " FERRY_VERSION " - video diffusion with model weights streamed from disk\n"
+    "Ferry " FERRY_VERSION
+    " - video diffusion with model weights streamed from disk\n"
     "\n"
     "usage: ferry-cli COMMAND [options]\n"
     "\n"
@@ -29,6 +30,12 @@ constexpr const char* kUsage =
     "       [--vram-mib N --ram-mib N]\n"
     "                             where each block of the model will live, and the predicted\n"
     "                             VRAM and RAM peaks (exit 3 when it does not fit)\n"
+    "  generate --model PATH --prompt TEXT --out FILE.mp4 [--image PNG/JPG/WEBP]\n"
+    "       [--negative TEXT] [--preset NAME] [--width W --height H] [--frames F] [--fps N]\n"
+    "       [--steps N] [--cfg X] [--shift X] [--sampler unipc|euler] [--seed N]\n"
+    "       [--stats FILE.jsonl]\n"
+    "                             make a video; unset options take the model's defaults\n"
+    "  demo [generate options]    the whole path on a tiny built-in model with random weights\n"
     "  version                    print the version\n"
     "\n"
     "exit codes: 0 done, 2 bad input, 3 does not fit the budget, 4 I/O error, 130 cancelled,\n"
@@ -44,6 +51,8 @@ int run(const std::vector<std::string>& argv) {
   if (command == "inspect") return ferry::cli::run_inspect(rest);
   if (command == "synth") return ferry::cli::run_synth(rest);
   if (command == "plan") return ferry::cli::run_plan(rest);
+  if (command == "generate") return ferry::cli::run_generate(rest);
+  if (command == "demo") return ferry::cli::run_demo(rest);
   if (command == "version" || command == "--version") {
     std::printf("ferry-cli %s\n", FERRY_VERSION);
     return 0;
@@ -84,5 +93,7 @@ int wmain(int argc, wchar_t** argv) {
   return guarded_run(args);
 }
 #else
-int main(int argc, char** argv) { return guarded_run(std::vector<std::string>(argv + 1, argv + argc)); }
+int main(int argc, char** argv) {
+  return guarded_run(std::vector<std::string>(argv + 1, argv + argc));
+}
 #endif

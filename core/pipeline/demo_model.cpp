@@ -1,0 +1,339 @@
+#include "core/pipeline/demo_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <span>
+#include <string>
+#include <system_error>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/io/safetensors.h"
+#include "core/models/umt5/tokenizer.h"
+#include "core/tensor/convert.h"
+
+namespace ferry::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using io::TensorSpec;
+
+// ---- The generator: SplitMix64 and an integer-exact mapping to floats ------------------------
+//
+// Byte-identical output everywhere rules out the standard distributions (their algorithms differ
+// between libraries) and transcendental functions (their last bit differs between C runtimes).
+// A value is mean + stddev · n, where n sums four 16-bit uniforms (Irwin–Hall: unit variance,
+// bounded at ±2√3, close enough to normal for random weights) as an exact integer; that integer
+// times a float-precision unit is exact in double, so the one rounding left (adding the mean,
+// then to float) is the same with or without fused multiply-add.
+
+constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+constexpr double kSqrt3 = 1.7320508075688772;
+
+std::uint64_t splitmix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t fnv1a64(std::span<const std::byte> bytes,
+                      std::uint64_t hash = 0xCBF29CE484222325ull) {
+  for (std::byte b : bytes) hash = (hash ^ static_cast<std::uint64_t>(b)) * 0x100000001B3ull;
+  return hash;
+}
+
+std::uint64_t fnv1a64(std::string_view text) {
+  return fnv1a64(std::as_bytes(std::span(text.data(), text.size())));
+}
+
+struct Init {
+  double mean = 0.0;
+  double stddev = 1.0;
+};
+
+void fill_random(std::uint64_t seed, Init init, std::span<float> out) {
+  // Sum of four uniforms on [0, 65535], centred and doubled: variance 4·(65536² − 1)/3.
+  const auto unit = static_cast<double>(static_cast<float>(kSqrt3 / 131072.0 * init.stddev));
+  std::uint64_t state = seed;
+  for (float& v : out) {
+    state += kGolden;
+    std::uint64_t r = splitmix64(state);
+    std::int64_t sum = 0;
+    for (int i = 0; i < 4; ++i, r >>= 16) sum += static_cast<std::int64_t>(r & 0xFFFF);
+    const std::int64_t centred = 2 * sum - 4 * 65535;
+    v = static_cast<float>(init.mean + static_cast<double>(centred) * unit);
+  }
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+// Inputs a weight's output sums over: every dimension but the first.
+double fan_in(const TensorSpec& t) {
+  std::uint64_t n = 1;
+  for (std::size_t i = 1; i < t.shape.size(); ++i) n *= t.shape[i];
+  return static_cast<double>(n);
+}
+
+Init linear(const TensorSpec& t) {
+  return {0.0, 1.0 / std::sqrt(fan_in(t))};
+}
+
+// umT5 (Hugging Face names): T5's own initialisation, which matters because its attention has
+// no 1/√d scaling (q is scaled instead), and RMSNorm gains around 1.
+Init text_encoder_init(const TensorSpec& t) {
+  const auto& c = DemoModel::kTextEncoder;
+  if (t.name == "shared.weight") return {0.0, 1.0};
+  if (contains(t.name, "layer_norm.weight")) return {1.0, 0.1};
+  if (contains(t.name, "relative_attention_bias")) return {0.0, 0.5};
+  if (contains(t.name, "SelfAttention.q.weight")) {
+    return {0.0, 1.0 / std::sqrt(static_cast<double>(c.dim * c.head_dim))};
+  }
+  return linear(t);
+}
+
+// The DiT: modulation tables as Wan initialises them (randn / √D), RMSNorm and LayerNorm gains
+// around 1, small biases, 1/√fan_in weights (so every Linear keeps unit-scale activations and
+// the head's velocity is of the latent's scale).
+Init dit_init(const TensorSpec& t) {
+  if (ends_with(t.name, "modulation")) {
+    return {0.0, 1.0 / std::sqrt(static_cast<double>(DemoModel::kDit.dim))};
+  }
+  // Cross-attention's q/k gains sharpen its logits (about 9 apart instead of 1): the few rows of
+  // a prompt then outweigh the context's ~500 identical padding rows, so the prompt shows.
+  if (contains(t.name, "cross_attn.norm_")) return {3.0, 0.3};
+  if (ends_with(t.name, "norm_q.weight") || ends_with(t.name, "norm_k.weight") ||
+      ends_with(t.name, "norm3.weight")) {
+    return {1.0, 0.1};
+  }
+  if (ends_with(t.name, ".bias")) return {0.0, 0.02};
+  return linear(t);
+}
+
+// The VAE: the recipe of the test fixtures (tools/reference/make_vae_reference.py).
+Init vae_init(const TensorSpec& t) {
+  if (ends_with(t.name, "gamma")) return {1.0, 0.2};
+  if (ends_with(t.name, "bias")) return {0.0, 0.1};
+  return linear(t);
+}
+
+// ---- The three files -------------------------------------------------------------------------
+
+// A file's tensors and its exact data section, built in memory (a few MB) before anything is
+// compared or written.
+struct Part {
+  std::string file;
+  std::vector<TensorSpec> tensors;
+  std::vector<std::uint64_t> offsets;  // of each tensor in `data`
+  std::vector<std::byte> data;
+  std::map<std::string, std::string> metadata;
+};
+
+std::string hex64(std::uint64_t v) {
+  std::string text(16, '0');
+  for (std::size_t i = 16; i-- > 0; v >>= 4) text[i] = "0123456789abcdef"[v & 0xF];
+  return text;
+}
+
+Part make_part(std::string_view file, std::vector<TensorSpec> tensors,
+               Init (*init)(const TensorSpec&)) {
+  Part p;
+  p.file = std::string(file);
+  p.tensors = std::move(tensors);
+  std::uint64_t total = 0;
+  for (const TensorSpec& t : p.tensors) {
+    p.offsets.push_back(total);
+    total += t.bytes();
+  }
+  p.data.resize(static_cast<std::size_t>(total));
+  std::vector<float> values;
+  for (std::size_t i = 0; i < p.tensors.size(); ++i) {
+    const TensorSpec& t = p.tensors[i];
+    std::byte* out = p.data.data() + p.offsets[i];
+    if (t.name == models::umt5::kSpieceModelTensor) {
+      const auto model = demo_tokenizer_model();
+      std::copy(model.begin(), model.end(), out);
+      continue;
+    }
+    values.resize(static_cast<std::size_t>(t.bytes() / dtype_size(t.dtype)));
+    // Each tensor's stream depends on the file and its name only, not on its place.
+    fill_random(fnv1a64(p.file + "/" + t.name), init(t), values);
+    convert_from_f32(values.data(), t.dtype, out, values.size());
+  }
+  p.metadata = {{"format", "pt"},
+                {"ferry.demo.version", std::string(DemoModel::kFormatVersion)},
+                {"ferry.demo.content_fnv1a64", hex64(fnv1a64(p.data))}};
+  return p;
+}
+
+std::vector<TensorSpec> sorted(std::vector<TensorSpec> tensors) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorSpec& a, const TensorSpec& b) { return a.name < b.name; });
+  return tensors;
+}
+
+// umt5_xxl_fp16's layout: Hugging Face names in F16, sorted, then the tokenizer as U8 bytes.
+std::vector<TensorSpec> text_encoder_tensors() {
+  using models::umt5::BlockTensor;
+  const auto& c = DemoModel::kTextEncoder;
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const std::uint64_t dim = u(c.dim), inner = u(c.inner()), ff = u(c.ffn_dim);
+  const std::vector<std::uint64_t> shapes[models::umt5::kBlockTensorCount] = {
+      {dim},        {inner, dim}, {inner, dim},
+      {inner, dim}, {dim, inner}, {u(models::umt5::kRelativeBuckets), u(c.heads)},
+      {dim},        {ff, dim},    {ff, dim},
+      {dim, ff}};
+  std::vector<TensorSpec> out;
+  out.push_back({"shared.weight", DType::kF16, {u(c.vocab_rows), dim}});
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    for (std::size_t t = 0; t < models::umt5::kBlockTensorCount; ++t) {
+      out.push_back({models::umt5::block_tensor_name(models::umt5::KeyLayout::kHuggingFace, l,
+                                                     BlockTensor(t)),
+                     DType::kF16, shapes[t]});
+    }
+  }
+  out.push_back({"encoder.final_layer_norm.weight", DType::kF16, {dim}});
+  out = sorted(std::move(out));
+  out.push_back({std::string(models::umt5::kSpieceModelTensor),
+                 DType::kU8,
+                 {static_cast<std::uint64_t>(demo_tokenizer_model().size())}});
+  return out;
+}
+
+std::vector<Part> demo_parts() {
+  std::vector<Part> parts;
+  parts.push_back(
+      make_part(DemoModel::kTextEncoderFile, text_encoder_tensors(), &text_encoder_init));
+  parts.push_back(make_part(DemoModel::kDitFile,
+                            models::wan::dit_tensors(DemoModel::kDit, DType::kBF16), &dit_init));
+  parts.push_back(make_part(
+      DemoModel::kVaeFile,
+      wan22_vae_tensors(DemoModel::kVaeEncoderDim, DemoModel::kVaeDecoderDim, DType::kF16),
+      &vae_init));
+  return parts;
+}
+
+// Whether `path` holds exactly what `part` would write: this version's metadata, the same
+// tensor table and the same data, nothing missing and nothing after it.
+bool is_current(const fs::path& path, const Part& part) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    const io::SafetensorsFile file = io::SafetensorsFile::open(path);
+    if (file.metadata() != part.metadata) return false;
+    if (file.file_size() != file.data_offset() + part.data.size()) return false;
+    const auto& tensors = file.tensors();
+    if (tensors.size() != part.tensors.size()) return false;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const io::TensorInfo& t = tensors[i];
+      const TensorSpec& want = part.tensors[i];
+      if (t.name != want.name || t.dtype != want.dtype || t.shape != want.shape ||
+          t.offset != file.data_offset() + part.offsets[i]) {
+        return false;
+      }
+    }
+    std::vector<std::byte> bytes(part.data.size());
+    file.mapped_file().map(file.data_offset(), bytes.size()).copy_to(0, bytes);
+    return bytes == part.data;
+  } catch (const Error&) {
+    return false;  // unreadable or malformed: rewritten
+  }
+}
+
+// ---- The Wan 2.2 VAE's structure -------------------------------------------------------------
+
+void add_conv(std::vector<TensorSpec>& out, const std::string& prefix,
+              std::vector<std::uint64_t> shape, DType dtype) {
+  const std::uint64_t rows = shape[0];
+  out.push_back({prefix + ".weight", dtype, std::move(shape)});
+  out.push_back({prefix + ".bias", dtype, {rows}});
+}
+
+void add_residual(std::vector<TensorSpec>& out, const std::string& prefix, std::uint64_t in,
+                  std::uint64_t channels, DType dtype) {
+  out.push_back({prefix + "residual.0.gamma", dtype, {in, 1, 1, 1}});
+  add_conv(out, prefix + "residual.2", {channels, in, 3, 3, 3}, dtype);
+  out.push_back({prefix + "residual.3.gamma", dtype, {channels, 1, 1, 1}});
+  add_conv(out, prefix + "residual.6", {channels, channels, 3, 3, 3}, dtype);
+  if (in != channels) add_conv(out, prefix + "shortcut", {channels, in, 1, 1, 1}, dtype);
+}
+
+void add_middle(std::vector<TensorSpec>& out, const std::string& side, std::uint64_t c,
+                DType dtype) {
+  add_residual(out, side + "middle.0.", c, c, dtype);
+  out.push_back({side + "middle.1.norm.gamma", dtype, {c, 1, 1}});
+  add_conv(out, side + "middle.1.to_qkv", {3 * c, c, 1, 1}, dtype);
+  add_conv(out, side + "middle.1.proj", {c, c, 1, 1}, dtype);
+  add_residual(out, side + "middle.2.", c, c, dtype);
+}
+
+}  // namespace
+
+std::vector<TensorSpec> wan22_vae_tensors(std::uint64_t dim, std::uint64_t dec_dim, DType dtype) {
+  constexpr std::uint64_t z = 48;
+  constexpr std::uint64_t pixels = 12;  // 3 colours × the 2×2 patch
+  std::vector<TensorSpec> out;
+
+  // Encoder: stages of two residual blocks; a spatial downsample after stages 0–2, temporal too
+  // after 1 and 2.
+  const std::uint64_t enc[] = {dim, dim, 2 * dim, 4 * dim, 4 * dim};
+  add_conv(out, "encoder.conv1", {dim, pixels, 3, 3, 3}, dtype);
+  for (std::size_t s = 0; s < 4; ++s) {
+    const std::string p = "encoder.downsamples." + std::to_string(s) + ".downsamples.";
+    add_residual(out, p + "0.", enc[s], enc[s + 1], dtype);
+    add_residual(out, p + "1.", enc[s + 1], enc[s + 1], dtype);
+    const std::uint64_t c = enc[s + 1];
+    if (s < 3) add_conv(out, p + "2.resample.1", {c, c, 3, 3}, dtype);
+    if (s == 1 || s == 2) add_conv(out, p + "2.time_conv", {c, c, 3, 1, 1}, dtype);
+  }
+  add_middle(out, "encoder.", 4 * dim, dtype);
+  out.push_back({"encoder.head.0.gamma", dtype, {4 * dim, 1, 1, 1}});
+  add_conv(out, "encoder.head.2", {2 * z, 4 * dim, 3, 3, 3}, dtype);
+  add_conv(out, "conv1", {2 * z, 2 * z, 1, 1, 1}, dtype);
+
+  // Decoder: stages of three residual blocks; a spatial upsample after stages 0–2, temporal too
+  // (doubling the channels of its time conv) after 0 and 1.
+  add_conv(out, "conv2", {z, z, 1, 1, 1}, dtype);
+  const std::uint64_t dec[] = {4 * dec_dim, 4 * dec_dim, 4 * dec_dim, 2 * dec_dim, dec_dim};
+  add_conv(out, "decoder.conv1", {dec[0], z, 3, 3, 3}, dtype);
+  add_middle(out, "decoder.", dec[0], dtype);
+  for (std::size_t s = 0; s < 4; ++s) {
+    const std::string p = "decoder.upsamples." + std::to_string(s) + ".upsamples.";
+    add_residual(out, p + "0.", dec[s], dec[s + 1], dtype);
+    add_residual(out, p + "1.", dec[s + 1], dec[s + 1], dtype);
+    add_residual(out, p + "2.", dec[s + 1], dec[s + 1], dtype);
+    const std::uint64_t c = dec[s + 1];
+    if (s < 3) add_conv(out, p + "3.resample.1", {c, c, 3, 3}, dtype);
+    if (s < 2) add_conv(out, p + "3.time_conv", {2 * c, c, 3, 1, 1}, dtype);
+  }
+  out.push_back({"decoder.head.0.gamma", dtype, {dec_dim, 1, 1, 1}});
+  add_conv(out, "decoder.head.2", {pixels, dec_dim, 3, 3, 3}, dtype);
+  return sorted(std::move(out));
+}
+
+fs::path write_demo_model(const fs::path& folder) {
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) {
+    throw Error(ErrorCode::kIo, "cannot create the demo model folder " +
+                                    io::detail::display(folder) + ": " + ec.message());
+  }
+  for (const Part& part : demo_parts()) {
+    const fs::path path = folder / part.file;
+    if (is_current(path, part)) continue;
+    io::write_safetensors(path, part.tensors, part.metadata,
+                          [&](std::size_t index, std::uint64_t offset, std::span<std::byte> out) {
+                            const std::byte* from = part.data.data() + part.offsets[index] + offset;
+                            std::copy(from, from + out.size(), out.begin());
+                          });
+  }
+  return folder;
+}
+
+}  // namespace ferry::pipeline

@@ -1,0 +1,209 @@
+// The whole generation path (core/pipeline/generator.h) on the demo model set: prompt → MP4 that
+// FFmpeg decodes back, the same request twice, streamed against resident, a start image,
+// cancellation, and a budget that does not fit. Needs FFmpeg and the tokenizer; compiles to
+// nothing without them (the mingw lane).
+#if defined(FERRY_HAVE_FFMPEG) && defined(FERRY_HAVE_SENTENCEPIECE)
+
+#include "core/pipeline/generator.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "core/media/video_reader.h"
+#include "core/pipeline/demo_model.h"
+#include "tests/test_support.h"
+
+namespace ferry::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+const fs::path& demo_folder() {
+  static const test::ScratchDir dir;
+  static const fs::path folder = write_demo_model(dir / "demo");
+  return folder;
+}
+
+offload::MachineInfo cpu_machine() {
+  return offload::MachineInfo{false, 0, 0, 16 * kGiB, 12 * kGiB};
+}
+
+GenerationRequest small_request(const fs::path& out) {
+  GenerationRequest r;
+  r.model = {demo_folder()};
+  r.prompt = "a ferry crossing a fjord at dawn";
+  r.width = 64;
+  r.height = 64;
+  r.frames = 5;
+  r.steps = 3;
+  r.seed = 1234;
+  r.preset = "cpu";
+  r.output = out;
+  return r;
+}
+
+struct Recorder final : ProgressSink {
+  std::vector<Stage> stages;
+  std::vector<int> steps;
+  int previews = 0;
+  std::function<void(int)> on_step;
+  void stage(Stage s) override { stages.push_back(s); }
+  void step(const StepProgress& p) override {
+    steps.push_back(p.step);
+    if (on_step) on_step(p.step);
+  }
+  void preview(const media::RgbImage& image) override {
+    previews += image.width > 0 && image.height > 0;
+  }
+};
+
+GenerationResult run(const GenerationRequest& request, Recorder& sink, bool stream_all = false) {
+  cpu::CpuBackend backend;
+  GeneratorOptions options;
+  options.stream_all = stream_all;
+  Generator generator(backend, cpu_machine(), offload::builtin_presets(), options);
+  return generator.generate(request, sink);
+}
+
+TEST(Generator, MakesAnMp4ThatDecodesBackWithItsSettings) {
+  test::ScratchDir dir;
+  Recorder sink;
+  GenerationRequest request = small_request(dir / "clip.mp4");
+  request.stats_jsonl = dir / "stats.jsonl";
+  const GenerationResult result = run(request, sink);
+
+  EXPECT_EQ(sink.stages,
+            (std::vector<Stage>{Stage::kText, Stage::kDenoise, Stage::kDecode, Stage::kWrite}));
+  EXPECT_EQ(sink.steps, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(sink.previews, 3);
+  ASSERT_EQ(result.steps.size(), 3u);
+
+  const media::VideoInfo info = media::probe_video(dir / "clip.mp4");
+  EXPECT_EQ(info.frames, 5);
+  EXPECT_EQ(info.width, 64);
+  EXPECT_EQ(info.height, 64);
+  EXPECT_DOUBLE_EQ(info.fps, 24.0);  // the TI2V default
+  EXPECT_EQ(info.metadata.at("title"), request.prompt);
+  const auto settings = nlohmann::json::parse(info.metadata.at("comment"));
+  EXPECT_EQ(settings["seed"], 1234);
+  EXPECT_EQ(settings["steps"], 3);
+  EXPECT_EQ(settings["preset"], "cpu");
+  EXPECT_EQ(settings["negative_prompt"], std::string(kWanDefaultNegativePrompt));
+
+  // The sidecar holds the same settings; one stats line per step.
+  const auto sidecar_bytes = test::read_file(dir / "clip.json");
+  const auto sidecar = nlohmann::json::parse(
+      std::string(reinterpret_cast<const char*>(sidecar_bytes.data()), sidecar_bytes.size()));
+  EXPECT_EQ(sidecar, settings);
+  const auto stats = test::read_file(dir / "stats.jsonl");
+  EXPECT_EQ(std::count(stats.begin(), stats.end(), std::byte{'\n'}), 3);
+  // Only the finished files: no partial names left behind.
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().string().find(".partial"), std::string::npos) << e.path();
+  }
+}
+
+TEST(Generator, TheSameRequestGivesTheSameFramesStreamedOrResident) {
+  test::ScratchDir dir;
+  Recorder a, b, c;
+  run(small_request(dir / "a.mp4"), a);
+  run(small_request(dir / "b.mp4"), b);
+  run(small_request(dir / "c.mp4"), c, /*stream_all=*/true);
+  const auto fa = media::read_video_frames(dir / "a.mp4");
+  const auto fb = media::read_video_frames(dir / "b.mp4");
+  const auto fc = media::read_video_frames(dir / "c.mp4");
+  ASSERT_EQ(fa.size(), 5u);
+  ASSERT_EQ(fb.size(), 5u);
+  ASSERT_EQ(fc.size(), 5u);
+  bool varied = false;
+  for (std::size_t i = 0; i < fa.size(); ++i) {
+    EXPECT_EQ(fa[i].rgb, fb[i].rgb) << "frame " << i;
+    EXPECT_EQ(fa[i].rgb, fc[i].rgb) << "frame " << i << " (streamed from disk)";
+    varied |= std::adjacent_find(fa[i].rgb.begin(), fa[i].rgb.end(), std::not_equal_to<>()) !=
+              fa[i].rgb.end();
+  }
+  EXPECT_TRUE(varied) << "the frames are one flat colour";
+  // Another seed, another video.
+  GenerationRequest other = small_request(dir / "d.mp4");
+  other.seed = 99;
+  Recorder d;
+  run(other, d);
+  EXPECT_NE(media::read_video_frames(dir / "d.mp4")[2].rgb, fa[2].rgb);
+}
+
+TEST(Generator, AStartImageBecomesTheFirstLatentFrame) {
+  test::ScratchDir dir;
+  Recorder sink;
+  GenerationRequest request = small_request(dir / "i2v.mp4");
+  request.image = test::data_path("media/start.png");  // 96×64: the aspect sets the size
+  request.width = 96;
+  request.height = 64;
+  const GenerationResult result = run(request, sink);
+  EXPECT_EQ(sink.stages, (std::vector<Stage>{Stage::kText, Stage::kImage, Stage::kDenoise,
+                                             Stage::kDecode, Stage::kWrite}));
+  const media::VideoInfo info = media::probe_video(dir / "i2v.mp4");
+  EXPECT_EQ(info.width, result.settings.width);
+  EXPECT_EQ(info.height, result.settings.height);
+  EXPECT_EQ(result.settings.width * 2, result.settings.height * 3);  // 3:2 like the image
+  EXPECT_EQ(info.frames, 5);
+}
+
+TEST(Generator, CancelStopsWithinTheStepAndLeavesNothing) {
+  test::ScratchDir dir;
+  cpu::CpuBackend backend;
+  Generator generator(backend, cpu_machine(), offload::builtin_presets());
+  Recorder sink;
+  sink.on_step = [&](int step) {
+    if (step == 1) generator.cancel();
+  };
+  GenerationRequest request = small_request(dir / "clip.mp4");
+  request.steps = 5;
+  EXPECT_EQ(test::error_code_of([&] { generator.generate(request, sink); }), ErrorCode::kCancelled);
+  EXPECT_EQ(sink.steps, (std::vector<int>{1}));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  // The generator runs again after a cancel.
+  sink.on_step = nullptr;
+  request.steps = 1;
+  generator.generate(request, sink);
+  EXPECT_TRUE(fs::exists(dir / "clip.mp4"));
+}
+
+TEST(Generator, ABudgetThatCannotFitIsRefusedBeforeAnyStep) {
+  test::ScratchDir dir;
+  cpu::CpuBackend backend;
+  offload::Preset tiny = offload::find_preset(offload::builtin_presets(), "cpu", cpu_machine());
+  tiny.name = "tiny";
+  tiny.ram_budget_bytes = 1ull << 20;
+  Generator generator(backend, cpu_machine(), {tiny});
+  Recorder sink;
+  GenerationRequest request = small_request(dir / "clip.mp4");
+  request.preset = "tiny";
+  EXPECT_EQ(test::error_code_of([&] { generator.generate(request, sink); }),
+            ErrorCode::kDoesNotFit);
+  EXPECT_TRUE(sink.steps.empty());
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(Generator, MissingModelPartsAndBadSettingsAreClearErrors) {
+  test::ScratchDir dir;
+  Recorder sink;
+  GenerationRequest request = small_request(dir / "clip.mp4");
+  request.model = {dir.path()};
+  EXPECT_EQ(test::error_code_of([&] { run(request, sink); }), ErrorCode::kBadModelFile);
+  request = small_request(dir / "clip.mp4");
+  request.frames = 6;
+  EXPECT_EQ(test::error_code_of([&] { run(request, sink); }), ErrorCode::kBadArgument);
+  request = small_request(dir / "clip.mp4");
+  request.image = dir / "missing.png";
+  EXPECT_EQ(test::error_code_of([&] { run(request, sink); }), ErrorCode::kIo);
+}
+
+}  // namespace
+}  // namespace ferry::pipeline
+
+#endif
