@@ -1,7 +1,7 @@
 // `ferry-cli plan --model PATH --preset NAME [--width --height --frames]`: the residency plan of
-// each stage the model folder holds (the text encoder, the diffusion model) on this machine (or on
-// one described by --vram-mib / --ram-mib) and the predicted VRAM and RAM peaks. Exit code 3 when
-// a stage does not fit.
+// each stage the model folder holds (the text encoder, the diffusion model, the VAE decode) on
+// this machine (or on one described by --vram-mib / --ram-mib) and the predicted VRAM and RAM
+// peaks. Exit code 3 when a stage does not fit.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -17,7 +17,9 @@
 #include "core/io/safetensors_set.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/wan/dit_layout.h"
+#include "core/models/wan/vae_weights.h"
 #include "core/offload/planner.h"
+#include "core/offload/vae_plan.h"
 
 namespace ferry::cli {
 namespace {
@@ -39,6 +41,11 @@ bool is_dit(const io::SafetensorsSet& set) {
 bool is_text_encoder(const io::SafetensorsSet& set) {
   return set.find("token_embedding.weight") != nullptr || set.find("shared.weight") != nullptr ||
          set.find("encoder.embed_tokens.weight") != nullptr;
+}
+
+bool is_vae(const io::SafetensorsSet& set) {
+  return set.find("decoder.conv1.weight") != nullptr ||
+         set.find("decoder.conv_in.weight") != nullptr;
 }
 
 const char* placement_name(offload::Placement p) {
@@ -79,6 +86,34 @@ void print_stage(const char* stage, const offload::ModelLayout& layout,
               human_bytes(plan.predicted_ram_peak).c_str());
 }
 
+// The VAE decode: tile, overlap, where the tiles' caches live, and the predicted peaks.
+void print_vae_stage(const io::SafetensorsSet& set, const offload::Preset& preset,
+                     const offload::MachineInfo& machine, int width, int height, int frames) {
+  const auto weights = models::wan::VaeWeights::shapes_only(set);
+  std::printf("\n== VAE decode: %s, %s of weights on the device\n",
+              std::string(models::wan::vae_kind_name(weights.config().kind)).c_str(),
+              human_bytes(weights.bytes()).c_str());
+  const offload::VaePlan plan =
+      offload::make_vae_plan(weights, preset, machine, width, height, frames);
+  if (plan.mode == offload::VaeDecodeMode::kUntiled) {
+    std::printf("tile: none (the whole frame at once)\n");
+  } else {
+    const long long s = weights.config().spatial;
+    std::printf("tile: %d px (%lld latent positions), overlap %lld px; %lld tiles\n", plan.tile_px,
+                static_cast<long long>(plan.tiling.tile),
+                static_cast<long long>(plan.tiling.overlap) * s,
+                static_cast<long long>(plan.tiles));
+  }
+  std::printf("mode: %s%s\n", offload::vae_decode_mode_name(plan.mode),
+              plan.mode != offload::VaeDecodeMode::kTiledStreamed ? ""
+              : plan.caches == models::wan::VaeTileCaches::kHost  ? " (tile caches parked in RAM)"
+                                                                  : " (tile caches on the device)");
+  std::printf("working memory: %s; host buffers: %s\n", human_bytes(plan.arena_bytes).c_str(),
+              human_bytes(plan.host_bytes).c_str());
+  std::printf("predicted peaks: VRAM %s, RAM %s\n", human_bytes(plan.predicted_vram_peak).c_str(),
+              human_bytes(plan.predicted_ram_peak).c_str());
+}
+
 }  // namespace
 
 int run_plan(const std::vector<std::string>& argv) {
@@ -103,18 +138,20 @@ int run_plan(const std::vector<std::string>& argv) {
   const offload::Preset preset =
       offload::find_preset(presets, args.value_or("preset", "auto"), machine);
 
-  std::vector<io::SafetensorsSet> dits, encoders;
+  std::vector<io::SafetensorsSet> dits, encoders, vaes;
   for (const fs::path& p : model_sets(io::detail::path_from_utf8(*model))) {
     io::SafetensorsSet set = io::SafetensorsSet::open(p);
     if (is_dit(set)) {
       dits.push_back(std::move(set));
     } else if (is_text_encoder(set)) {
       encoders.push_back(std::move(set));
+    } else if (is_vae(set)) {
+      vaes.push_back(std::move(set));
     }
   }
-  if (dits.empty() && encoders.empty()) {
+  if (dits.empty() && encoders.empty() && vaes.empty()) {
     throw Error(ErrorCode::kBadModelFile,
-                "no Wan diffusion model (DiT) or umT5 text encoder in " + *model);
+                "no Wan diffusion model (DiT), umT5 text encoder or Wan VAE in " + *model);
   }
 
   std::printf("video:   %dx%d, %d frames\n", width, height, frames);
@@ -141,6 +178,7 @@ int run_plan(const std::vector<std::string>& argv) {
         models::wan::dit_model_layout(dits.front(), width, height, frames, preset.ffn_chunk_tokens),
         preset, machine);
   }
+  if (!vaes.empty()) print_vae_stage(vaes.front(), preset, machine, width, height, frames);
   return 0;
 }
 

@@ -79,6 +79,13 @@ ferry_cli(0 plan --model "${WORK}/model" --preset laptop-8gb --vram-mib 8192 --r
 expect_in("${out}" "== text encoder: umT5 text encoder (3 blocks, d_model 64)")
 expect_in("${out}" "== diffusion model: ")
 file(REMOVE_RECURSE "${WORK}/model/text_encoder")
+# A folder with a VAE: its decode is planned after the DiT (tile, overlap, peaks).
+file(MAKE_DIRECTORY "${WORK}/model/vae")
+file(COPY "${DATA}/wan/vae/wan22_tiny.safetensors" DESTINATION "${WORK}/model/vae")
+ferry_cli(0 plan --model "${WORK}/model" --preset laptop-8gb --vram-mib 8192 --ram-mib 16384 --width 1280 --height 704 --frames 121)
+expect_in("${out}" "== VAE decode: Wan 2.2 VAE")
+expect_in("${out}" "tile: 256 px (16 latent positions), overlap 64 px")
+file(REMOVE_RECURSE "${WORK}/model/vae")
 ferry_cli(3 plan --model "${WORK}/model/transformer/dit.safetensors" --preset laptop-6gb --vram-mib 1024 --ram-mib 16384)
 expect_one_error_line()
 expect_in("${err}" "needs at least")

@@ -210,10 +210,15 @@ TEST(WanVae, diffusers_and_official_files_load_the_same_weights) {
       const Tensor& a = official.weights().at(name);
       const Tensor& b = diffusers.weights().at(name);
       ASSERT_EQ(a.shape, b.shape) << name;
-      std::vector<float> va(static_cast<std::size_t>(a.numel())), vb(va.size());
-      official.backend().download(a, va.data());
-      diffusers.backend().download(b, vb.data());
-      EXPECT_EQ(va, vb) << kind.name << " " << name;
+      // The same values, each in its file's dtype (the fixtures: F16 official, BF16 diffusers).
+      const auto values = [](Fixture& fx, const Tensor& t) {
+        std::vector<std::byte> raw(t.bytes());
+        fx.backend().download(t, raw.data());
+        std::vector<float> v(static_cast<std::size_t>(t.numel()));
+        convert_to_f32(t.dtype, raw.data(), v.data(), v.size());
+        return v;
+      };
+      EXPECT_EQ(values(official, a), values(diffusers, b)) << kind.name << " " << name;
       ++compared;
     }
     EXPECT_EQ(compared, set.entries().size());
@@ -232,6 +237,20 @@ TEST(WanVae, structure_is_read_from_the_checkpoint) {
   EXPECT_EQ(v22.weights().config().patch, 2);
   // The tiny widths come from the shapes (the real decoder has 1024 channels here).
   EXPECT_EQ(v22.weights().at("decoder.conv1.weight").shape[0], 16);
+}
+
+// Convolution weights keep the file's 16-bit dtype on the device (conv3d widens them exactly, so
+// the official-match tests above hold unchanged); norms, biases and the attention projections
+// are F32.
+TEST(WanVae, conv_weights_stay_16_bit_on_the_device) {
+  Fixture f(kWan22);
+  EXPECT_EQ(f.weights().at("decoder.conv1.weight").dtype, DType::kF16);
+  EXPECT_EQ(f.weights().at("decoder.upsamples.0.upsamples.3.resample.1.weight").dtype, DType::kF16);
+  EXPECT_EQ(f.weights().at("decoder.conv1.bias").dtype, DType::kF32);
+  EXPECT_EQ(f.weights().at("decoder.head.0.gamma").dtype, DType::kF32);
+  EXPECT_EQ(f.weights().at("decoder.middle.1.to_qkv.weight").dtype, DType::kF32);
+  EXPECT_EQ(f.weights().at("decoder.middle.1.proj.weight").dtype, DType::kF32);
+  EXPECT_EQ(f.weights().at(std::string(kDenormalizeWeight)).dtype, DType::kF32);
 }
 
 TEST(WanVae, diffusers_names_map_to_official_ones) {
@@ -499,6 +518,81 @@ TEST(WanVae, tiled_encode_is_exact_for_one_tile_and_close_for_several) {
     EXPECT_LE(sum / n, kTiledEncodeMeanBound * magnitude / n) << kind.name;
     EXPECT_GT(sum, 0.0) << kind.name;
   }
+}
+
+// The chunk-major decode (latent frame k of every tile before frame k + 1 of any) gives the
+// tile-major decode's pixels bit for bit, whether the tiles' caches stay in the arena or are
+// parked on the host between chunks; frames leave in order, one chunk per call; its arena
+// estimate is the measured peak, and parking keeps one tile's caches in the arena instead of all.
+TEST(WanVae, chunk_major_tiled_decode_streams_the_tile_major_pixels) {
+  for (const Kind& kind : {kWan22, kWan21}) {
+    Fixture f(kind);
+    const std::int64_t t = 3, h = 6, w = 8;
+    const VaeTiling tiling{4, 2};
+    const HostArray z = smooth_latent(f.weights(), t, h, w, 9);
+    const Tensor latent = f.upload(z);
+    std::vector<float> expected(pixel_count(f.weights(), z.shape));
+    {
+      memory::Arena arena = f.arena(tiled_decode_arena_bytes(f.weights(), tiling, t, h, w));
+      decode_tiled(f.vae(), f.backend(), latent, arena, tiling, expected);
+    }
+    const std::int64_t s = f.weights().config().spatial, frames = vae_pixel_frames(t);
+    const std::int64_t plane = h * s * w * s;
+    std::size_t device_caches_peak = 0;
+    for (const VaeTileCaches caches : {VaeTileCaches::kDevice, VaeTileCaches::kHost}) {
+      const std::size_t estimate =
+          tiled_chunks_decode_arena_bytes(f.weights(), tiling, h, w, caches);
+      memory::Arena arena = f.arena(2 * estimate);
+      std::vector<float> got(expected.size(), 0.0f);
+      std::int64_t next = 0;
+      decode_tiled_chunks(f.vae(), latent, arena, tiling, caches,
+                          [&](std::int64_t first, const Shape& shape, std::span<const float> px) {
+                            EXPECT_EQ(first, next);
+                            EXPECT_EQ(shape, (Shape{3, first == 0 ? 1 : 4, h * s, w * s}));
+                            const std::int64_t n = shape[1];
+                            for (std::int64_t c = 0; c < 3; ++c) {
+                              std::copy_n(px.data() + c * n * plane, n * plane,
+                                          got.data() + (c * frames + first) * plane);
+                            }
+                            next = first + n;
+                          });
+      EXPECT_EQ(next, frames);
+      EXPECT_EQ(got, expected) << kind.name;
+      EXPECT_EQ(arena.peak(), estimate) << kind.name;
+      EXPECT_EQ(arena.used(), 0u);
+      if (caches == VaeTileCaches::kDevice) device_caches_peak = arena.peak();
+      if (caches == VaeTileCaches::kHost) {
+        EXPECT_LT(arena.peak(), device_caches_peak) << kind.name;
+      }
+    }
+  }
+}
+
+// A tile as large as the latent: the chunk-major decode is the untiled decode, bit for bit.
+TEST(WanVae, chunk_major_decode_with_one_tile_is_the_untiled_decode) {
+  Fixture f(kWan22);
+  const HostArray z = random_latent(f.weights(), 3, 3, 4, 13);
+  const Tensor latent = f.upload(z);
+  std::vector<float> untiled(pixel_count(f.weights(), z.shape)), got;
+  memory::Arena arena = f.arena(std::size_t{64} << 20);
+  f.vae().decode(latent, arena, untiled);
+  std::vector<float> chunks;
+  decode_tiled_chunks(f.vae(), latent, arena, {4, 1}, VaeTileCaches::kHost,
+                      [&](std::int64_t, const Shape& shape, std::span<const float> px) {
+                        EXPECT_EQ(shape[0], 3);
+                        chunks.insert(chunks.end(), px.begin(), px.end());
+                      });
+  // Reorder [chunk][c][n] into [c][F].
+  const std::int64_t plane = 3 * 16 * 4 * 16, frames = vae_pixel_frames(3);
+  got.assign(untiled.size(), 0.0f);
+  std::int64_t at = 0;
+  for (std::int64_t first = 0; first < frames;) {
+    const std::int64_t n = first == 0 ? 1 : 4;
+    for (std::int64_t c = 0; c < 3; ++c, at += n * plane)
+      std::copy_n(chunks.data() + at, n * plane, got.data() + (c * frames + first) * plane);
+    first += n;
+  }
+  EXPECT_EQ(got, untiled);
 }
 
 }  // namespace

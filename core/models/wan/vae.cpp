@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -97,11 +98,18 @@ class Chain {
 
   Tensor keep(const Tensor& y) {
     const auto* at = static_cast<std::byte*>(y.data);
-    if (at < base_ || static_cast<std::size_t>(at - base_) < memory::Arena::footprint(y.bytes()))
-      return y;
-    r_.arena.release_to(floor_);  // y's bytes stay as they are until the copy below has read them
-    const Tensor moved = r_.alloc(y.shape);
-    r_.be.slice(y, 0, 0, moved);
+    if (at <= base_) return y;
+    Tensor from = y;
+    if (static_cast<std::size_t>(at - base_) < memory::Arena::footprint(y.bytes())) {
+      // Less dead space than y: y goes above itself first, so the move down cannot overlap.
+      r_.arena.release_to(static_cast<std::size_t>(at - base_) + floor_ +
+                          memory::Arena::footprint(y.bytes()));
+      from = r_.alloc(y.shape);
+      r_.be.slice(y, 0, 0, from);
+    }
+    r_.arena.release_to(floor_);  // the bytes stay as they are until the copy below has read them
+    const Tensor moved = r_.alloc(from.shape);
+    r_.be.slice(from, 0, 0, moved);
     return moved;
   }
 
@@ -154,6 +162,35 @@ void causal_conv3(Run& r, const std::string& name, const Tensor& x, const Tensor
   causal_conv(r, r.slot(d.c, kCacheFrames, d.h, d.w), name, x, y, 1);
 }
 
+// RMS_norm, SiLU, then a causal 3×3×3 convolution (pad 1) that takes the next cache slot. The
+// slot keeps the raw frames (before the norm), so the cached frames and x are joined first and
+// the norm and SiLU run once over the joined buffer: RMS is per position and SiLU per element,
+// so the numbers are those of activating x and caching the activated frames, and no activated
+// copy of x is made besides the buffer the convolution reads anyway. With nothing cached yet and
+// `x_dies` (the caller no longer needs x), x itself is activated in place.
+void norm_silu_causal_conv3(Run& r, const std::string& norm, const std::string& conv,
+                            const Tensor& x, const Tensor& y, bool x_dies) {
+  const Dims d = dims(x);
+  CacheSlot& slot = r.slot(d.c, kCacheFrames, d.h, d.w);
+  const std::size_t mark = r.arena.mark();
+  const std::int64_t cached = slot.valid;
+  const Tensor in = cached == 0 && x_dies ? x : r.alloc(Shape{d.c, cached + d.t, d.h, d.w});
+  if (cached > 0) {
+    r.be.concat(slot.frames(), x, 1, in);
+  } else if (!x_dies) {
+    r.be.slice(x, 0, 0, in);
+  }
+  slot.valid = std::min(kCacheFrames, in.shape[1]);
+  r.be.slice(in, 1, in.shape[1] - slot.valid, slot.frames());
+  rms(r, norm, in, in);
+  r.be.silu(in, in);
+  Conv3dParams p;
+  p.pad_front = static_cast<int>(kCacheFrames - cached);
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+  r.be.conv3d(in, r.weight(conv + ".weight"), &r.weight(conv + ".bias"), p, y);
+  r.arena.release_to(mark);
+}
+
 // A pointwise (1×1×1) convolution: no padding, no cache.
 void pointwise(Run& r, const Tensor& weight, const Tensor& bias, const Tensor& x, const Tensor& y) {
   r.be.conv3d(x, weight, &bias, Conv3dParams{}, y);
@@ -161,26 +198,18 @@ void pointwise(Run& r, const Tensor& weight, const Tensor& bias, const Tensor& x
 
 // ResidualBlock: x + conv(SiLU(RMS(conv(SiLU(RMS(x)))))) with a 1×1×1 shortcut when the width
 // changes. Without a shortcut x is updated in place (the block's input is not needed after it);
-// with one, the first conv's buffer, dead after the second conv, takes the result.
+// with one, x is left as it is and the first conv's buffer, dead after the second conv, takes
+// the result.
 Tensor residual(Run& r, const std::string& p, const Tensor& x) {
   const Dims d = dims(x);
   const std::int64_t co = r.weight(p + "residual.2.weight").shape[0];
   const bool shortcut = r.has(p + "shortcut.weight");
   const std::size_t mark = r.arena.mark();
   const Tensor h1 = r.alloc(Shape{co, d.t, d.h, d.w});
-  {
-    const std::size_t inner = r.arena.mark();  // SiLU(RMS(x)) lives only until conv1 has run
-    const Tensor h = r.alloc(x.shape);
-    rms(r, p + "residual.0", x, h);
-    r.be.silu(h, h);
-    causal_conv3(r, p + "residual.2", h, h1);
-    r.arena.release_to(inner);
-  }
-  rms(r, p + "residual.3", h1, h1);
-  r.be.silu(h1, h1);
+  norm_silu_causal_conv3(r, p + "residual.0", p + "residual.2", x, h1, false);
   const std::size_t inner = r.arena.mark();
   const Tensor h2 = r.alloc(h1.shape);
-  causal_conv3(r, p + "residual.6", h1, h2);
+  norm_silu_causal_conv3(r, p + "residual.3", p + "residual.6", h1, h2, true);
   if (shortcut) {
     pointwise(r, r.weight(p + "shortcut.weight"), r.weight(p + "shortcut.bias"), x, h1);
     r.be.add(h1, h2, h1);
@@ -359,11 +388,9 @@ Tensor middle_and_head(Run& r, const std::string& side, Tensor x) {
   x = residual(r, side + "middle.0.", x);
   attention(r, side + "middle.1.", x);
   x = residual(r, side + "middle.2.", x);
-  rms(r, side + "head.0", x, x);
-  r.be.silu(x, x);
   const Dims d = dims(x);
   const Tensor out = r.alloc(Shape{r.weight(side + "head.2.weight").shape[0], d.t, d.h, d.w});
-  causal_conv3(r, side + "head.2", x, out);
+  norm_silu_causal_conv3(r, side + "head.0", side + "head.2", x, out, true);
   return out;
 }
 
@@ -457,27 +484,31 @@ Tensor decode_chunk(Run& r, const Tensor& latent) {
       while (r.has(stage + idx(blocks) + "residual.0.gamma")) ++blocks;
       const std::string resample = stage + idx(blocks);
       const bool up = r.has(resample + "resample.1.weight");
+      const int ft = r.has(resample + "time_conv.weight") ? 2 : 1;
+      const std::int64_t co = up ? r.weight(resample + "resample.1.weight").shape[0] : 0;
+      // When the first block changes the width it leaves its input as it is, so the shortcut
+      // can wait until the upsample is done instead of living through the whole stage.
+      const bool later = up && r.has(stage + "0.shortcut.weight");
+      const Tensor input = x;
       Tensor shortcut;
-      if (up) {
-        const int ft = r.has(resample + "time_conv.weight") ? 2 : 1;
-        shortcut = dup_up(r, x, r.weight(resample + "resample.1.weight").shape[0], ft, 2);
-      }
+      if (up && !later) shortcut = dup_up(r, x, co, ft, 2);
       for (std::int64_t k = 0; k < blocks; ++k) {
         x = residual(r, stage + idx(k), x);
         if (!up) x = chain.keep(x);  // no shortcut alive above x
       }
       if (up) {
         x = upsample(r, resample, x);
+        const std::size_t top = r.arena.mark();
+        if (later) shortcut = dup_up(r, input, co, ft, 2);
         r.be.add(x, shortcut, x);
+        if (later) r.arena.release_to(top);
         x = chain.keep(x);
       }
     }
   }
-  rms(r, "decoder.head.0", x, x);
-  r.be.silu(x, x);
   d = dims(x);
   const Tensor out = r.alloc(Shape{r.weight("decoder.head.2.weight").shape[0], d.t, d.h, d.w});
-  causal_conv3(r, "decoder.head.2", x, out);
+  norm_silu_causal_conv3(r, "decoder.head.0", "decoder.head.2", x, out, true);
   if (cfg.patch == 1) return chain.keep(out);
   return chain.keep(unpatchify(r, chain.keep(out)));
 }
@@ -653,6 +684,15 @@ std::size_t WanVae::decode_arena_bytes(const VaeWeights& weights, std::int64_t h
   return arena.peak();
 }
 
+std::size_t WanVae::decode_cache_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w) {
+  const std::vector<CacheSlot> slots =
+      plan_slots(weights, true, Shape{weights.config().z_dim, 1, h, w});
+  std::size_t bytes = 0;
+  for (const CacheSlot& s : slots)
+    bytes += memory::Arena::footprint(static_cast<std::size_t>(s.shape.numel()) * sizeof(float));
+  return bytes;
+}
+
 std::size_t WanVae::encode_arena_bytes(const VaeWeights& weights, std::int64_t frames,
                                        std::int64_t height, std::int64_t width) {
   const VaeConfig& cfg = weights.config();
@@ -664,6 +704,77 @@ std::size_t WanVae::encode_arena_bytes(const VaeWeights& weights, std::int64_t f
   encode_sequence(r, shape_only(Shape{3, frames, height, width}),
                   shape_only(Shape{cfg.z_dim, vae_latent_frames(frames), height / s, width / s}));
   return arena.peak();
+}
+
+// ---- VaeChunkDecoder ----
+
+struct VaeChunkDecoder::State {
+  Backend& backend;
+  const VaeWeights& weights;
+  std::vector<CacheSlot> slots;
+  std::vector<float> parked;  // every slot's [C, capacity, H, W], in slot order
+  bool has_parked = false;
+  std::int64_t next_frame = 0;
+};
+
+VaeChunkDecoder::VaeChunkDecoder(WanVae& vae, std::int64_t h, std::int64_t w)
+    : state_(std::make_unique<State>(vae.backend(), vae.weights(), std::vector<CacheSlot>{},
+                                     std::vector<float>{}, false, std::int64_t{0})) {
+  check_latent(vae.weights(), shape_only(Shape{vae.config().z_dim, 1, h, w}));
+  state_->slots = plan_slots(vae.weights(), true, Shape{vae.config().z_dim, 1, h, w});
+  for (CacheSlot& s : state_->slots) {
+    s.valid = 0;
+    s.seen = false;
+  }
+}
+
+VaeChunkDecoder::~VaeChunkDecoder() = default;
+VaeChunkDecoder::VaeChunkDecoder(VaeChunkDecoder&&) noexcept = default;
+VaeChunkDecoder& VaeChunkDecoder::operator=(VaeChunkDecoder&&) noexcept = default;
+
+std::size_t VaeChunkDecoder::cache_bytes() const {
+  std::size_t bytes = 0;
+  for (const CacheSlot& s : state_->slots)
+    bytes += memory::Arena::footprint(static_cast<std::size_t>(s.shape.numel()) * sizeof(float));
+  return bytes;
+}
+
+void VaeChunkDecoder::take_caches(memory::Arena& arena) {
+  State& st = *state_;
+  std::size_t offset = 0;
+  for (CacheSlot& s : st.slots) {
+    const Tensor t = arena.allocate(DType::kF32, s.shape);
+    s.data = t.data;
+    s.device = t.device;
+    if (st.has_parked) st.backend.upload(t, st.parked.data() + offset);
+    offset += static_cast<std::size_t>(t.numel());
+  }
+  // The parked copy is reused by the next park(): the uploads must have read it by then.
+  if (st.has_parked) st.backend.synchronize();
+}
+
+Tensor VaeChunkDecoder::decode_next(const Tensor& frame, memory::Arena& arena) {
+  State& st = *state_;
+  require(frame.shape.rank() == 4 && frame.shape[1] == 1 && !st.slots.empty(),
+          "VaeChunkDecoder::decode_next", "frame must be [z, 1, h, w], got " + describe(frame));
+  Run r{st.backend, st.weights, arena, st.slots, false};
+  r.start_chunk(st.next_frame == 0);
+  ++st.next_frame;
+  return decode_chunk(r, frame);
+}
+
+void VaeChunkDecoder::park() {
+  State& st = *state_;
+  std::size_t total = 0;
+  for (const CacheSlot& s : st.slots) total += static_cast<std::size_t>(s.shape.numel());
+  st.parked.resize(total);
+  std::size_t offset = 0;
+  for (const CacheSlot& s : st.slots) {
+    const Tensor t = s.frames(s.shape[1]);
+    st.backend.download(t, st.parked.data() + offset);
+    offset += static_cast<std::size_t>(t.numel());
+  }
+  st.has_parked = true;
 }
 
 }  // namespace ferry::models::wan

@@ -139,6 +139,112 @@ void decode_tiled(WanVae& vae, Backend& backend, const Tensor& latent, memory::A
   }
 }
 
+void decode_tiled_chunks(WanVae& vae, const Tensor& latent, memory::Arena& arena,
+                         const VaeTiling& tiling, VaeTileCaches caches, const VaeFrameSink& sink) {
+  check(tiling);
+  require(latent.dtype == DType::kF32 && latent.shape.rank() == 4, "decode_tiled_chunks",
+          "latent must be F32 [z, T, h, w]");
+  Backend& backend = vae.backend();
+  const std::int64_t z = latent.shape[0], t = latent.shape[1], h = latent.shape[2],
+                     w = latent.shape[3];
+  const std::int64_t s = vae.config().spatial;
+  const std::int64_t height = h * s, width = w * s, plane = height * width;
+  const std::int64_t ramp = tiling.overlap * s;
+  const std::vector<Span> rows = spans(h, tiling), cols = spans(w, tiling);
+  const std::int64_t th = rows.front().size * s, tw = cols.front().size * s;
+
+  // Every tile's blend weights, once: they do not change from chunk to chunk.
+  std::vector<float> weight_sum(static_cast<std::size_t>(plane), 0.0f);
+  std::vector<std::vector<float>> weights;
+  std::vector<VaeChunkDecoder> decoders;
+  for (std::size_t ry = 0; ry < rows.size(); ++ry) {
+    for (std::size_t cx = 0; cx < cols.size(); ++cx) {
+      weights.emplace_back();
+      tile_weights(th, tw, ramp, ry > 0, ry + 1 < rows.size(), cx > 0, cx + 1 < cols.size(),
+                   weights.back(), weight_sum, rows[ry].start * s, cols[cx].start * s, width);
+      decoders.emplace_back(vae, rows[ry].size, cols[cx].size);
+    }
+  }
+  const bool park = caches == VaeTileCaches::kHost && decoders.size() > 1;
+  const std::size_t base = arena.mark();
+  if (!park) {
+    for (VaeChunkDecoder& d : decoders) d.take_caches(arena);
+  }
+  std::vector<float> out, chunk;
+  for (std::int64_t k = 0; k < t; ++k) {
+    const std::int64_t n = k == 0 ? 1 : 4, first = k == 0 ? 0 : 1 + 4 * (k - 1);
+    out.assign(static_cast<std::size_t>(3 * n * plane), 0.0f);
+    for (std::size_t i = 0; i < decoders.size(); ++i) {
+      const Span row = rows[i / cols.size()], col = cols[i % cols.size()];
+      const std::size_t mark = arena.mark();
+      if (park) decoders[i].take_caches(arena);
+      const Tensor frame = arena.allocate(DType::kF32, Shape{z, 1, h, w});
+      backend.slice(latent, 1, k, frame);
+      const Tensor band = arena.allocate(DType::kF32, Shape{z, 1, row.size, w});
+      backend.slice(frame, 2, row.start, band);
+      const Tensor tile = arena.allocate(DType::kF32, Shape{z, 1, row.size, col.size});
+      backend.slice(band, 3, col.start, tile);
+      const Tensor px = decoders[i].decode_next(tile, arena);
+      chunk.resize(static_cast<std::size_t>(px.numel()));
+      backend.download(px, chunk.data());
+      for (std::int64_t c = 0; c < 3; ++c) {
+        accumulate(chunk.data() + c * n * th * tw, n, th, tw, weights[i],
+                   out.data() + c * n * plane, height, width, row.start * s, col.start * s);
+      }
+      if (park) decoders[i].park();
+      arena.release_to(mark);
+    }
+    for (std::int64_t c = 0; c < 3 * n; ++c) {
+      float* p = out.data() + c * plane;
+      for (std::int64_t i = 0; i < plane; ++i) {
+        p[i] = std::clamp(p[i] / weight_sum[static_cast<std::size_t>(i)], -1.0f, 1.0f);
+      }
+    }
+    sink(first, Shape{3, n, height, width}, out);
+  }
+  arena.release_to(base);
+}
+
+std::size_t tiled_chunks_decode_arena_bytes(const VaeWeights& weights, const VaeTiling& tiling,
+                                            std::int64_t h, std::int64_t w, VaeTileCaches caches) {
+  check(tiling);
+  const std::int64_t th = std::min(tiling.tile, h), tw = std::min(tiling.tile, w);
+  const std::size_t tiles = vae_tile_starts(h, tiling).size() * vae_tile_starts(w, tiling).size();
+  const std::size_t cache = WanVae::decode_cache_bytes(weights, th, tw);
+  const auto bytes = [&](std::int64_t positions) {
+    return memory::Arena::footprint(static_cast<std::size_t>(weights.config().z_dim * positions) *
+                                    sizeof(float));
+  };
+  const std::size_t resident = caches == VaeTileCaches::kHost ? cache : tiles * cache;
+  // decode_arena_bytes is the slots, one latent frame of the tile, then the chunk's peak: here the
+  // tile's frame is cut from the whole frame and its band of rows.
+  return resident + bytes(h * w) + bytes(th * w) + WanVae::decode_arena_bytes(weights, th, tw) -
+         cache;
+}
+
+std::size_t tiled_chunks_decode_host_bytes(const VaeWeights& weights, const VaeTiling& tiling,
+                                           std::int64_t h, std::int64_t w, VaeTileCaches caches) {
+  check(tiling);
+  const std::int64_t s = weights.config().spatial;
+  const std::int64_t th = std::min(tiling.tile, h), tw = std::min(tiling.tile, w);
+  const std::size_t tiles = vae_tile_starts(h, tiling).size() * vae_tile_starts(w, tiling).size();
+  const auto floats = [](std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); };
+  const std::size_t parked = caches == VaeTileCaches::kHost && tiles > 1
+                                 ? tiles * WanVae::decode_cache_bytes(weights, th, tw)
+                                 : 0;
+  return parked + floats(3 * 4 * h * s * w * s) + floats(3 * 4 * th * s * tw * s) +
+         floats(static_cast<std::int64_t>(tiles) * th * s * tw * s) + floats(h * s * w * s);
+}
+
+std::size_t tiled_decode_host_bytes(const VaeWeights& weights, const VaeTiling& tiling,
+                                    std::int64_t h, std::int64_t w) {
+  check(tiling);
+  const std::int64_t s = weights.config().spatial;
+  const std::int64_t th = std::min(tiling.tile, h), tw = std::min(tiling.tile, w);
+  const auto floats = [](std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); };
+  return floats(h * s * w * s) + floats(th * s * tw * s) + floats(3 * 4 * th * s * tw * s);
+}
+
 void encode_tiled(WanVae& vae, Backend& backend, const Tensor& video, memory::Arena& arena,
                   const VaeTiling& tiling, const Tensor& latent) {
   check(tiling);

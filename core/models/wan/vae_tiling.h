@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -26,6 +27,41 @@ std::vector<std::int64_t> vae_tile_starts(std::int64_t size, const VaeTiling& ti
 // [-1, 1]. Throws Error(kBadArgument) for a tiling with tile ≤ 0 or overlap outside [0, tile).
 void decode_tiled(WanVae& vae, Backend& backend, const Tensor& latent, memory::Arena& arena,
                   const VaeTiling& tiling, std::span<float> pixels);
+
+// Called once per chunk with its first frame index and its pixels [3, n, H, W] on the host,
+// clamped to [-1, 1], valid during the call.
+using VaeFrameSink = std::function<void(std::int64_t first_frame, const Shape& shape,
+                                        std::span<const float> pixels)>;
+
+// Where the chunk-major decode keeps each tile's caches between chunks.
+enum class VaeTileCaches {
+  kDevice,  // every tile's cache slots stay in the arena (more device memory, no copies)
+  kHost,    // parked in host memory after each step, uploaded again for the next (one tile's
+            // slots in the arena)
+};
+
+// The same decode as decode_tiled (the same pixels, bit for bit), chunk-major: latent frame k of
+// every tile before frame k + 1 of any, each tile with its own caches, so a chunk's frames go to
+// `sink` as soon as its tiles are done and the caller never holds the whole video. A tile at
+// least as large as the latent gives the untiled decode.
+void decode_tiled_chunks(WanVae& vae, const Tensor& latent, memory::Arena& arena,
+                         const VaeTiling& tiling, VaeTileCaches caches, const VaeFrameSink& sink);
+
+// Arena bytes decode_tiled_chunks takes for a latent of h × w positions (any frame count): the
+// cache slots (one tile's, or every tile's with VaeTileCaches::kDevice), one latent frame and
+// its cuts, and one tile's chunk.
+std::size_t tiled_chunks_decode_arena_bytes(const VaeWeights& weights, const VaeTiling& tiling,
+                                            std::int64_t h, std::int64_t w, VaeTileCaches caches);
+
+// Host bytes decode_tiled_chunks holds besides the sink's: the parked caches of every tile
+// (VaeTileCaches::kHost), one chunk of output frames, one tile's chunk and the blend weights.
+std::size_t tiled_chunks_decode_host_bytes(const VaeWeights& weights, const VaeTiling& tiling,
+                                           std::int64_t h, std::int64_t w, VaeTileCaches caches);
+
+// Host bytes decode_tiled holds besides its output [3, F, H, W]: the blend weights and one tile's
+// chunk.
+std::size_t tiled_decode_host_bytes(const VaeWeights& weights, const VaeTiling& tiling,
+                                    std::int64_t h, std::int64_t w);
 
 // Encodes video [3, F, H, W] (on the backend) tile by tile into latent [z, T, H/s, W/s] (on the
 // backend); tiles and overlap in latent positions as for the decode.

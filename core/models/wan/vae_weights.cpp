@@ -35,9 +35,22 @@ constexpr std::array<float, 48> kStd22 = {
 struct Planned {
   std::string name;
   Shape shape;
+  DType dtype = DType::kF32;
   std::size_t offset = 0;
   const io::SafetensorsSet::Entry* entry = nullptr;  // null: a tensor Ferry computes
 };
+
+// The dtype a tensor is kept in on the device. Convolution weights stay 16-bit when the file
+// stores them so: conv3d widens weights to f32 exactly (true f32 arithmetic on both backends),
+// so the results are those of f32 weights at half the memory. Everything else is f32: norms'
+// gammas and biases are small, and the attention projections go through linear, whose 16-bit
+// weight paths need not be the f32 one.
+DType device_dtype(const std::string& name, const Shape& shape, DType stored) {
+  const bool conv = shape.rank() >= 4 && name.ends_with(".weight") &&
+                    name.find("to_qkv") == std::string::npos &&
+                    name.find(".proj.") == std::string::npos;
+  return conv && (stored == DType::kF16 || stored == DType::kBF16) ? stored : DType::kF32;
+}
 
 // VAE tensors have 1 to 5 dimensions.
 Shape shape_of(const io::TensorInfo& info, const std::string& name) {
@@ -101,8 +114,10 @@ VaeWeights VaeWeights::build(Backend* backend, const io::SafetensorsSet& set) {
   std::vector<Planned> plan;
   std::size_t offset = 0;
   const auto place = [&](std::string name, Shape shape, const io::SafetensorsSet::Entry* entry) {
-    const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * sizeof(float);
-    plan.push_back({std::move(name), shape, offset, entry});
+    const DType dtype =
+        entry == nullptr ? DType::kF32 : device_dtype(name, shape, entry->tensor->dtype);
+    const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
+    plan.push_back({std::move(name), shape, dtype, offset, entry});
     offset += memory::Arena::footprint(bytes);
   };
   for (const auto& entry : set.entries()) {
@@ -130,7 +145,7 @@ VaeWeights VaeWeights::build(Backend* backend, const io::SafetensorsSet& set) {
   for (const Planned& p : plan) {
     Tensor t;
     t.data = base == nullptr ? nullptr : base + p.offset;
-    t.dtype = DType::kF32;
+    t.dtype = p.dtype;
     t.shape = p.shape;
     t.device = backend == nullptr ? Device::kCpu : backend->device();
     if (!out.tensors_.emplace(p.name, t).second) {
@@ -176,6 +191,11 @@ VaeWeights VaeWeights::build(Backend* backend, const io::SafetensorsSet& set) {
       raw.resize(static_cast<std::size_t>(info.bytes));
       const io::MappedView view = p.entry->file->map(info);
       view.copy_to(0, raw);
+      if (t.dtype == info.dtype) {
+        backend->upload(t, raw.data());
+        backend->synchronize();  // `raw` is refilled by the next tensor
+        continue;
+      }
       convert_to_f32(info.dtype, raw.data(), f32.data(), f32.size());
     } else {
       const float* mean = vae_latent_mean(config.kind);

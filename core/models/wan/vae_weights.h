@@ -1,6 +1,8 @@
-// A Wan VAE checkpoint on a backend: every tensor under its official name (wan.md §F.3), as F32
-// in one backend allocation made at load, plus the structure read from the names and shapes
-// (channel widths are never assumed, so reduced-width test models load like the real ones).
+// A Wan VAE checkpoint on a backend: every tensor under its official name (wan.md §F.3) in one
+// backend allocation made at load — convolution weights in the file's 16-bit dtype when it has
+// one (conv3d widens them exactly), everything else as F32 — plus the structure read from the
+// names and shapes (channel widths are never assumed, so reduced-width test models load like the
+// real ones).
 #pragma once
 
 #include <cstdint>
@@ -34,8 +36,9 @@ inline constexpr std::string_view kDenormalizeBias = "ferry.denormalize.bias";  
 class VaeWeights {
  public:
   // Reads every tensor of `set` (official, ComfyUI or diffusers names; F32, F16 or BF16),
-  // converts it to F32 and uploads it. Throws Error(kBadModelFile) when the set is not a Wan VAE
-  // or its shapes disagree with the structure, kMissingTensor when a needed tensor is absent.
+  // converts it to its device dtype (above) and uploads it. Throws Error(kBadModelFile) when the
+  // set is not a Wan VAE or its shapes disagree with the structure, kMissingTensor when a needed
+  // tensor is absent.
   static VaeWeights load(Backend& backend, const io::SafetensorsSet& set);
   // The same names and shapes with no data: what estimates (vae.h) need, without reading or
   // allocating anything.

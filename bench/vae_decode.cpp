@@ -1,0 +1,274 @@
+// vae_decode: the Wan VAE decode's memory, predicted and measured.
+//
+// 1. Estimates (no run), real shapes from header-only checkpoints: the untiled decode's arena at
+//    480×832 and 704×1280, and the laptop-8gb plan for 704×1280×121 and 480×832×81 (tile,
+//    overlap, how frames leave, VRAM and RAM peaks), next to the other ways to run that tile.
+// 2. A run on the CPU: Wan 2.2 with the real channel widths and random weights at a small size
+//    (default 256×256, 9 frames), untiled and tiled, printing each decode's measured arena peak
+//    against its estimate and the host resident set it reached. The estimates are the steady
+//    state (every cache slot full, from the third latent frame on): the ratio is 1.000 from 9
+//    frames on and below 1 for shorter clips.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "core/io/safetensors_set.h"
+#include "core/io/safetensors_writer.h"
+#include "core/memory/arena.h"
+#include "core/memory/process_memory.h"
+#include "core/models/wan/vae.h"
+#include "core/models/wan/vae_synth.h"
+#include "core/models/wan/vae_tiling.h"
+#include "core/offload/planner.h"
+#include "core/offload/vae_plan.h"
+#include "core/tensor/convert.h"
+
+namespace fs = std::filesystem;
+using namespace ferry;
+using namespace ferry::models::wan;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+double gib(std::uint64_t bytes) {
+  return static_cast<double>(bytes) / kGiB;
+}
+
+struct Options {
+  fs::path dir = "bench-data";
+  int width = 256, height = 256, frames = 9;
+  int tile_px = 0;  // 0: the laptop-8gb plan's tile, or 192 px when that plan does not tile
+  bool run = true;
+  bool keep = false;
+};
+
+VaeWeights shapes(VaeKind kind, const fs::path& dir) {
+  const fs::path path =
+      dir / (kind == VaeKind::kWan22 ? "vae22_shapes.safetensors" : "vae21_shapes.safetensors");
+  write_header_only_safetensors(path, wan_vae_tensor_specs(kind));
+  VaeWeights w = VaeWeights::shapes_only(io::SafetensorsSet::open(path));
+  fs::remove(path);
+  return w;
+}
+
+offload::MachineInfo laptop() {
+  const std::uint64_t gb = 1ull << 30;
+  return offload::MachineInfo{true, 8 * gb, 8 * gb, 32 * gb, 24 * gb};
+}
+
+void print_plan(const VaeWeights& w, const char* name, int width, int height, int frames) {
+  const offload::Preset preset =
+      offload::find_preset(offload::builtin_presets(), "laptop-8gb", laptop());
+  const offload::VaePlan p = offload::make_vae_plan(w, preset, laptop(), width, height, frames);
+  const std::int64_t s = w.config().spatial, h = height / s, wd = width / s;
+  std::printf(
+      "%s %dx%dx%d, laptop-8gb (usable VRAM %.2f GiB): %s, tile %d px (%lld), overlap "
+      "%lld, %lld tiles%s\n",
+      name, width, height, frames, gib(offload::usable_device_bytes(preset, laptop())),
+      offload::vae_decode_mode_name(p.mode), p.tile_px, static_cast<long long>(p.tiling.tile),
+      static_cast<long long>(p.tiling.overlap), static_cast<long long>(p.tiles),
+      p.mode == offload::VaeDecodeMode::kTiledStreamed
+          ? (p.caches == VaeTileCaches::kHost ? " (caches parked in RAM)"
+                                              : " (caches on the device)")
+          : "");
+  std::printf(
+      "    VRAM %.2f GiB (weights %.2f, latent %.3f, arena %.2f), RAM %.2f GiB (decode "
+      "buffers %.2f)\n",
+      gib(p.predicted_vram_peak), gib(p.weight_bytes), gib(p.latent_bytes), gib(p.arena_bytes),
+      gib(p.predicted_ram_peak), gib(p.host_bytes));
+  if (p.mode == offload::VaeDecodeMode::kUntiled) return;
+  const std::int64_t t = vae_latent_frames(frames);
+  const auto video = static_cast<std::uint64_t>(3 * frames * height * width) * sizeof(float);
+  std::printf(
+      "    at this tile: caches on device: arena %.2f GiB, RAM %.2f GiB | caches parked: "
+      "arena %.2f GiB, RAM %.2f GiB | tile-major, whole video: arena %.2f GiB, RAM "
+      "%.2f GiB (video %.2f)\n",
+      gib(tiled_chunks_decode_arena_bytes(w, p.tiling, h, wd, VaeTileCaches::kDevice)),
+      gib(tiled_chunks_decode_host_bytes(w, p.tiling, h, wd, VaeTileCaches::kDevice)),
+      gib(tiled_chunks_decode_arena_bytes(w, p.tiling, h, wd, VaeTileCaches::kHost)),
+      gib(tiled_chunks_decode_host_bytes(w, p.tiling, h, wd, VaeTileCaches::kHost)),
+      gib(tiled_decode_arena_bytes(w, p.tiling, t, h, wd)),
+      gib(tiled_decode_host_bytes(w, p.tiling, h, wd) + video), gib(video));
+}
+
+void estimates(const fs::path& dir) {
+  std::printf("== estimates (shape-only runs of the real code; activations F32)\n");
+  for (VaeKind kind : {VaeKind::kWan22, VaeKind::kWan21}) {
+    const VaeWeights w = shapes(kind, dir);
+    const char* name = kind == VaeKind::kWan22 ? "Wan 2.2" : "Wan 2.1";
+    const std::int64_t s = w.config().spatial;
+    std::printf("%s VAE: weights %.2f GiB (%.2f GB)\n", name, gib(w.bytes()),
+                static_cast<double>(w.bytes()) / 1e9);
+    for (const auto& [hh, ww] : {std::pair{480, 832}, std::pair{704, 1280}}) {
+      std::printf("  untiled decode %dx%d: arena %.2f GiB (caches %.2f GiB)\n", ww, hh,
+                  gib(WanVae::decode_arena_bytes(w, hh / s, ww / s)),
+                  gib(WanVae::decode_cache_bytes(w, hh / s, ww / s)));
+    }
+    std::printf("  encode 1 frame 1280x704: arena %.2f GiB; 81 frames 832x480: %.2f GiB\n",
+                gib(WanVae::encode_arena_bytes(w, 1, 704, 1280)),
+                gib(WanVae::encode_arena_bytes(w, 81, 480, 832)));
+    print_plan(w, name, 1280, 704, 121);
+    print_plan(w, name, 832, 480, 81);
+  }
+}
+
+// Random F16 weights of the real Wan 2.2 decoder widths, scaled so activations stay O(1).
+fs::path write_random_decoder(const fs::path& dir) {
+  std::vector<io::TensorSpec> specs;
+  for (io::TensorSpec& t : wan_vae_tensor_specs(VaeKind::kWan22)) {
+    if (t.name.rfind("encoder.", 0) != 0 && t.name.rfind("conv1.", 0) != 0) specs.push_back(t);
+  }
+  const fs::path path = dir / "vae22_random_decoder.safetensors";
+  std::mt19937 rng(1);
+  io::write_safetensors(
+      path, specs, {}, [&](std::size_t i, std::uint64_t, std::span<std::byte> out) {
+        const io::TensorSpec& t = specs[i];
+        const bool gamma = t.name.find("gamma") != std::string::npos;
+        const bool bias = t.name.find("bias") != std::string::npos;
+        double fan_in = 1;
+        for (std::size_t d = 1; d < t.shape.size(); ++d) fan_in *= static_cast<double>(t.shape[d]);
+        std::normal_distribution<float> normal(0.0f, static_cast<float>(1.0 / std::sqrt(fan_in)));
+        std::vector<float> f(out.size() / 2);
+        for (float& v : f) v = gamma ? 1.0f : bias ? 0.0f : normal(rng);
+        convert_from_f32(f.data(), DType::kF16, out.data(), f.size());
+      });
+  return path;
+}
+
+std::uint64_t rss_peak() {
+  return memory::sample_process_memory().peak_resident_bytes;
+}
+
+void run(const Options& o) {
+  std::printf("\n== run: Wan 2.2 decoder, real widths, random weights, %dx%d, %d frames, CPU\n",
+              o.width, o.height, o.frames);
+  const fs::path path = write_random_decoder(o.dir);
+  cpu::CpuBackend backend;
+  const VaeWeights weights = VaeWeights::load(backend, io::SafetensorsSet::open(path));
+  if (!o.keep) fs::remove(path);
+  WanVae vae(backend, weights);
+  const std::int64_t s = 16, h = o.height / s, w = o.width / s, t = vae_latent_frames(o.frames);
+  std::vector<float> host(static_cast<std::size_t>(48 * t * h * w));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : host) v = normal(rng);
+  auto latent_buffer = backend.allocate(host.size() * sizeof(float));
+  Tensor latent;
+  latent.data = latent_buffer->data();
+  latent.shape = Shape{48, t, h, w};
+  latent.device = backend.device();
+  backend.upload(latent, host.data());
+
+  int tile_px = o.tile_px;
+  if (tile_px == 0) {
+    const offload::Preset preset =
+        offload::find_preset(offload::builtin_presets(), "laptop-8gb", laptop());
+    const offload::VaePlan p =
+        offload::make_vae_plan(weights, preset, laptop(), o.width, o.height, o.frames);
+    std::printf("laptop-8gb plans this size as: %s, tile %d px\n",
+                offload::vae_decode_mode_name(p.mode), p.tile_px);
+    tile_px = p.mode == offload::VaeDecodeMode::kUntiled ? 192 : p.tile_px;
+  }
+  const std::int64_t tile = tile_px / s;
+  const VaeTiling tiling{tile,
+                         std::min<std::int64_t>(tile - 1, std::max<std::int64_t>(2, tile / 4))};
+  std::printf("weights %.2f GiB; host RSS after load %.2f GiB\n", gib(weights.bytes()),
+              gib(memory::sample_process_memory().resident_bytes));
+
+  struct Case {
+    const char* name;
+    std::size_t estimate;
+    int kind;  // 0 untiled decode_chunks, 1 tiled chunk-major (caches parked), 2 tile-major
+  };
+  const Case cases[] = {
+      {"untiled, frames streamed", WanVae::decode_arena_bytes(weights, h, w), 0},
+      {"tiled, frames streamed, caches parked",
+       tiled_chunks_decode_arena_bytes(weights, tiling, h, w, VaeTileCaches::kHost), 1},
+      {"tiled, whole video (tile-major)", tiled_decode_arena_bytes(weights, tiling, t, h, w), 2},
+  };
+  std::printf("tile %lld positions (%d px), overlap %lld\n", static_cast<long long>(tiling.tile),
+              tile_px, static_cast<long long>(tiling.overlap));
+  for (const Case& c : cases) {
+    auto buffer = backend.allocate(c.estimate);
+    memory::Arena arena(buffer->data(), c.estimate, backend.device());
+    memory::reset_peak_resident();
+    const std::uint64_t before = memory::sample_process_memory().resident_bytes;
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<float> chunk, video;
+    if (c.kind == 0) {
+      vae.decode_chunks(latent, arena, [&](std::int64_t, const Tensor& px) {
+        chunk.resize(static_cast<std::size_t>(px.numel()));
+        backend.download(px, chunk.data());
+      });
+    } else if (c.kind == 1) {
+      decode_tiled_chunks(vae, latent, arena, tiling, VaeTileCaches::kHost,
+                          [&](std::int64_t, const Shape&, std::span<const float>) {});
+    } else {
+      video.resize(static_cast<std::size_t>(3 * o.frames * o.height * o.width));
+      decode_tiled(vae, backend, latent, arena, tiling, video);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "%-40s arena peak %.3f GiB, estimate %.3f GiB, measured/estimate %.3f; host RSS "
+        "peak %.2f GiB (+%.3f GiB over the start); %.1f s\n",
+        c.name, gib(arena.peak()), gib(c.estimate),
+        static_cast<double>(arena.peak()) / static_cast<double>(c.estimate), gib(rss_peak()),
+        gib(rss_peak() - before), seconds);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is measured, even into a file
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    const auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--dir") {
+      o.dir = next();
+    } else if (a == "--width") {
+      o.width = std::atoi(next());
+    } else if (a == "--height") {
+      o.height = std::atoi(next());
+    } else if (a == "--frames") {
+      o.frames = std::atoi(next());
+    } else if (a == "--tile-px") {
+      o.tile_px = std::atoi(next());
+    } else if (a == "--estimates-only") {
+      o.run = false;
+    } else if (a == "--keep") {
+      o.keep = true;
+    } else {
+      std::printf(
+          "usage: vae_decode [--dir DIR] [--width W --height H --frames F] [--tile-px P]\n"
+          "                  [--estimates-only] [--keep]\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  try {
+    fs::create_directories(o.dir);
+    estimates(o.dir);
+    if (o.run) run(o);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "vae_decode: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
