@@ -51,32 +51,6 @@ if(NOT FERRY_OPENBLAS STREQUAL "OFF" AND NOT MINGW)
 endif()
 message(STATUS "CPU GEMM: OpenBLAS ${FERRY_HAVE_OPENBLAS}, own blocked GEMM always")
 
-# SentencePiece for the umT5 tokenizer: Debian's libsentencepiece-dev (pkg-config), else a plain
-# header and library search (vcpkg on Windows). Never in the mingw lane, which has none: there the
-# tokenizer is not built (FERRY_HAVE_SENTENCEPIECE OFF) and its tests compile to nothing.
-set(FERRY_HAVE_SENTENCEPIECE OFF)
-if(NOT MINGW)
-  find_package(PkgConfig QUIET)
-  if(PkgConfig_FOUND)
-    pkg_check_modules(FERRY_SENTENCEPIECE QUIET IMPORTED_TARGET sentencepiece)
-  endif()
-  if(TARGET PkgConfig::FERRY_SENTENCEPIECE)
-    add_library(ferry_sentencepiece INTERFACE IMPORTED)
-    target_link_libraries(ferry_sentencepiece INTERFACE PkgConfig::FERRY_SENTENCEPIECE)
-    set(FERRY_HAVE_SENTENCEPIECE ON)
-  else()
-    find_path(FERRY_SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
-    find_library(FERRY_SENTENCEPIECE_LIBRARY sentencepiece)
-    if(FERRY_SENTENCEPIECE_INCLUDE_DIR AND FERRY_SENTENCEPIECE_LIBRARY)
-      add_library(ferry_sentencepiece INTERFACE IMPORTED)
-      target_include_directories(ferry_sentencepiece SYSTEM INTERFACE
-        "${FERRY_SENTENCEPIECE_INCLUDE_DIR}")
-      target_link_libraries(ferry_sentencepiece INTERFACE "${FERRY_SENTENCEPIECE_LIBRARY}")
-      set(FERRY_HAVE_SENTENCEPIECE ON)
-    endif()
-  endif()
-endif()
-message(STATUS "umT5 tokenizer (SentencePiece): ${FERRY_HAVE_SENTENCEPIECE}")
 
 # Qt 6 Widgets for the desktop app (not in the mingw lane: Debian has no Qt for mingw).
 set(FERRY_HAVE_QT OFF)

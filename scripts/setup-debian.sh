@@ -8,8 +8,6 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   # core
   nlohmann-json3-dev libopenblas-dev
-  # the umT5 tokenizer (SentencePiece's C++ library)
-  libsentencepiece-dev
   # video: FFmpeg's libraries (images in, MP4 out) and its command-line tools (the tests decode
   # Ferry's MP4s back with ffprobe)
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg

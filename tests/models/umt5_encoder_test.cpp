@@ -306,7 +306,6 @@ TEST_F(Umt5Encoder, RefusesAFileThatIsNotATextEncoder) {
   EXPECT_EQ(test::error_code_of([&] { EncoderWeights::from(set); }), ErrorCode::kBadModelFile);
 }
 
-#ifdef FERRY_HAVE_SENTENCEPIECE
 // Prompt text → the tokenizer embedded in the fp8 single file → ids → encoder.
 TEST_F(Umt5Encoder, TokenizerEmbeddedInTheSingleFileFeedsTheEncoder) {
   std::ifstream in(test::data_path("umt5/reference.json"), std::ios::binary);
@@ -331,7 +330,6 @@ TEST_F(Umt5Encoder, TokenizerEmbeddedInTheSingleFileFeedsTheEncoder) {
     EXPECT_LE(e.rel_rms, kRelRmsBound) << name;
   }
 }
-#endif
 
 }  // namespace
 }  // namespace ferry::models::umt5

@@ -1,8 +1,7 @@
 // The umT5 tokenizer against tests/data/umt5/reference.json: ids the Python sentencepiece
 // package gave for the tiny unigram model in tests/data/umt5/ (trained like umT5's), read both
 // from a diffusers tokenizer/ folder and from the `spiece_model` tensor of a single-file
-// checkpoint. Compiles to nothing where SentencePiece is absent (the mingw lane).
-#ifdef FERRY_HAVE_SENTENCEPIECE
+// checkpoint.
 
 #include <gtest/gtest.h>
 
@@ -171,6 +170,25 @@ TEST(Umt5Tokenizer, corrupt_models_are_bad_model_files) {
             ErrorCode::kBadModelFile);
 }
 
+TEST(Umt5Tokenizer, models_that_number_eos_or_pad_otherwise_are_refused) {
+  const std::vector<std::byte> good =
+      test::read_file(test::data_path("umt5/tokenizer/spiece.model"));
+  // Protobuf merges an appended trainer_spec (field 2) into the model's: eos_piece (field 47)
+  // renamed "<pad>", or pad_piece (field 48) renamed "</s>", moves EOS or pad to another id.
+  const std::vector<std::vector<int>> renames = {
+      {0x12, 8, 0xFA, 0x02, 5, '<', 'p', 'a', 'd', '>'},
+      {0x12, 7, 0x82, 0x03, 4, '<', '/', 's', '>'},
+  };
+  for (const auto& rename : renames) {
+    std::vector<std::byte> model = good;
+    for (const int b : rename) model.push_back(static_cast<std::byte>(b));
+    EXPECT_EQ(test::error_code_of([&] { Tokenizer::from_serialized(model, "renamed"); }),
+              ErrorCode::kBadModelFile);
+    EXPECT_NE(message_of([&] { Tokenizer::from_serialized(model, "renamed"); }).find("T5"),
+              std::string::npos);
+  }
+}
+
 void write_checkpoint(const std::filesystem::path& path, const std::vector<io::TensorSpec>& specs,
                       const std::vector<std::byte>& spiece) {
   io::write_safetensors(
@@ -213,4 +231,3 @@ TEST(Umt5Tokenizer, checkpoints_without_a_byte_vector_spiece_model_are_refused) 
 }  // namespace
 }  // namespace ferry::models::umt5
 
-#endif  // FERRY_HAVE_SENTENCEPIECE

@@ -111,7 +111,6 @@ TEST(DemoModel, text_encoder_has_the_configured_shapes_and_its_tokenizer) {
       << "the built-in tokenizer is resources/demo/spiece.model";
 }
 
-#ifdef FERRY_HAVE_SENTENCEPIECE
 // Prompt → the embedded tokenizer → ids inside the embedding table → finite, varied embeddings.
 TEST(DemoModel, text_encoder_encodes_a_prompt_with_its_own_tokenizer) {
   test::ScratchDir dir;
@@ -143,7 +142,6 @@ TEST(DemoModel, text_encoder_encodes_a_prompt_with_its_own_tokenizer) {
   EXPECT_GT(s.stddev, 0.3) << "the final RMSNorm gives rows of about unit scale";
   EXPECT_LT(s.stddev, 3.0);
 }
-#endif
 
 TEST(DemoModel, dit_has_the_configured_shapes) {
   test::ScratchDir dir;

@@ -1,21 +1,33 @@
 #include "core/models/umt5/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-
 #include <algorithm>
 #include <fstream>
 #include <system_error>
+#include <utility>
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/safetensors_set.h"
 #include "core/models/umt5/text_clean.h"
+#include "core/models/umt5/unigram_encoder.h"
+#include "core/models/umt5/unigram_model.h"
+#include "core/models/umt5/unigram_normalizer.h"
 #include "core/tensor/dtype.h"
 
 namespace ferry::models::umt5 {
 
+// Ferry's own SentencePiece unigram implementation (unigram_model.h, unigram_normalizer.h,
+// unigram_encoder.h): id-exact with the library, and no library to ship.
 struct Tokenizer::Impl {
-  sentencepiece::SentencePieceProcessor processor;
+  Impl(const UnigramModel& model, std::string_view source_name)
+      : normalizer(model, source_name),
+        encoder(model),
+        vocab_size(model.pieces.size()),
+        source(source_name) {}
+
+  UnigramNormalizer normalizer;
+  UnigramEncoder encoder;
+  std::size_t vocab_size;
   std::string source;
 };
 
@@ -33,21 +45,16 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_serialized(std::span<const std::byte> model, std::string_view source) {
-  auto impl = std::make_unique<Impl>();
-  impl->source = std::string(source);
-  const auto status = impl->processor.LoadFromSerializedProto(
-      {reinterpret_cast<const char*>(model.data()), model.size()});
-  if (!status.ok()) {
-    throw bad_model(source, "not a SentencePiece model (" + status.ToString() + ")");
-  }
+  const UnigramModel unigram = parse_unigram_model(model, source);
   // Wan appends id 1 as EOS and pads with id 0: a model that numbers them otherwise is not
   // umT5's, and its ids would mean something else to the encoder.
-  if (impl->processor.eos_id() != kEosId || impl->processor.pad_id() != kPadId) {
-    throw bad_model(source, "not a T5 tokenizer: its EOS id is " +
-                                std::to_string(impl->processor.eos_id()) + " and its pad id " +
-                                std::to_string(impl->processor.pad_id()) + " (umT5 uses 1 and 0)");
+  const std::int32_t eos = unigram.control_id(unigram.eos_piece);
+  const std::int32_t pad = unigram.control_id(unigram.pad_piece);
+  if (eos != kEosId || pad != kPadId) {
+    throw bad_model(source, "not a T5 tokenizer: its EOS id is " + std::to_string(eos) +
+                                " and its pad id " + std::to_string(pad) + " (umT5 uses 1 and 0)");
   }
-  return Tokenizer(std::move(impl));
+  return Tokenizer(std::make_unique<Impl>(unigram, source));
 }
 
 Tokenizer Tokenizer::from_model_file(const std::filesystem::path& path) {
@@ -109,12 +116,7 @@ Tokenizer Tokenizer::from_checkpoint(const io::SafetensorsSet& checkpoint) {
 }
 
 TokenIds Tokenizer::encode(std::string_view text) const {
-  std::vector<int> pieces;
-  const auto status = impl_->processor.Encode({text.data(), text.size()}, &pieces);
-  if (!status.ok()) {
-    throw Error(ErrorCode::kInternal,
-                impl_->source + ": SentencePiece failed to encode (" + status.ToString() + ")");
-  }
+  const std::vector<std::int32_t> pieces = impl_->encoder.encode(impl_->normalizer.normalize(text));
   TokenIds out;
   out.text_pieces = pieces.size();
   const std::size_t kept = std::min(pieces.size(), kMaxTokens - 1);
@@ -128,7 +130,7 @@ TokenIds Tokenizer::tokenize(std::string_view prompt) const {
 }
 
 std::size_t Tokenizer::vocab_size() const {
-  return static_cast<std::size_t>(impl_->processor.GetPieceSize());
+  return impl_->vocab_size;
 }
 
 const std::string& Tokenizer::source() const {

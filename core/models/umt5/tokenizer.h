@@ -4,8 +4,9 @@
 // the encoder's business (§A.4): this returns the real ids and their count.
 //
 // The model comes from a diffusers `tokenizer/` folder (its spiece.model) or from the
-// `spiece_model` U8 tensor that ComfyUI's single-file umT5 checkpoints carry. Built only where
-// the SentencePiece library is (FERRY_HAVE_SENTENCEPIECE; not the mingw lane).
+// `spiece_model` U8 tensor that ComfyUI's single-file umT5 checkpoints carry. The encoding is
+// Ferry's own implementation of SentencePiece's unigram model (unigram_model.h,
+// unigram_normalizer.h, unigram_encoder.h), id for id the library's, on every platform.
 #pragma once
 
 #include <cstddef>
