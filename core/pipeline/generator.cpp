@@ -22,6 +22,7 @@
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_tiling.h"
 #include "core/offload/planner.h"
+#include "core/offload/vae_plan.h"
 #include "core/pipeline/denoise.h"
 #include "core/pipeline/noise.h"
 
@@ -58,7 +59,6 @@ std::vector<umt5::TextEmbedding> encode_text(Backend& backend, const ModelSet& s
                                              const offload::MachineInfo& machine,
                                              const std::atomic<bool>& cancelled,
                                              const GeneratorOptions& generator_options) {
-#if defined(FERRY_HAVE_SENTENCEPIECE)
   const io::SafetensorsSet weights_set = io::SafetensorsSet::open(set.text_encoder);
   const umt5::Tokenizer tokenizer = set.tokenizer_embedded()
                                         ? umt5::Tokenizer::from_checkpoint(weights_set)
@@ -74,11 +74,6 @@ std::vector<umt5::TextEmbedding> encode_text(Backend& backend, const ModelSet& s
   options.streamer = generator_options.streamer;
   options.cancel = &cancelled;
   return umt5::encode(backend, weights, plan, prompts, options).embeddings;
-#else
-  (void)backend, (void)set, (void)r, (void)preset, (void)machine, (void)cancelled,
-      (void)generator_options;
-  throw Error(ErrorCode::kUnsupported, "this build of Ferry has no tokenizer (SentencePiece)");
-#endif
 }
 
 // ---- image ----
@@ -221,6 +216,21 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   GenerationResult result;
   result.settings = r;
 
+  // Every stage is planned before any work starts, so a budget that cannot hold one of them is
+  // refused at once (each stage still allocates only when it runs).
+  const io::SafetensorsSet dit_set = io::SafetensorsSet::open(set.dit);
+  const offload::ModelLayout dit_layout =
+      wan::dit_model_layout(dit_set, r.width, r.height, r.frames, preset.ffn_chunk_tokens);
+  const offload::Plan dit_plan = options_.stream_all
+                                     ? offload::streamed_plan(dit_layout, preset)
+                                     : offload::make_plan(dit_layout, preset, machine_);
+  const offload::VaePlan vae_plan = [&] {
+    const io::SafetensorsSet vae_set = io::SafetensorsSet::open(set.vae);
+    return offload::make_vae_plan(wan::VaeWeights::shapes_only(vae_set), preset, machine_, r.width,
+                                  r.height, r.frames);
+  }();
+  result.peak_device_bytes = std::max(dit_plan.predicted_vram_peak, vae_plan.predicted_vram_peak);
+
   // ---- text ----
   sink.stage(Stage::kText);
   const std::vector<umt5::TextEmbedding> text =
@@ -245,12 +255,8 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   normal_noise(request.seed, 0, latent);
   if (image) wan::ti2v_insert_frame0(grid, z0, latent);
   {
-    const io::SafetensorsSet dit_set = io::SafetensorsSet::open(set.dit);
-    const offload::ModelLayout layout =
-        wan::dit_model_layout(dit_set, r.width, r.height, r.frames, preset.ffn_chunk_tokens);
-    const offload::Plan plan = options_.stream_all ? offload::streamed_plan(layout, preset)
-                                                   : offload::make_plan(layout, preset, machine_);
-    result.peak_device_bytes = std::max(result.peak_device_bytes, plan.predicted_vram_peak);
+    const offload::ModelLayout& layout = dit_layout;
+    const offload::Plan& plan = dit_plan;
     wan::WanDit dit(backend_, dit_set, layout);
     offload::StreamerOptions streamer_options = options_.streamer;
     streamer_options.passes = static_cast<std::size_t>(r.steps);
@@ -322,37 +328,8 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   }
   check_cancelled();
 
-  // ---- decode ----
+  // ---- decode, frames written as they come ----
   sink.stage(Stage::kDecode);
-  const std::size_t plane = static_cast<std::size_t>(r.width) * r.height;
-  std::vector<float> pixels(3 * static_cast<std::size_t>(r.frames) * plane);
-  {
-    const io::SafetensorsSet vae_set = io::SafetensorsSet::open(set.vae);
-    const wan::VaeWeights weights = wan::VaeWeights::load(backend_, vae_set);
-    wan::WanVae vae(backend_, weights);
-    DeviceTensor z = device_tensor(backend_, DType::kF32,
-                                   Shape{grid.channels, grid.frames, grid.height, grid.width});
-    backend_.upload(z.tensor, latent.data());
-    const std::int64_t spatial = weights.config().spatial;
-    const std::int64_t tile = preset.vae_tile_px / spatial;
-    if (tile > 0 && (tile < grid.height || tile < grid.width)) {
-      const wan::VaeTiling tiling{tile, std::max<std::int64_t>(1, tile / 4)};
-      const std::size_t bytes =
-          wan::tiled_decode_arena_bytes(weights, tiling, grid.frames, grid.height, grid.width);
-      const auto memory = backend_.allocate(bytes);
-      memory::Arena arena(memory->data(), bytes, backend_.device());
-      wan::decode_tiled(vae, backend_, z.tensor, arena, tiling, pixels);
-    } else {
-      const std::size_t bytes = wan::WanVae::decode_arena_bytes(weights, grid.height, grid.width);
-      const auto memory = backend_.allocate(bytes);
-      memory::Arena arena(memory->data(), bytes, backend_.device());
-      vae.decode(z.tensor, arena, pixels);
-    }
-  }
-  check_cancelled();
-
-  // ---- write ----
-  sink.stage(Stage::kWrite);
   const nlohmann::json settings = settings_json(r, set, preset);
   media::VideoSettings video;
   video.width = r.width;
@@ -361,19 +338,62 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   video.metadata = {
       {"title", r.request.prompt}, {"comment", settings.dump()}, {"ferry_version", FERRY_VERSION}};
   media::VideoWriter writer(request.output, video);
+  const std::size_t plane = static_cast<std::size_t>(r.width) * r.height;
   media::RgbImage frame{r.width, r.height, std::vector<std::uint8_t>(plane * 3)};
-  const std::size_t frame_stride = static_cast<std::size_t>(r.frames) * plane;
-  for (int f = 0; f < r.frames; ++f) {
-    check_cancelled();
-    for (std::size_t i = 0; i < plane; ++i) {
-      for (std::size_t c = 0; c < 3; ++c) {
-        // The official conversion: clamp to [-1, 1], to [0, 1], ×255, truncated to uint8.
-        const float v = std::clamp(pixels[c * frame_stride + f * plane + i], -1.0f, 1.0f);
-        frame.rgb[i * 3 + c] = static_cast<std::uint8_t>((v + 1.0f) / 2.0f * 255.0f);
+  // pixels [3, n, H, W] → n frames. The official conversion: clamp to [-1, 1], to [0, 1], ×255,
+  // truncated to uint8.
+  const auto write_frames = [&](std::int64_t n, std::span<const float> pixels) {
+    const std::size_t frame_stride = static_cast<std::size_t>(n) * plane;
+    for (std::int64_t f = 0; f < n; ++f) {
+      check_cancelled();
+      for (std::size_t i = 0; i < plane; ++i) {
+        for (std::size_t c = 0; c < 3; ++c) {
+          const float v = std::clamp(pixels[c * frame_stride + f * plane + i], -1.0f, 1.0f);
+          frame.rgb[i * 3 + c] = static_cast<std::uint8_t>((v + 1.0f) / 2.0f * 255.0f);
+        }
+      }
+      writer.write(frame);
+    }
+  };
+  {
+    const io::SafetensorsSet vae_set = io::SafetensorsSet::open(set.vae);
+    const wan::VaeWeights weights = wan::VaeWeights::load(backend_, vae_set);
+    wan::WanVae vae(backend_, weights);
+    DeviceTensor z = device_tensor(backend_, DType::kF32,
+                                   Shape{grid.channels, grid.frames, grid.height, grid.width});
+    backend_.upload(z.tensor, latent.data());
+    const auto arena_memory = backend_.allocate(static_cast<std::size_t>(vae_plan.arena_bytes));
+    memory::Arena arena(arena_memory->data(), static_cast<std::size_t>(vae_plan.arena_bytes),
+                        backend_.device());
+    switch (vae_plan.mode) {
+      case offload::VaeDecodeMode::kUntiled: {
+        std::vector<float> chunk;
+        vae.decode_chunks(z.tensor, arena, [&](std::int64_t, const Tensor& pixels) {
+          chunk.resize(static_cast<std::size_t>(pixels.numel()));
+          backend_.download(pixels, chunk.data());
+          write_frames(pixels.shape[1], chunk);
+        });
+        break;
+      }
+      case offload::VaeDecodeMode::kTiledStreamed:
+        wan::decode_tiled_chunks(
+            vae, z.tensor, arena, vae_plan.tiling, vae_plan.caches,
+            [&](std::int64_t, const Shape& shape, std::span<const float> pixels) {
+              write_frames(shape[1], pixels);
+            });
+        break;
+      case offload::VaeDecodeMode::kTiledWhole: {
+        std::vector<float> pixels(3 * static_cast<std::size_t>(r.frames) * plane);
+        wan::decode_tiled(vae, backend_, z.tensor, arena, vae_plan.tiling, pixels);
+        write_frames(r.frames, pixels);
+        break;
       }
     }
-    writer.write(frame);
   }
+  check_cancelled();
+
+  // ---- write ----
+  sink.stage(Stage::kWrite);
   writer.finish();
   result.encoder = writer.encoder();
   result.video = request.output;
