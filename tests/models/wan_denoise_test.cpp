@@ -1,0 +1,287 @@
+// The denoising loop against the official Wan loop (tools/reference/make_denoise_reference.py:
+// the tiny DiTs of tests/data/wan/dit/ driving 4-step UniPC and Euler with CFG, and a TI2V
+// image-to-video UniPC run); the loop with its blocks streamed from disk or pinned RAM gives the
+// resident run's latents bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/io/safetensors.h"
+#include "core/io/safetensors_set.h"
+#include "core/models/wan/dit.h"
+#include "core/models/wan/sampler.h"
+#include "core/models/wan/ti2v.h"
+#include "core/offload/planner.h"
+#include "core/pipeline/denoise.h"
+#include "core/tensor/convert.h"
+#include "tests/models/model_test_backend.h"
+#include "tests/test_support.h"
+
+namespace ferry::pipeline {
+namespace {
+
+namespace wan = models::wan;
+using offload::Placement;
+using offload::Plan;
+using offload::ReadMethod;
+
+// Ferry's latent after each step against the official one, relative to the official latent's
+// size (max |difference| / max |x|, and RMS difference / RMS(x)). One DiT forward is at the bf16
+// floor (wan_dit_test.cpp: ≈1e-3 of the velocity); the loop feeds each step's error into the next,
+// and guidance multiplies the cond-uncond difference by 5, so the floor roughly doubles per step.
+// How big that floor is: perturbing the reference's own noise by 1e-6 (relative) moves its UniPC
+// latents by max 4.2e-4 / 1.2e-3 / 2.7e-3 / 5.3e-3 after steps 1-4 (RMS 4.4e-4 / 1.3e-3 / 2.9e-3 /
+// 4.4e-3); Euler's and TI2V's by as much (max 4.4e-3 and 4.8e-3 after step 4).
+// Measured here (CPU backend, OpenBLAS GEMM), after steps 1-4:
+//   unipc       max 4.6e-4 1.1e-3 2.4e-3 5.1e-3, rms 4.4e-4 1.2e-3 2.7e-3 4.4e-3
+//   euler       max 4.6e-4 8.9e-4 1.7e-3 4.3e-3, rms 4.4e-4 9.6e-4 1.8e-3 3.9e-3
+//   ti2v_unipc  max 4.3e-4 1.2e-3 3.0e-3 4.6e-3, rms 3.4e-4 9.4e-4 2.1e-3 3.8e-3
+// — at the floor. The bounds are twice the floor. What they catch: swapping the cond and uncond
+// contexts moves step 1 by 3.7e-2 (max); Euler in place of UniPC moves step 2 by 1.7e-2.
+constexpr double kMaxErrorBound[] = {1e-3, 2.5e-3, 6e-3, 1.1e-2};  // after step 1, 2, 3, 4
+constexpr double kRmsErrorBound[] = {1e-3, 2.5e-3, 6e-3, 1e-2};
+
+constexpr int kSteps = 4;
+static_assert(std::size(kMaxErrorBound) == kSteps && std::size(kRmsErrorBound) == kSteps);
+constexpr double kShift = 5.0;
+constexpr float kGuideScale = 5.0f;
+
+const io::SafetensorsFile& reference() {
+  static const io::SafetensorsFile file =
+      io::SafetensorsFile::open(test::data_path("wan/denoise/trajectories.safetensors"));
+  return file;
+}
+
+std::vector<float> tensor(const std::string& name) {
+  const io::TensorInfo& info = reference().at(name);
+  EXPECT_EQ(info.dtype, DType::kF32) << name;
+  std::vector<float> out(info.element_count());
+  reference().map(info).copy_to(0, std::as_writable_bytes(std::span(out)));
+  return out;
+}
+
+std::int64_t dim(const std::string& name, std::size_t axis) {
+  return static_cast<std::int64_t>(reference().at(name).shape.at(axis));
+}
+
+io::SafetensorsSet dit_files(const char* config) {
+  return io::SafetensorsSet::open(
+      test::data_path(std::string("wan/dit/") + config + ".safetensors.index.json"));
+}
+
+struct Case {
+  const char* name;  // in the reference file
+  const char* dit;   // tests/data/wan/dit/<dit>.safetensors.index.json
+  wan::SamplerKind sampler;
+  bool image;  // TI2V image-to-video: z0 in frame 0
+};
+
+constexpr Case kUniPC{"unipc", "t2v", wan::SamplerKind::kUniPC, false};
+constexpr Case kEuler{"euler", "t2v", wan::SamplerKind::kEuler, false};
+constexpr Case kTi2vUniPC{"ti2v_unipc", "ti2v", wan::SamplerKind::kUniPC, true};
+
+wan::LatentGrid grid_of(const Case& c) {
+  const std::string noise = std::string(c.dit) + ".noise";
+  return {static_cast<int>(dim(noise, 0)), static_cast<int>(dim(noise, 1)),
+          static_cast<int>(dim(noise, 2)), static_cast<int>(dim(noise, 3))};
+}
+
+// Where the DiT's blocks live for a run.
+enum class Placing {
+  kResident,  // every block on the device
+  kStreamed,  // offload::streamed_plan: every block from disk each step, 64 KiB staging slots
+  kMixed,     // block 0 in pinned RAM, block 1 from disk
+};
+
+Plan plan_for(const offload::ModelLayout& layout, Placing placing, ReadMethod method) {
+  offload::Preset preset;
+  preset.look_ahead = 1;
+  preset.staging_slots = 3;
+  preset.staging_slot_bytes = 64 << 10;  // far smaller than a block: each streams in chunks
+  preset.read_method = method;
+  Plan plan = offload::streamed_plan(layout, preset);
+  if (placing == Placing::kResident) {
+    std::fill(plan.placement.begin(), plan.placement.end(), Placement::kDevice);
+    plan.device_slots = plan.staging_slots = 0;
+    plan.device_slot_bytes = plan.staging_slot_bytes = 0;
+  } else if (placing == Placing::kMixed) {
+    plan.placement[1] = Placement::kPinnedCache;  // [0] is the embeddings, [1] block 0
+  }
+  return plan;
+}
+
+// A device tensor with its own memory, holding `values` as `dtype`.
+struct Owned {
+  std::unique_ptr<DeviceBuffer> memory;
+  Tensor tensor;
+  Owned(Backend& backend, DType dtype, const Shape& shape, const std::vector<float>& values) {
+    memory = backend.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+    tensor = Tensor{memory->data(), dtype, shape, backend.device()};
+    std::vector<std::byte> raw(tensor.bytes());
+    convert_from_f32(values.data(), dtype, raw.data(), values.size());
+    backend.upload(tensor, raw.data());
+  }
+};
+
+// The latent after every step of Ferry's loop, from the reference's noise, contexts and z0.
+std::vector<std::vector<float>> run(const Case& c, Placing placing = Placing::kResident,
+                                    ReadMethod method = ReadMethod::kDirect) {
+  Backend& backend = test::model_backend();
+  const io::SafetensorsSet set = dit_files(c.dit);
+  const offload::ModelLayout layout = wan::dit_model_layout(set, 1, 1, 1, 0);
+  wan::WanDit dit(backend, set, layout);
+  offload::StreamerOptions options;
+  options.passes = kSteps;
+  offload::WeightStreamer streamer(backend, layout, plan_for(layout, placing, method), options);
+
+  const wan::LatentGrid grid = grid_of(c);
+  const std::uint64_t arena_bytes = wan::dit_activation_bytes(
+      dit.config(), static_cast<std::int64_t>(grid.tokens()), 0, 2, c.image ? 2 : 1);
+  const auto arena_memory = backend.allocate(arena_bytes);
+  memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
+
+  const Owned cond(backend, DType::kBF16, Shape{dim("context.cond", 0), dim("context.cond", 1)},
+                   tensor("context.cond"));
+  const Owned uncond(backend, DType::kBF16,
+                     Shape{dim("context.uncond", 0), dim("context.uncond", 1)},
+                     tensor("context.uncond"));
+  const Tensor contexts[2] = {cond.tensor, uncond.tensor};
+
+  std::vector<float> latent = tensor(std::string(c.dit) + ".noise");
+  std::vector<float> z0;
+  if (c.image) {
+    z0 = tensor("z0");
+    wan::ti2v_insert_frame0(grid, z0, latent);  // the official blend before the loop
+  }
+  DenoiseSettings settings;
+  settings.steps = kSteps;
+  settings.shift = kShift;
+  settings.sampler = c.sampler;
+  settings.guide_scale = kGuideScale;
+  std::vector<std::vector<float>> steps;
+  DenoiseHooks hooks;
+  hooks.after_step = [&](int, std::span<const float>) { steps.push_back(latent); };
+  denoise(backend, dit, streamer, arena, contexts, grid, z0, settings, latent, hooks);
+  EXPECT_EQ(steps.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_EQ(arena.used(), 0u);
+  // Streamed plans really stream: both blocks cross once per step (the CFG pair shares them).
+  const offload::StreamStats stats = streamer.stats();
+  const std::uint64_t blocks = dit.config().layers;
+  EXPECT_EQ(stats.groups_uploaded, placing == Placing::kResident ? 0 : kSteps * blocks);
+  EXPECT_EQ(stats.bytes_read > 0, placing != Placing::kResident);
+  return steps;
+}
+
+struct Deviation {
+  double max_rel = 0;  // max |a - b| / max |b|
+  double rms_rel = 0;  // rms(a - b) / rms(b)
+};
+
+Deviation compare(const std::vector<float>& got, const std::vector<float>& want) {
+  double max_diff = 0, max_ref = 0, sq_diff = 0, sq_ref = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
+    max_diff = std::max(max_diff, diff);
+    max_ref = std::max(max_ref, std::abs(static_cast<double>(want[i])));
+    sq_diff += diff * diff;
+    sq_ref += static_cast<double>(want[i]) * want[i];
+  }
+  return {max_diff / max_ref, std::sqrt(sq_diff / sq_ref)};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class WanDenoise : public test::ModelTest {};
+
+void expect_matches_reference(const Case& c) {
+  const std::vector<std::vector<float>> got = run(c);
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(kSteps));
+  for (int k = 1; k <= kSteps; ++k) {
+    const std::vector<float> want = tensor(std::string(c.name) + ".step" + std::to_string(k));
+    ASSERT_EQ(got[k - 1].size(), want.size());
+    const Deviation err = compare(got[k - 1], want);
+    EXPECT_LT(err.max_rel, kMaxErrorBound[k - 1]) << c.name << ", step " << k;
+    EXPECT_LT(err.rms_rel, kRmsErrorBound[k - 1]) << c.name << ", step " << k;
+    EXPECT_TRUE(std::isfinite(err.max_rel) && std::isfinite(err.rms_rel));
+    std::printf("  [%s step %d] max error %.2e of max|x|, rms error %.2e of rms(x)\n", c.name, k,
+                err.max_rel, err.rms_rel);
+  }
+}
+
+TEST_F(WanDenoise, schedule_is_the_official_one) {
+  const wan::Sampler sampler(kSteps, kShift, wan::SamplerKind::kUniPC, 1);
+  const std::vector<float> sigmas = tensor("sigmas");
+  const std::vector<float> timesteps = tensor("timesteps");
+  ASSERT_EQ(sampler.sigmas().size(), sigmas.size());
+  ASSERT_EQ(sampler.timesteps().size(), timesteps.size());
+  EXPECT_EQ(std::memcmp(sampler.sigmas().data(), sigmas.data(), sigmas.size() * sizeof(float)), 0);
+  for (std::size_t i = 0; i < timesteps.size(); ++i) {
+    EXPECT_EQ(static_cast<float>(sampler.timesteps()[i]), timesteps[i]) << "step " << i;
+  }
+  EXPECT_EQ(sampler.timesteps().front(), 999);
+}
+
+TEST_F(WanDenoise, t2v_unipc_with_cfg_follows_the_official_trajectory) {
+  expect_matches_reference(kUniPC);
+}
+
+TEST_F(WanDenoise, t2v_euler_with_cfg_follows_the_official_trajectory) {
+  expect_matches_reference(kEuler);
+}
+
+TEST_F(WanDenoise, ti2v_image_to_video_follows_the_official_trajectory) {
+  expect_matches_reference(kTi2vUniPC);
+}
+
+TEST_F(WanDenoise, ti2v_frame0_is_the_image_latent_after_every_step) {
+  const wan::LatentGrid grid = grid_of(kTi2vUniPC);
+  const std::vector<float> z0 = tensor("z0");
+  const std::size_t frame = static_cast<std::size_t>(grid.height) * grid.width;
+  const std::size_t video = frame * static_cast<std::size_t>(grid.frames);
+  const std::vector<std::vector<float>> steps = run(kTi2vUniPC);
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    for (std::size_t ch = 0; ch < static_cast<std::size_t>(grid.channels); ++ch) {
+      EXPECT_EQ(
+          std::memcmp(steps[k].data() + ch * video, z0.data() + ch * frame, frame * sizeof(float)),
+          0)
+          << "step " << k + 1 << ", channel " << ch;
+    }
+    // The other frames moved.
+    const std::vector<float> noise = tensor("ti2v.noise");
+    EXPECT_NE(steps[k][frame], noise[frame]);
+  }
+}
+
+TEST_F(WanDenoise, streamed_and_mixed_plans_give_the_resident_latents) {
+  struct Variant {
+    Placing placing;
+    ReadMethod method;
+    const char* name;
+  };
+  const Variant variants[] = {{Placing::kStreamed, ReadMethod::kDirect, "streamed, direct"},
+                              {Placing::kStreamed, ReadMethod::kMapped, "streamed, mapped"},
+                              {Placing::kMixed, ReadMethod::kDirect, "mixed, direct"}};
+  for (const Case& c : {kUniPC, kTi2vUniPC}) {
+    const std::vector<std::vector<float>> resident = run(c);
+    for (const Variant& v : variants) {
+      const std::vector<std::vector<float>> streamed = run(c, v.placing, v.method);
+      ASSERT_EQ(streamed.size(), resident.size());
+      for (std::size_t k = 0; k < resident.size(); ++k) {
+        EXPECT_TRUE(same_bits(streamed[k], resident[k]))
+            << c.name << ", step " << k + 1 << ", " << v.name;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::pipeline
