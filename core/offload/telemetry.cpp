@@ -27,6 +27,21 @@ std::string to_json_line(const StepStats& s) {
   return line;
 }
 
+std::string to_json_line(const StageStats& s) {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "\",\"seconds\":%.6f,\"rss_bytes\":%llu,\"rss_peak_in_stage\":%llu,"
+                "\"rss_peak_bytes\":%llu,\"commit_bytes\":%llu,\"commit_peak_in_stage\":%llu,"
+                "\"vram_peak_in_stage\":%llu}",
+                s.seconds, static_cast<unsigned long long>(s.process.resident_bytes),
+                static_cast<unsigned long long>(s.peak_resident_in_stage),
+                static_cast<unsigned long long>(s.process.peak_resident_bytes),
+                static_cast<unsigned long long>(s.process.commit_bytes),
+                static_cast<unsigned long long>(s.peak_commit_in_stage),
+                static_cast<unsigned long long>(s.device_peak_in_stage));
+  return "{\"stage\":\"" + s.stage + line;  // stage names are Ferry's own: no escaping needed
+}
+
 Telemetry::Telemetry(DeviceSampler device, Callback callback, std::ostream* jsonl)
     : device_(std::move(device)), callback_(std::move(callback)), jsonl_(jsonl) {
   sampler_ = std::thread([this] { run(); });
@@ -43,16 +58,20 @@ Telemetry::~Telemetry() {
 
 void Telemetry::sample_locked() {
   const memory::ProcessMemory m = memory::sample_process_memory();
+  const std::uint64_t device = device_ ? device_().used_bytes : 0;
   peak_resident_ = std::max(peak_resident_, m.resident_bytes);
   peak_commit_ = std::max(peak_commit_, m.commit_bytes);
-  if (device_) device_peak_ = std::max(device_peak_, device_().used_bytes);
+  device_peak_ = std::max(device_peak_, device);
+  stage_peak_resident_ = std::max(stage_peak_resident_, m.resident_bytes);
+  stage_peak_commit_ = std::max(stage_peak_commit_, m.commit_bytes);
+  stage_device_peak_ = std::max(stage_device_peak_, device);
 }
 
 void Telemetry::run() {
   std::unique_lock lock(mutex_);
   while (!stop_) {
     wake_.wait_for(lock, kSampleInterval);
-    if (in_step_ && !stop_) sample_locked();
+    if ((in_step_ || in_stage_) && !stop_) sample_locked();
   }
 }
 
@@ -73,7 +92,8 @@ StepStats Telemetry::end_step(double compute_seconds, double io_wait_seconds,
     sample_locked();
     in_step_ = false;
     s.step = step_;
-    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+    s.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
     s.process = memory::sample_process_memory();
     s.peak_resident_in_step = std::max(peak_resident_, s.process.resident_bytes);
     s.peak_commit_in_step = std::max(peak_commit_, s.process.commit_bytes);
@@ -89,6 +109,36 @@ StepStats Telemetry::end_step(double compute_seconds, double io_wait_seconds,
     jsonl_->flush();
   }
   if (callback_) callback_(s);
+  return s;
+}
+
+void Telemetry::begin_stage(std::string name) {
+  std::lock_guard lock(mutex_);
+  in_stage_ = true;
+  stage_ = std::move(name);
+  stage_peak_resident_ = stage_peak_commit_ = stage_device_peak_ = 0;
+  stage_start_ = std::chrono::steady_clock::now();
+  sample_locked();
+}
+
+StageStats Telemetry::end_stage() {
+  StageStats s;
+  {
+    std::lock_guard lock(mutex_);
+    sample_locked();
+    in_stage_ = false;
+    s.stage = stage_;
+    s.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_start_).count();
+    s.process = memory::sample_process_memory();
+    s.peak_resident_in_stage = std::max(stage_peak_resident_, s.process.resident_bytes);
+    s.peak_commit_in_stage = std::max(stage_peak_commit_, s.process.commit_bytes);
+    s.device_peak_in_stage = stage_device_peak_;
+  }
+  if (jsonl_ != nullptr) {
+    *jsonl_ << to_json_line(s) << '\n';
+    jsonl_->flush();
+  }
   return s;
 }
 

@@ -22,21 +22,33 @@ struct DeviceMemorySample {
 };
 
 struct StepStats {
-  int step = 0;                      // 1-based
-  double seconds = 0;                // wall time of the step
-  double compute_seconds = 0;        // of which computing
-  double io_wait_seconds = 0;        // of which waiting for weights
-  std::uint64_t bytes_read = 0;      // read from model files during the step
-  memory::ProcessMemory process;     // at the end of the step
+  int step = 0;                   // 1-based
+  double seconds = 0;             // wall time of the step
+  double compute_seconds = 0;     // of which computing
+  double io_wait_seconds = 0;     // of which waiting for weights
+  std::uint64_t bytes_read = 0;   // read from model files during the step
+  memory::ProcessMemory process;  // at the end of the step
   std::uint64_t peak_resident_in_step = 0;
   std::uint64_t peak_commit_in_step = 0;
   std::uint64_t system_available_bytes = 0;
-  DeviceMemorySample device;         // at the end of the step
+  DeviceMemorySample device;  // at the end of the step
   std::uint64_t device_peak_in_step = 0;
+};
+
+// A whole stage (text encoding, denoising, decoding): its time and the peaks seen while it ran.
+struct StageStats {
+  std::string stage;
+  double seconds = 0;
+  memory::ProcessMemory process;  // at the end of the stage
+  std::uint64_t peak_resident_in_stage = 0;
+  std::uint64_t peak_commit_in_stage = 0;
+  std::uint64_t device_peak_in_stage = 0;
 };
 
 // One JSON object per line: {"step":3,"seconds":...,"rss_bytes":...}.
 std::string to_json_line(const StepStats& stats);
+// {"stage":"denoise","seconds":...,"rss_peak_in_stage":...}.
+std::string to_json_line(const StageStats& stats);
 
 class Telemetry {
  public:
@@ -54,6 +66,11 @@ class Telemetry {
   // Ends the step with the streamer's figures for it; returns and delivers its stats.
   StepStats end_step(double compute_seconds, double io_wait_seconds, std::uint64_t bytes_read);
 
+  // Stages enclose steps: memory is sampled while either is open, and a stage's peaks include
+  // its steps'. end_stage() writes the stage's line to the JSONL stream (not to the callback).
+  void begin_stage(std::string name);
+  StageStats end_stage();
+
  private:
   void sample_locked();
   void run();
@@ -67,6 +84,12 @@ class Telemetry {
   std::uint64_t peak_commit_ = 0;
   std::uint64_t device_peak_ = 0;
   bool in_step_ = false;
+  bool in_stage_ = false;
+  std::string stage_;
+  std::chrono::steady_clock::time_point stage_start_;
+  std::uint64_t stage_peak_resident_ = 0;
+  std::uint64_t stage_peak_commit_ = 0;
+  std::uint64_t stage_device_peak_ = 0;
   bool stop_ = false;
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -231,10 +231,39 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   }();
   result.peak_device_bytes = std::max(dit_plan.predicted_vram_peak, vae_plan.predicted_vram_peak);
 
+  // Telemetry: a line per step and per stage to the stats file, steps to the sink.
+  std::ofstream jsonl;
+  if (!request.stats_jsonl.empty()) {
+    jsonl.open(request.stats_jsonl, std::ios::binary | std::ios::trunc);
+    if (!jsonl) {
+      throw Error(ErrorCode::kIo,
+                  "cannot write the stats file " + io::detail::display(request.stats_jsonl));
+    }
+  }
+  Clock::time_point denoise_start;
+  offload::Telemetry telemetry(
+      options_.device_memory,
+      [&](const offload::StepStats& s) {
+        StepProgress p;
+        p.step = s.step;
+        p.steps = r.steps;
+        p.seconds_per_step = seconds_since(denoise_start) / s.step;
+        p.eta_seconds = p.seconds_per_step * (r.steps - s.step);
+        p.stats = s;
+        sink.step(p);
+      },
+      jsonl.is_open() ? &jsonl : nullptr);
+  const auto begin_stage = [&](Stage stage, const char* name) {
+    sink.stage(stage);
+    telemetry.begin_stage(name);
+  };
+  const auto end_stage = [&] { result.stages.push_back(telemetry.end_stage()); };
+
   // ---- text ----
-  sink.stage(Stage::kText);
+  begin_stage(Stage::kText, "text");
   const std::vector<umt5::TextEmbedding> text =
       encode_text(backend_, set, r, preset, machine_, cancelled_, options_);
+  end_stage();
   check_cancelled();
 
   const wan::LatentGrid grid{static_cast<int>(set.dit_config.in_dim),
@@ -244,15 +273,20 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   // ---- image ----
   std::vector<float> z0;
   if (image) {
-    sink.stage(Stage::kImage);
+    begin_stage(Stage::kImage, "image");
     z0 = encode_image(backend_, set, r, *image);
+    end_stage();
     check_cancelled();
   }
 
   // ---- denoise ----
-  sink.stage(Stage::kDenoise);
+  begin_stage(Stage::kDenoise, "denoise");
   std::vector<float> latent(grid.size());
-  normal_noise(request.seed, 0, latent);
+  if (options_.initial_noise) {
+    options_.initial_noise(latent);
+  } else {
+    normal_noise(request.seed, 0, latent);
+  }
   if (image) wan::ti2v_insert_frame0(grid, z0, latent);
   {
     const offload::ModelLayout& layout = dit_layout;
@@ -280,28 +314,6 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
     }
     const Tensor context_tensors[2] = {contexts[0].tensor, contexts[1].tensor};
 
-    std::ofstream jsonl;
-    if (!request.stats_jsonl.empty()) {
-      jsonl.open(request.stats_jsonl, std::ios::binary | std::ios::trunc);
-      if (!jsonl) {
-        throw Error(ErrorCode::kIo,
-                    "cannot write the stats file " + io::detail::display(request.stats_jsonl));
-      }
-    }
-    const Clock::time_point denoise_start = Clock::now();
-    offload::Telemetry telemetry(
-        options_.device_memory,
-        [&](const offload::StepStats& s) {
-          StepProgress p;
-          p.step = s.step;
-          p.steps = r.steps;
-          p.seconds_per_step = seconds_since(denoise_start) / s.step;
-          p.eta_seconds = p.seconds_per_step * (r.steps - s.step);
-          p.stats = s;
-          sink.step(p);
-        },
-        jsonl.is_open() ? &jsonl : nullptr);
-
     offload::StreamStats before;
     Clock::time_point step_start;
     DenoiseHooks hooks;
@@ -324,12 +336,15 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
     settings.sampler = r.sampler;
     settings.guide_scale = r.guide_scale;
     settings.ffn_chunk_tokens = preset.ffn_chunk_tokens;
+    denoise_start = Clock::now();
     denoise(backend_, dit, streamer, arena, context_tensors, grid, z0, settings, latent, hooks);
   }
+  end_stage();
+  if (options_.final_latent) options_.final_latent(latent);
   check_cancelled();
 
   // ---- decode, frames written as they come ----
-  sink.stage(Stage::kDecode);
+  begin_stage(Stage::kDecode, "decode");
   const nlohmann::json settings = settings_json(r, set, preset);
   media::VideoSettings video;
   video.width = r.width;
@@ -395,6 +410,7 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   // ---- write ----
   sink.stage(Stage::kWrite);
   writer.finish();
+  end_stage();
   result.encoder = writer.encoder();
   result.video = request.output;
   result.sidecar = fs::path(request.output).replace_extension(".json");

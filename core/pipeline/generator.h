@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,8 @@ struct GenerationResult {
   ResolvedRequest settings;
   std::string encoder;  // "libx264", ...
   std::vector<offload::StepStats> steps;
-  std::uint64_t peak_device_bytes = 0;  // the largest of any stage's plan
+  std::vector<offload::StageStats> stages;  // text, [image,] denoise, decode (with the write)
+  std::uint64_t peak_device_bytes = 0;      // the largest of any stage's plan
 };
 
 struct GeneratorOptions {
@@ -67,6 +69,10 @@ struct GeneratorOptions {
   // Stream every block from disk whatever the budget allows (offload::streamed_plan): the demo
   // shows the disk path on any machine.
   bool stream_all = false;
+  // Tests: fill the initial latent [C, T, h, w] instead of the seed's noise (the reference's
+  // injected noise), and see the final latent before it is decoded.
+  std::function<void(std::span<float>)> initial_noise;
+  std::function<void(std::span<const float>)> final_latent;
 };
 
 class Generator {

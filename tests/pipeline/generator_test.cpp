@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/media/video_reader.h"
+#include "core/memory/process_memory.h"
 #include "core/pipeline/demo_model.h"
 #include "tests/test_support.h"
 
@@ -100,8 +102,24 @@ TEST(Generator, MakesAnMp4ThatDecodesBackWithItsSettings) {
   const auto sidecar = nlohmann::json::parse(
       std::string(reinterpret_cast<const char*>(sidecar_bytes.data()), sidecar_bytes.size()));
   EXPECT_EQ(sidecar, settings);
-  const auto stats = test::read_file(dir / "stats.jsonl");
-  EXPECT_EQ(std::count(stats.begin(), stats.end(), std::byte{'\n'}), 3);
+  // One line per step and per stage, in the order they ended.
+  const auto stats_bytes = test::read_file(dir / "stats.jsonl");
+  std::istringstream lines(
+      std::string(reinterpret_cast<const char*>(stats_bytes.data()), stats_bytes.size()));
+  std::vector<std::string> order;
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    order.push_back(j.contains("stage") ? j["stage"].get<std::string>()
+                                        : "step " + std::to_string(j["step"].get<int>()));
+    EXPECT_GT(j.contains("stage") ? j["rss_peak_in_stage"].get<std::uint64_t>()
+                                  : j["rss_bytes"].get<std::uint64_t>(),
+              0u);
+  }
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"text", "step 1", "step 2", "step 3", "denoise", "decode"}));
+  ASSERT_EQ(result.stages.size(), 3u);
+  EXPECT_EQ(result.stages[1].stage, "denoise");
+  EXPECT_GE(result.stages[1].peak_resident_in_stage, result.steps[2].process.resident_bytes);
   // Only the finished files: no partial names left behind.
   for (const auto& e : fs::directory_iterator(dir.path())) {
     EXPECT_EQ(e.path().string().find(".partial"), std::string::npos) << e.path();
