@@ -2,6 +2,7 @@
 // ferry::Error. Internal to core/media.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,5 +52,12 @@ Error av_error(ErrorCode code, std::string_view what, int err);
 // Allocations FFmpeg refused: Error(kOutOfMemory).
 FramePtr make_frame();
 PacketPtr make_packet();
+
+// An RGB24 frame with FFmpeg's own aligned, padded buffer: swscale's SIMD paths read and write
+// whole vectors past the end of a row, so it must never see a tightly sized RgbImage.
+FramePtr make_rgb_frame(int width, int height);
+// Row by row between an RgbImage and such a frame (same size).
+void copy_into(const std::uint8_t* rgb, int width, int height, AVFrame& frame);
+void copy_out(const AVFrame& frame, std::uint8_t* rgb);
 
 }  // namespace ferry::media::detail

@@ -50,7 +50,7 @@ FramePtr decode_first_frame(AVFormatContext* input, int stream, AVCodecContext* 
   }
 }
 
-// Any FFmpeg frame → packed RGB24 through swscale.
+// Any FFmpeg frame → packed RGB24 through swscale (into a padded frame, then copied out).
 RgbImage to_rgb(const AVFrame& frame, int width, int height, int flags) {
   RgbImage out;
   out.width = width;
@@ -60,9 +60,9 @@ RgbImage to_rgb(const AVFrame& frame, int width, int height, int flags) {
                             width, height, AV_PIX_FMT_RGB24, flags, nullptr, nullptr, nullptr));
   if (!sws)
     throw Error(ErrorCode::kUnsupported, "FFmpeg cannot convert this image's pixels to RGB");
-  std::uint8_t* dst[4] = {out.rgb.data(), nullptr, nullptr, nullptr};
-  const int dst_stride[4] = {width * 3, 0, 0, 0};
-  sws_scale(sws.get(), frame.data, frame.linesize, 0, frame.height, dst, dst_stride);
+  FramePtr rgb = make_rgb_frame(width, height);
+  sws_scale(sws.get(), frame.data, frame.linesize, 0, frame.height, rgb->data, rgb->linesize);
+  copy_out(*rgb, out.rgb.data());
   return out;
 }
 
@@ -122,15 +122,10 @@ RgbImage resize_and_center_crop(const RgbImage& image, int width, int height) {
   const int scaled_w = std::max(width, static_cast<int>(std::lround(image.width * scale)));
   const int scaled_h = std::max(height, static_cast<int>(std::lround(image.height * scale)));
 
-  FramePtr src = make_frame();
-  src->width = image.width;
-  src->height = image.height;
-  src->format = AV_PIX_FMT_RGB24;
-  src->data[0] = const_cast<std::uint8_t*>(image.rgb.data());
-  src->linesize[0] = image.width * 3;
+  FramePtr src = make_rgb_frame(image.width, image.height);
+  copy_into(image.rgb.data(), image.width, image.height, *src);
   const RgbImage scaled =
       to_rgb(*src, scaled_w, scaled_h, SWS_LANCZOS | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
-  src->data[0] = nullptr;
 
   RgbImage out;
   out.width = width;
@@ -163,18 +158,13 @@ void save_png(const RgbImage& image, const std::filesystem::path& path) {
   int err = avcodec_open2(codec.get(), encoder, nullptr);
   if (err < 0) throw av_error(ErrorCode::kUnsupported, "cannot start the PNG encoder", err);
 
-  FramePtr frame = make_frame();
-  frame->width = image.width;
-  frame->height = image.height;
-  frame->format = AV_PIX_FMT_RGB24;
-  frame->data[0] = const_cast<std::uint8_t*>(image.rgb.data());
-  frame->linesize[0] = image.width * 3;
+  FramePtr frame = make_rgb_frame(image.width, image.height);
+  copy_into(image.rgb.data(), image.width, image.height, *frame);
   PacketPtr packet = make_packet();
   if ((err = avcodec_send_frame(codec.get(), frame.get())) < 0 ||
       (err = avcodec_receive_packet(codec.get(), packet.get())) < 0) {
     throw av_error(ErrorCode::kInternal, "PNG encoding failed", err);
   }
-  frame->data[0] = nullptr;
   io::write_file_atomically(
       path, std::as_bytes(std::span(packet->data, static_cast<std::size_t>(packet->size))));
 }

@@ -91,6 +91,7 @@ std::vector<RgbImage> read_video_frames(const std::filesystem::path& path,
   FramePtr frame = make_frame();
   PacketPtr packet = make_packet();
   SwsPtr sws;
+  FramePtr rgb;  // swscale's padded output, copied out per frame
   const auto drain = [&] {
     while (avcodec_receive_frame(codec.get(), frame.get()) == 0) {
       if (static_cast<std::int64_t>(frames.size()) >= max_frames) {
@@ -110,9 +111,12 @@ std::vector<RgbImage> read_video_frames(const std::filesystem::path& path,
           frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_DEFAULT);
       sws_setColorspaceDetails(sws.get(), matrix, frame->color_range == AVCOL_RANGE_JPEG,
                                sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
-      std::uint8_t* dst[4] = {out.rgb.data(), nullptr, nullptr, nullptr};
-      const int stride[4] = {out.width * 3, 0, 0, 0};
-      sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, dst, stride);
+      if (!rgb || rgb->width != out.width || rgb->height != out.height) {
+        rgb = make_rgb_frame(out.width, out.height);
+      }
+      sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, rgb->data,
+                rgb->linesize);
+      copy_out(*rgb, out.rgb.data());
     }
   };
   while ((err = av_read_frame(v.input.get(), packet.get())) == 0) {

@@ -59,6 +59,7 @@ struct VideoWriter::Impl {
   CodecPtr codec;
   AVStream* stream = nullptr;
   SwsPtr sws;
+  FramePtr rgb;  // the frame being written, in a padded buffer swscale may over-read
   FramePtr yuv;
   PacketPtr packet;
   std::string encoder;
@@ -181,6 +182,7 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const VideoSettings&
     throw av_error(ErrorCode::kOutOfMemory, "cannot allocate a video frame", err);
   }
   m.packet = make_packet();
+  m.rgb = make_rgb_frame(m.width, m.height);
 }
 
 VideoWriter::~VideoWriter() = default;
@@ -199,9 +201,8 @@ void VideoWriter::write(const RgbImage& frame) {
   }
   int err = av_frame_make_writable(m.yuv.get());
   if (err < 0) throw av_error(ErrorCode::kOutOfMemory, "cannot reuse the video frame", err);
-  const std::uint8_t* src[4] = {frame.rgb.data(), nullptr, nullptr, nullptr};
-  const int src_stride[4] = {m.width * 3, 0, 0, 0};
-  sws_scale(m.sws.get(), src, src_stride, 0, m.height, m.yuv->data, m.yuv->linesize);
+  copy_into(frame.rgb.data(), m.width, m.height, *m.rgb);
+  sws_scale(m.sws.get(), m.rgb->data, m.rgb->linesize, 0, m.height, m.yuv->data, m.yuv->linesize);
   m.yuv->pts = m.frames;
   m.encode(m.yuv.get());
   ++m.frames;
