@@ -357,7 +357,10 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   media::RgbImage frame{r.width, r.height, std::vector<std::uint8_t>(plane * 3)};
   // pixels [3, n, H, W] → n frames. The official conversion: clamp to [-1, 1], to [0, 1], ×255,
   // truncated to uint8.
+  std::int64_t frames_decoded = 0;
   const auto write_frames = [&](std::int64_t n, std::span<const float> pixels) {
+    if (options_.decoded_frames) options_.decoded_frames(frames_decoded, n, pixels);
+    frames_decoded += n;
     const std::size_t frame_stride = static_cast<std::size_t>(n) * plane;
     for (std::int64_t f = 0; f < n; ++f) {
       check_cancelled();

@@ -73,6 +73,10 @@ struct GeneratorOptions {
   // injected noise), and see the final latent before it is decoded.
   std::function<void(std::span<float>)> initial_noise;
   std::function<void(std::span<const float>)> final_latent;
+  // Tests: each decoded chunk's pixels [3, count, H, W] (frames first_frame ..), before the
+  // conversion to 8 bits.
+  std::function<void(std::int64_t first_frame, std::int64_t count, std::span<const float> pixels)>
+      decoded_frames;
 };
 
 class Generator {
