@@ -61,7 +61,7 @@ void MemoryChart::scheduleRefresh() {
 void MemoryChart::updateDescription() {
   QString text = title_ + ": ";
   if (samples_.isEmpty()) {
-    text += tr("no samples yet");
+    text += placeholder_.isEmpty() ? tr("no samples yet") : placeholder_;
   } else {
     text += tr("%1 at step %2, peak %3")
                 .arg(formatBytes(latest()))
@@ -91,8 +91,15 @@ int MemoryChart::yFor(quint64 bytes) const {
   return area.bottom() - static_cast<int>(std::lround(fraction * (area.height() - 1)));
 }
 
+void MemoryChart::setPlaceholder(const QString& text) {
+  placeholder_ = text;
+  updateDescription();
+  update();
+}
+
 QString MemoryChart::formatBytes(quint64 bytes) {
-  if (bytes >= kGiB) return QStringLiteral("%1 GiB").arg(static_cast<double>(bytes) / kGiB, 0, 'f', 2);
+  if (bytes >= kGiB)
+    return QStringLiteral("%1 GiB").arg(static_cast<double>(bytes) / kGiB, 0, 'f', 2);
   return QStringLiteral("%1 MiB").arg(static_cast<double>(bytes) / kMiB, 0, 'f', 0);
 }
 
@@ -105,10 +112,10 @@ void MemoryChart::paintEvent(QPaintEvent*) {
 
   // Title and the latest value.
   p.setPen(pal.color(QPalette::Text));
-  const QString heading = samples_.isEmpty()
-                              ? title_
-                              : tr("%1  %2  (peak %3)")
-                                    .arg(title_, formatBytes(latest()), formatBytes(peak_));
+  const QString heading =
+      samples_.isEmpty()
+          ? title_
+          : tr("%1  %2  (peak %3)").arg(title_, formatBytes(latest()), formatBytes(peak_));
   p.drawText(QRect(8, 4, width() - 16, fontMetrics().height()), Qt::AlignLeft, heading);
 
   // Grid: four horizontal lines.
@@ -137,6 +144,11 @@ void MemoryChart::paintEvent(QPaintEvent*) {
     // Peak: a dotted line in the text colour.
     p.setPen(QPen(pal.color(QPalette::Text), 1, Qt::DotLine));
     p.drawLine(area.left(), yFor(peak_), area.right(), yFor(peak_));
+  }
+
+  if (samples_.isEmpty() && !placeholder_.isEmpty()) {
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(area.adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap, placeholder_);
   }
 
   // Budget: a dashed line, red when the peak went over it.

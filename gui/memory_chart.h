@@ -23,6 +23,9 @@ class MemoryChart : public QWidget {
   quint64 budget() const { return budget_; }
 
   void addSample(int step, quint64 bytes);
+  // Shown in the plot while there are no samples ("no NVIDIA GPU: …"); empty for none.
+  void setPlaceholder(const QString& text);
+  QString placeholder() const { return placeholder_; }
   void clear();
 
   int sampleCount() const { return static_cast<int>(samples_.size()); }
@@ -54,6 +57,7 @@ class MemoryChart : public QWidget {
   void updateDescription();
 
   QString title_;
+  QString placeholder_;
   quint64 budget_ = 0;
   quint64 peak_ = 0;
   QVector<Sample> samples_;

@@ -71,6 +71,21 @@ class MemoryChartTest : public QObject {
     QVERIFY(chart.focusPolicy() & Qt::TabFocus);
   }
 
+  void a_placeholder_says_why_there_are_no_samples_until_the_first() {
+    MemoryChart chart("VRAM");
+    chart.resize(360, 160);
+    chart.setPlaceholder("No NVIDIA GPU");
+    QCOMPARE(chart.placeholder(), QString("No NVIDIA GPU"));
+    QVERIFY(chart.accessibleDescription().contains("No NVIDIA GPU"));
+    const QImage empty = chart.grab().toImage();
+    chart.setPlaceholder(QString());
+    const QImage blank = chart.grab().toImage();
+    QVERIFY(empty != blank);  // the text is drawn
+    chart.setPlaceholder("No NVIDIA GPU");
+    chart.addSample(1, 1 << 20);
+    QVERIFY(!chart.accessibleDescription().contains("No NVIDIA GPU"));
+  }
+
   void draws_the_budget_line_where_the_budget_is() {
     MemoryChart chart("Host RAM");
     chart.resize(400, 200);

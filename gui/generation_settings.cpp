@@ -1,0 +1,152 @@
+#include "gui/generation_settings.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+
+#include "core/io/detail/os_file.h"
+#include "core/media/video_reader.h"
+#include "core/models/wan/sampler.h"
+
+namespace ferry::gui {
+namespace {
+
+std::filesystem::path toPath(const QString& text) {
+  return io::detail::path_from_utf8(text.toStdString());
+}
+
+// The folder that holds every one of `files` (what find_model_set was pointed at, or near it).
+QString commonFolder(const QJsonArray& files) {
+  QString common;
+  for (const auto& value : files) {
+    const QString folder = QFileInfo(value.toString()).absolutePath();
+    if (common.isEmpty()) {
+      common = folder;
+      continue;
+    }
+    while (!common.isEmpty() &&
+           !(folder == common || folder.startsWith(common + QLatin1Char('/')))) {
+      const QString up = QFileInfo(common).path();
+      if (up == common) return {};
+      common = up;
+    }
+  }
+  return common;
+}
+
+}  // namespace
+
+QString seedModeName(SeedMode mode) {
+  switch (mode) {
+    case SeedMode::kFixed:
+      return QStringLiteral("fixed");
+    case SeedMode::kRandom:
+      return QStringLiteral("random");
+    case SeedMode::kIncrement:
+      return QStringLiteral("increment");
+  }
+  return QStringLiteral("fixed");
+}
+
+SeedMode seedModeFromName(const QString& name) {
+  if (name == QLatin1String("random")) return SeedMode::kRandom;
+  if (name == QLatin1String("increment")) return SeedMode::kIncrement;
+  return SeedMode::kFixed;
+}
+
+pipeline::GenerationRequest GenerationSettings::toRequest(const QString& output) const {
+  pipeline::GenerationRequest r;
+  if (!modelFolder.isEmpty()) r.model = {toPath(modelFolder)};
+  r.prompt = prompt.toStdString();
+  r.negative_prompt = negativePrompt.toStdString();
+  if (!image.isEmpty()) r.image = toPath(image);
+  r.width = width;
+  r.height = height;
+  r.frames = frames;
+  r.fps = fps;
+  r.steps = steps;
+  if (guideScale > 0) r.guide_scale = static_cast<float>(guideScale);
+  if (shift > 0) r.shift = shift;
+  if (!sampler.isEmpty()) r.sampler = models::wan::parse_sampler_kind(sampler.toStdString());
+  r.seed = seed;
+  r.preset = preset.isEmpty() ? std::string("auto") : preset.toStdString();
+  r.output = toPath(output);
+  return r;
+}
+
+QJsonObject GenerationSettings::toJson() const {
+  QJsonObject j;
+  j[QStringLiteral("prompt")] = prompt;
+  j[QStringLiteral("negative_prompt")] = negativePrompt;
+  j[QStringLiteral("seed")] = static_cast<double>(seed);
+  j[QStringLiteral("seed_mode")] = seedModeName(seedMode);
+  j[QStringLiteral("width")] = width;
+  j[QStringLiteral("height")] = height;
+  j[QStringLiteral("frames")] = frames;
+  j[QStringLiteral("fps")] = fps;
+  j[QStringLiteral("steps")] = steps;
+  j[QStringLiteral("guide_scale")] = guideScale;
+  j[QStringLiteral("shift")] = shift;
+  j[QStringLiteral("sampler")] = sampler;
+  j[QStringLiteral("preset")] = preset;
+  j[QStringLiteral("model_folder")] = modelFolder;
+  if (!image.isEmpty()) j[QStringLiteral("image")] = image;
+  return j;
+}
+
+GenerationSettings GenerationSettings::fromJson(const QJsonObject& j) {
+  GenerationSettings s;
+  s.prompt = j.value(QStringLiteral("prompt")).toString();
+  s.negativePrompt = j.value(QStringLiteral("negative_prompt")).toString();
+  // The generator writes the negative prompt it used; the default one is shown as the
+  // placeholder, so it restores as "empty".
+  const QString defaultNegative =
+      QString::fromUtf8(pipeline::kWanDefaultNegativePrompt.data(),
+                        static_cast<qsizetype>(pipeline::kWanDefaultNegativePrompt.size()));
+  if (s.negativePrompt == defaultNegative) s.negativePrompt.clear();
+  s.image = j.value(QStringLiteral("image")).toString();
+  s.seed = static_cast<quint64>(j.value(QStringLiteral("seed")).toDouble());
+  s.seedMode = seedModeFromName(j.value(QStringLiteral("seed_mode")).toString());
+  s.width = j.value(QStringLiteral("width")).toInt();
+  s.height = j.value(QStringLiteral("height")).toInt();
+  s.frames = j.value(QStringLiteral("frames")).toInt();
+  s.fps = j.value(QStringLiteral("fps")).toInt();
+  s.steps = j.value(QStringLiteral("steps")).toInt();
+  s.guideScale = j.value(QStringLiteral("guide_scale")).toDouble();
+  s.shift = j.value(QStringLiteral("shift")).toDouble();
+  s.sampler = j.value(QStringLiteral("sampler")).toString();
+  s.preset = j.value(QStringLiteral("preset")).toString(QStringLiteral("auto"));
+  s.modelFolder = j.value(QStringLiteral("model_folder")).toString();
+  if (s.modelFolder.isEmpty()) {
+    s.modelFolder = commonFolder(j.value(QStringLiteral("model_files")).toArray());
+  }
+  return s;
+}
+
+std::optional<GenerationSettings> GenerationSettings::fromVideo(const QString& path, QString* why) {
+  try {
+    const media::VideoInfo info = media::probe_video(toPath(path));
+    const auto comment = info.metadata.find("comment");
+    if (comment == info.metadata.end()) {
+      if (why)
+        *why = QObject::tr("%1 is a video, but not one Ferry made (it has no Ferry settings).")
+                   .arg(QDir::toNativeSeparators(path));
+      return std::nullopt;
+    }
+    QJsonParseError error{};
+    const QJsonDocument doc =
+        QJsonDocument::fromJson(QByteArray::fromStdString(comment->second), &error);
+    if (!doc.isObject() || !doc.object().contains(QStringLiteral("prompt"))) {
+      if (why)
+        *why = QObject::tr("%1 carries no Ferry settings.").arg(QDir::toNativeSeparators(path));
+      return std::nullopt;
+    }
+    return fromJson(doc.object());
+  } catch (const std::exception& e) {
+    if (why) *why = QString::fromUtf8(e.what());
+    return std::nullopt;
+  }
+}
+
+}  // namespace ferry::gui

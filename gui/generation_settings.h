@@ -1,0 +1,54 @@
+// Everything a user sets for one video, as the window holds it: turned into a
+// pipeline::GenerationRequest to run, and read back from the settings JSON the generator writes
+// (the MP4's `comment` tag and its sidecar) to restore a history item or a dropped Ferry video.
+#pragma once
+
+#include <QJsonObject>
+#include <QMetaType>
+#include <QString>
+#include <optional>
+
+#include "core/pipeline/request.h"
+
+namespace ferry::gui {
+
+enum class SeedMode { kFixed, kRandom, kIncrement };
+
+struct GenerationSettings {
+  QString prompt;
+  QString negativePrompt;  // empty: the model's default (kWanDefaultNegativePrompt)
+  QString image;           // start image; empty: text to video
+  QString modelFolder;
+  int width = 0;  // 0: the model's default
+  int height = 0;
+  int frames = 0;
+  int fps = 0;
+  int steps = 0;
+  double guideScale = 0;  // 0: the model's default
+  double shift = 0;       // 0: the model's default
+  QString sampler;        // "unipc", "euler"; empty: the model's default
+  quint64 seed = 0;
+  SeedMode seedMode = SeedMode::kFixed;
+  QString preset = QStringLiteral("auto");
+
+  bool operator==(const GenerationSettings&) const = default;
+
+  // The request for the engine, writing to `output`.
+  pipeline::GenerationRequest toRequest(const QString& output) const;
+
+  // The generator's settings JSON keys (prompt, negative_prompt, seed, width, height, frames, fps,
+  // steps, guide_scale, shift, sampler, preset, image, model_files) plus the GUI's own
+  // (model_folder, seed_mode).
+  QJsonObject toJson() const;
+  static GenerationSettings fromJson(const QJsonObject& json);
+  // The settings a Ferry MP4 carries in its `comment` tag; nullopt with `why` set when the file
+  // is not a video or carries no Ferry settings.
+  static std::optional<GenerationSettings> fromVideo(const QString& path, QString* why = nullptr);
+};
+
+QString seedModeName(SeedMode mode);
+SeedMode seedModeFromName(const QString& name);
+
+}  // namespace ferry::gui
+
+Q_DECLARE_METATYPE(ferry::gui::GenerationSettings)

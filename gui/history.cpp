@@ -1,0 +1,171 @@
+#include "gui/history.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QListWidget>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QVBoxLayout>
+
+namespace ferry::gui {
+namespace {
+
+constexpr int kThumbnailWidth = 160;
+
+}  // namespace
+
+HistoryStore::HistoryStore(QString folder) : folder_(std::move(folder)) {}
+
+HistoryItem HistoryStore::add(const GenerationSettings& settings, const QString& video,
+                              const QString& summary, const QImage& thumbnail) {
+  HistoryItem item;
+  if (!QDir().mkpath(folder_)) return item;
+  item.created = QDateTime::currentDateTime();
+  QString id = item.created.toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+  for (int n = 2; QFileInfo::exists(QDir(folder_).filePath(id + QStringLiteral(".json"))); ++n) {
+    id = item.created.toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")) + QLatin1Char('-') +
+         QString::number(n);
+  }
+  item.video = video;
+  item.settings = settings;
+  item.summary = summary;
+  const QDir dir(folder_);
+  if (!thumbnail.isNull()) {
+    QSaveFile png(dir.filePath(id + QStringLiteral(".png")));
+    const QImage small = thumbnail.width() > kThumbnailWidth
+                             ? thumbnail.scaledToWidth(kThumbnailWidth, Qt::SmoothTransformation)
+                             : thumbnail;
+    if (png.open(QIODevice::WriteOnly) && small.save(&png, "PNG") && png.commit()) {
+      item.thumbnail = png.fileName();
+    }
+  }
+  QJsonObject j;
+  j[QStringLiteral("created")] = item.created.toString(Qt::ISODateWithMs);
+  j[QStringLiteral("video")] = video;
+  j[QStringLiteral("summary")] = summary;
+  j[QStringLiteral("settings")] = settings.toJson();
+  QSaveFile file(dir.filePath(id + QStringLiteral(".json")));
+  if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(j).toJson()) < 0 ||
+      !file.commit()) {
+    if (!item.thumbnail.isEmpty()) QFile::remove(item.thumbnail);
+    return {};
+  }
+  item.id = id;
+  return item;
+}
+
+QList<HistoryItem> HistoryStore::items() const {
+  QList<HistoryItem> out;
+  const QDir dir(folder_);
+  const auto files =
+      dir.entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name | QDir::Reversed);
+  for (const QFileInfo& info : files) {
+    QFile file(info.absoluteFilePath());
+    if (!file.open(QIODevice::ReadOnly) || file.size() > (1 << 20)) continue;
+    const QJsonDocument doc = QJsonDocument::fromJson(file.readAll());
+    if (!doc.isObject()) continue;
+    const QJsonObject j = doc.object();
+    HistoryItem item;
+    item.id = info.completeBaseName();
+    item.created =
+        QDateTime::fromString(j.value(QStringLiteral("created")).toString(), Qt::ISODateWithMs);
+    item.video = j.value(QStringLiteral("video")).toString();
+    item.summary = j.value(QStringLiteral("summary")).toString();
+    item.settings = GenerationSettings::fromJson(j.value(QStringLiteral("settings")).toObject());
+    const QString png = dir.filePath(item.id + QStringLiteral(".png"));
+    if (QFileInfo::exists(png)) item.thumbnail = png;
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+bool HistoryStore::remove(const QString& id) {
+  const QDir dir(folder_);
+  QFile::remove(dir.filePath(id + QStringLiteral(".png")));
+  return QFile::remove(dir.filePath(id + QStringLiteral(".json")));
+}
+
+HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
+    : QWidget(parent),
+      store_(store),
+      list_(new QListWidget(this)),
+      restore_(new QPushButton(tr("Restore settings"), this)),
+      open_(new QPushButton(tr("Open video"), this)),
+      remove_(new QPushButton(tr("Remo&ve"), this)) {
+  list_->setIconSize(QSize(kThumbnailWidth / 2, kThumbnailWidth * 9 / 32));
+  list_->setWordWrap(true);
+  list_->setUniformItemSizes(false);
+  list_->setAccessibleName(tr("History of generations"));
+  list_->setToolTip(tr("Double-click an item (or press Enter) to restore its settings"));
+  restore_->setToolTip(tr("Put every setting of this video back in the window"));
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(restore_);
+  buttons->addWidget(open_);
+  buttons->addStretch();
+  buttons->addWidget(remove_);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(list_, 1);
+  layout->addLayout(buttons);
+
+  auto restore = [this] {
+    if (const HistoryItem* item = current()) emit restoreRequested(item->settings);
+  };
+  connect(list_, &QListWidget::itemActivated, this, restore);
+  connect(restore_, &QPushButton::clicked, this, restore);
+  connect(open_, &QPushButton::clicked, this, [this] {
+    if (const HistoryItem* item = current()) emit openRequested(item->video);
+  });
+  connect(remove_, &QPushButton::clicked, this, [this] {
+    const HistoryItem* item = current();
+    if (item == nullptr) return;
+    if (QMessageBox::question(this, tr("Remove from history"),
+                              tr("Remove this item from the history? The video file stays "
+                                 "where it is.")) != QMessageBox::Yes) {
+      return;
+    }
+    store_->remove(item->id);
+    reload();
+  });
+  connect(list_, &QListWidget::currentRowChanged, this, &HistoryPanel::updateButtons);
+  reload();
+}
+
+void HistoryPanel::reload() {
+  items_ = store_->items();
+  list_->clear();
+  for (const HistoryItem& item : items_) {
+    QString prompt = item.settings.prompt.simplified();
+    if (prompt.size() > 90) prompt = prompt.left(88) + QStringLiteral("…");
+    auto* row = new QListWidgetItem(
+        QStringLiteral("%1\n%2 · %3")
+            .arg(prompt, item.summary, QLocale().toString(item.created, QLocale::ShortFormat)),
+        list_);
+    if (!item.thumbnail.isEmpty()) row->setIcon(QIcon(item.thumbnail));
+    row->setToolTip(QDir::toNativeSeparators(item.video));
+  }
+  if (!items_.isEmpty()) list_->setCurrentRow(0);
+  updateButtons();
+}
+
+int HistoryPanel::count() const {
+  return static_cast<int>(items_.size());
+}
+
+const HistoryItem* HistoryPanel::current() const {
+  const int row = list_->currentRow();
+  return row >= 0 && row < items_.size() ? &items_[row] : nullptr;
+}
+
+void HistoryPanel::updateButtons() {
+  const HistoryItem* item = current();
+  restore_->setEnabled(item != nullptr);
+  remove_->setEnabled(item != nullptr);
+  open_->setEnabled(item != nullptr && QFileInfo::exists(item->video));
+}
+
+}  // namespace ferry::gui

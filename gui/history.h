@@ -1,0 +1,71 @@
+// The history of generations: one JSON file and one PNG thumbnail per video in
+// <per-user data folder>/history (architecture.md §7), listed newest first with the settings that
+// made each video, so that any item restores every setting.
+#pragma once
+
+#include <QDateTime>
+#include <QImage>
+#include <QList>
+#include <QString>
+#include <QWidget>
+
+#include "gui/generation_settings.h"
+
+class QListWidget;
+class QPushButton;
+
+namespace ferry::gui {
+
+struct HistoryItem {
+  QString id;  // file stem: "20261130-031502-123"
+  QDateTime created;
+  QString video;
+  GenerationSettings settings;
+  QString summary;    // "1280×704 · 121 frames · seed 42"
+  QString thumbnail;  // the PNG's path; empty when there is none
+};
+
+class HistoryStore {
+ public:
+  // `folder` is created when the first item is added.
+  explicit HistoryStore(QString folder);
+  const QString& folder() const { return folder_; }
+
+  // Writes the item's JSON and thumbnail (each under a temporary name, then renamed); returns it
+  // with its id and paths filled in, or an empty id when it could not be written.
+  HistoryItem add(const GenerationSettings& settings, const QString& video, const QString& summary,
+                  const QImage& thumbnail);
+  // Every readable item, newest first; unreadable files are skipped.
+  QList<HistoryItem> items() const;
+  bool remove(const QString& id);
+
+ private:
+  QString folder_;
+};
+
+class HistoryPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit HistoryPanel(HistoryStore* store, QWidget* parent = nullptr);
+  void reload();
+  QListWidget* list() const { return list_; }
+  int count() const;
+
+ signals:
+  void restoreRequested(const ferry::gui::GenerationSettings& settings);
+  void openRequested(const QString& video);
+
+ private:
+  const HistoryItem* current() const;
+  void updateButtons();
+
+  HistoryStore* store_;
+  QList<HistoryItem> items_;
+  QListWidget* list_;
+  QPushButton* restore_;
+  QPushButton* open_;
+  QPushButton* remove_;
+};
+
+}  // namespace ferry::gui

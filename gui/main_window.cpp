@@ -1,0 +1,846 @@
+#include "gui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDesktopServices>
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRandomGenerator>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSplitter>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/io/user_data.h"
+#include "core/offload/planner.h"
+#include "core/pipeline/demo_model.h"
+#include "core/pipeline/request.h"
+#include "gui/frame_player.h"
+#include "gui/history.h"
+#include "gui/machine_check.h"
+#include "gui/memory_chart.h"
+#include "gui/model_panel.h"
+#include "gui/preset_panel.h"
+#include "gui/start_image_box.h"
+#include "gui/video_settings_box.h"
+
+namespace ferry::gui {
+namespace {
+
+constexpr int kPlayerMaxWidth = 1280;
+
+QString durationText(double seconds) {
+  if (seconds < 60) return QObject::tr("%1 s").arg(seconds, 0, 'f', 1);
+  const int s = static_cast<int>(seconds);
+  if (seconds < 3600) {
+    return QObject::tr("%1 min %2 s").arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+  }
+  return QObject::tr("%1 h %2 min").arg(s / 3600).arg(s / 60 % 60, 2, 10, QLatin1Char('0'));
+}
+
+QString fromUtf8(std::string_view text) {
+  return QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size()));
+}
+
+}  // namespace
+
+QString defaultDataFolder() {
+  try {
+    return QString::fromStdString(io::detail::display(io::user_data_dir()));
+  } catch (const std::exception&) {
+    return QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation);
+  }
+}
+
+MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
+    : QMainWindow(parent), options_(std::move(options)) {
+  dataFolder_ = options_.dataFolder.isEmpty() ? defaultDataFolder() : options_.dataFolder;
+  QDir().mkpath(dataFolder_);
+  store_ = new QSettings(QDir(dataFolder_).filePath(QStringLiteral("settings.ini")),
+                         QSettings::IniFormat, this);
+  machine_ = options_.machine ? *options_.machine : describeMachine();
+  history_ = new HistoryStore(QDir(dataFolder_).filePath(QStringLiteral("history")));
+
+  setWindowTitle(tr("Ferry"));
+  setAcceptDrops(true);
+  buildUi();
+  buildMenus();
+
+  worker_ = new GenerationWorker;
+  worker_->moveToThread(&thread_);
+  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  thread_.setObjectName(QStringLiteral("Ferry engine"));
+  thread_.start();
+  Q_ASSERT(worker_->thread() != thread());  // the engine never runs on the GUI thread
+  connectWorker();
+
+  std::vector<offload::Preset> presets;
+  try {
+    presets = offload::load_presets(io::detail::path_from_utf8(
+        QDir(dataFolder_).filePath(QStringLiteral("presets")).toStdString()));
+  } catch (const std::exception& e) {
+    presets = offload::builtin_presets();
+    showMessage(tr("A preset of yours was not loaded: %1").arg(QString::fromUtf8(e.what())));
+  }
+  presetPanel_->setPresets(std::move(presets), machine_);
+  restoreState();
+  setState(State::kIdle);
+
+  if (options_.firstRunCheck && !store_->value(QStringLiteral("checkedMachine")).toBool()) {
+    QMetaObject::invokeMethod(this, &MainWindow::showMachineCheck, Qt::QueuedConnection);
+  }
+}
+
+MainWindow::~MainWindow() {
+  worker_->cancel();
+  thread_.quit();
+  thread_.wait();
+  delete history_;
+}
+
+void MainWindow::buildUi() {
+  // ---- left: what to make ----
+  auto* left = new QWidget;
+  auto* leftLayout = new QVBoxLayout(left);
+
+  message_ = new QLabel;
+  message_->setWordWrap(true);
+  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  message_->setStyleSheet(QStringLiteral(
+      "QLabel { border: 1px solid #d9534f; border-radius: 4px; padding: 6px; color: #d9534f; }"));
+  message_->setAccessibleName(tr("Message"));
+  message_->hide();
+  leftLayout->addWidget(message_);
+
+  auto* promptBox = new QWidget;
+  auto* promptForm = new QVBoxLayout(promptBox);
+  promptForm->setContentsMargins(0, 0, 0, 0);
+  prompt_ = new QPlainTextEdit;
+  prompt_->setPlaceholderText(tr("Describe the video: who, what, where, the light, the camera…"));
+  prompt_->setAccessibleName(tr("Prompt"));
+  prompt_->setTabChangesFocus(true);
+  prompt_->setMinimumHeight(prompt_->fontMetrics().lineSpacing() * 4);
+  prompt_->setMaximumHeight(prompt_->fontMetrics().lineSpacing() * 6 + 12);
+  auto* promptLabel = new QLabel(tr("&Prompt"));
+  promptLabel->setBuddy(prompt_);
+  negative_ = new QPlainTextEdit;
+  const QString defaultNegative = fromUtf8(pipeline::kWanDefaultNegativePrompt);
+  negative_->setPlaceholderText(defaultNegative);
+  negative_->setToolTip(tr("What the video should not look like. Left empty, Ferry uses the "
+                           "model's official default (shown greyed):\n%1")
+                            .arg(defaultNegative));
+  negative_->setAccessibleName(tr("Negative prompt"));
+  negative_->setAccessibleDescription(tr("Empty: the model's official default negative prompt"));
+  negative_->setTabChangesFocus(true);
+  negative_->setFixedHeight(negative_->fontMetrics().lineSpacing() * 3 + 12);
+  auto* negativeLabel = new QLabel(tr("&Negative prompt"));
+  negativeLabel->setBuddy(negative_);
+  promptForm->addWidget(promptLabel);
+  promptForm->addWidget(prompt_, 2);
+  promptForm->addWidget(negativeLabel);
+  promptForm->addWidget(negative_, 1);
+  leftLayout->addWidget(promptBox);
+
+  startImage_ = new StartImageBox;
+  leftLayout->addWidget(startImage_);
+
+  modelPanel_ = new ModelPanel;
+  leftLayout->addWidget(modelPanel_);
+
+  video_ = new VideoSettingsBox;
+  leftLayout->addWidget(video_);
+
+  presetPanel_ = new PresetPanel;
+  leftLayout->addWidget(presetPanel_);
+
+  generate_ = new QPushButton(tr("&Generate"));
+  generate_->setDefault(true);
+  generate_->setMinimumHeight(generate_->sizeHint().height() * 3 / 2);
+  QFont bold = generate_->font();
+  bold.setBold(true);
+  generate_->setFont(bold);
+  generate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+  generate_->setToolTip(tr("Make the video (Ctrl+Enter)"));
+  cancel_ = new QPushButton(tr("Cancel"));
+  cancel_->setMinimumHeight(generate_->minimumHeight());
+  cancel_->setShortcut(QKeySequence(Qt::Key_Escape));
+  cancel_->setToolTip(tr("Stop the running job (Esc). Nothing half-written is left behind."));
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(generate_, 2);
+  buttons->addWidget(cancel_, 1);
+  leftLayout->addStretch();
+
+  auto* leftScroll = new QScrollArea;
+  leftScroll->setWidget(left);
+  leftScroll->setWidgetResizable(true);
+  leftScroll->setFrameShape(QFrame::NoFrame);
+  leftScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  // The verdict and the buttons stay in view however far the settings scroll.
+  planLine_ = new QLabel;
+  planLine_->setWordWrap(true);
+  planLine_->setAccessibleName(tr("Memory prediction"));
+  auto* leftColumn = new QWidget;
+  leftColumn->setMinimumWidth(480);
+  auto* leftColumnLayout = new QVBoxLayout(leftColumn);
+  leftColumnLayout->setContentsMargins(0, 0, 0, 0);
+  leftColumnLayout->addWidget(leftScroll, 1);
+  auto* footer = new QVBoxLayout;
+  footer->setContentsMargins(9, 0, 9, 6);
+  footer->addWidget(planLine_);
+  footer->addLayout(buttons);
+  leftColumnLayout->addLayout(footer);
+
+  // ---- middle: the video and the live charts ----
+  auto* middle = new QWidget;
+  auto* middleLayout = new QVBoxLayout(middle);
+  player_ = new FramePlayer;
+  middleLayout->addWidget(player_, 3);
+  auto* resultRow = new QHBoxLayout;
+  openFile_ = new QPushButton(tr("Open video"));
+  openFile_->setToolTip(tr("Open the video in the system's player"));
+  openFolder_ = new QPushButton(tr("Show in folder"));
+  openFolder_->setToolTip(tr("Open the folder the videos are written to"));
+  resultRow->addWidget(openFile_);
+  resultRow->addWidget(openFolder_);
+  resultRow->addStretch();
+  middleLayout->addLayout(resultRow);
+  auto* charts = new QHBoxLayout;
+  vramChart_ = new MemoryChart(tr("VRAM"));
+  ramChart_ = new MemoryChart(tr("Host RAM"));
+  vramChart_->setAccessibleName(tr("VRAM per step"));
+  ramChart_->setAccessibleName(tr("Host RAM per step"));
+  if (!machine_.has_gpu) {
+    vramChart_->setPlaceholder(tr("No NVIDIA GPU: Ferry runs on the CPU, in host RAM."));
+  }
+  charts->addWidget(vramChart_);
+  charts->addWidget(ramChart_);
+  middleLayout->addLayout(charts, 1);
+  stepTime_ = new QLabel(tr("Step time: –"));
+  stepTime_->setAccessibleName(tr("Step time"));
+  stepTime_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  middleLayout->addWidget(stepTime_);
+
+  // ---- right: history ----
+  historyPanel_ = new HistoryPanel(history_);
+  auto* tabs = new QTabWidget;
+  tabs->addTab(historyPanel_, tr("Histor&y"));
+  tabs->setMinimumWidth(260);
+
+  splitter_ = new QSplitter;
+  splitter_->addWidget(leftColumn);
+  splitter_->addWidget(middle);
+  splitter_->addWidget(tabs);
+  splitter_->setStretchFactor(0, 0);
+  splitter_->setStretchFactor(1, 1);
+  splitter_->setStretchFactor(2, 0);
+  splitter_->setChildrenCollapsible(false);
+  setCentralWidget(splitter_);
+
+  status_ = new QLabel(tr("Ready"));
+  status_->setAccessibleName(tr("Progress"));
+  progress_ = new QProgressBar;
+  progress_->setMaximumWidth(220);
+  progress_->setTextVisible(false);
+  progress_->hide();
+  statusBar()->addWidget(status_, 1);
+  statusBar()->addPermanentWidget(progress_);
+
+  // Tab order is creation order, which is reading order: prompt, negative prompt, start image,
+  // model, video settings, preset, Generate, Cancel, then the player and the history.
+
+  connect(prompt_, &QPlainTextEdit::textChanged, this, &MainWindow::updateGenerateButton);
+  connect(modelPanel_, &ModelPanel::modelChanged, this, &MainWindow::onModelChanged);
+  connect(modelPanel_, &ModelPanel::demoRequested, this, &MainWindow::useDemoModel);
+  connect(startImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
+  connect(startImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
+  connect(video_, &VideoSettingsBox::videoChanged, this, &MainWindow::updatePlanInputs);
+  connect(video_, &VideoSettingsBox::seedCopied, this, [this](const QString& seed) {
+    statusBar()->showMessage(tr("Seed %1 copied").arg(seed), 3000);
+  });
+  connect(presetPanel_, &PresetPanel::planChanged, this, &MainWindow::updateGenerateButton);
+  connect(presetPanel_, &PresetPanel::planChanged, this, [this] {
+    if (state_ != State::kIdle) return;
+    const auto preset = presetPanel_->effectivePreset();
+    if (!preset) return;
+    ramChart_->setBudget(preset->ram_budget_bytes);
+    vramChart_->setBudget(
+        preset->device == Device::kCuda ? offload::usable_device_bytes(*preset, machine_) : 0);
+  });
+  connect(generate_, &QPushButton::clicked, this, &MainWindow::generate);
+  connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancel);
+  connect(openFile_, &QPushButton::clicked, this, &MainWindow::openFile);
+  connect(openFolder_, &QPushButton::clicked, this, &MainWindow::openFolder);
+  connect(historyPanel_, &HistoryPanel::restoreRequested, this,
+          [this](const GenerationSettings& s) {
+            applySettings(s);
+            statusBar()->showMessage(tr("Settings restored from the history"), 4000);
+          });
+  connect(historyPanel_, &HistoryPanel::openRequested, this, &MainWindow::showVideo);
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open video…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a Ferry video"),
+                                                      outputFolder(), tr("Videos (*.mp4)"));
+    if (!path.isEmpty()) openVideo(path);
+  });
+  open->setShortcut(QKeySequence::Open);
+  file->addAction(tr("Choose &output folder…"), this, [this] {
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Folder for the videos"), outputFolder());
+    if (!dir.isEmpty()) setOutputFolder(dir);
+  });
+  file->addAction(tr("Show output &folder"), this, &MainWindow::openFolder);
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  run->addAction(tr("&Generate"), this, &MainWindow::generate);
+  run->addAction(tr("&Cancel"), this, &MainWindow::cancel);
+  run->addSeparator();
+  run->addAction(tr("Use the &demo model"), this, &MainWindow::useDemoModel);
+  run->addAction(tr("Copy the &seed"), video_, &VideoSettingsBox::copySeed);
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Check this machine…"), this, &MainWindow::showMachineCheck);
+  help->addAction(tr("Open the &data folder"), this,
+                  [this] { QDesktopServices::openUrl(QUrl::fromLocalFile(dataFolder_)); });
+  help->addAction(tr("&About Ferry"), this, [this] {
+    QMessageBox::about(
+        this, tr("About Ferry"),
+        tr("<b>Ferry %1</b><p>Videos from a prompt and an optional start image with Wan "
+           "diffusion models, streaming weights from disk so they fit a laptop GPU.</p>")
+            .arg(QStringLiteral(FERRY_VERSION)));
+  });
+}
+
+void MainWindow::connectWorker() {
+  connect(worker_, &GenerationWorker::started, this, &MainWindow::onStarted);
+  connect(worker_, &GenerationWorker::stageChanged, this, &MainWindow::onStage);
+  connect(worker_, &GenerationWorker::step, this, &MainWindow::onStep);
+  connect(worker_, &GenerationWorker::preview, this, &MainWindow::onPreview);
+  connect(worker_, &GenerationWorker::finished, this, &MainWindow::onFinished);
+  connect(worker_, &GenerationWorker::failed, this, &MainWindow::onFailed);
+  connect(worker_, &GenerationWorker::cancelled, this, &MainWindow::onCancelled);
+  connect(worker_, &GenerationWorker::framesLoaded, this, &MainWindow::onFramesLoaded);
+  connect(worker_, &GenerationWorker::framesFailed, this, &MainWindow::onFramesFailed);
+}
+
+// ---- settings ----
+
+GenerationSettings MainWindow::settings() const {
+  GenerationSettings s;
+  s.prompt = prompt_->toPlainText();
+  s.negativePrompt = negative_->toPlainText();
+  s.image = startImage_->path();
+  s.modelFolder = QDir::fromNativeSeparators(modelPanel_->folder());
+  video_->fill(s);
+  s.preset = presetPanel_->presetName();
+  return s;
+}
+
+void MainWindow::applySettings(const GenerationSettings& s) {
+  clearMessage();
+  prompt_->setPlainText(s.prompt);
+  negative_->setPlainText(s.negativePrompt);
+  if (s.image.isEmpty()) {
+    startImage_->clear();
+  } else if (!startImage_->setPath(s.image)) {
+    showMessage(tr("The start image %1 could not be restored: %2")
+                    .arg(QDir::toNativeSeparators(s.image), startImage_->error()));
+  }
+  if (!s.modelFolder.isEmpty() &&
+      QDir::fromNativeSeparators(modelPanel_->folder()) != s.modelFolder) {
+    applying_ = true;  // the model's defaults would be overwritten right below
+    modelPanel_->setFolder(s.modelFolder);
+    applying_ = false;
+  }
+  video_->apply(s);
+  if (!s.preset.isEmpty()) presetPanel_->setPresetName(s.preset);
+  updatePlanInputs();
+}
+
+void MainWindow::restoreState() {
+  restoreGeometry(store_->value(QStringLiteral("window/geometry")).toByteArray());
+  if (!splitter_->restoreState(store_->value(QStringLiteral("window/splitter")).toByteArray())) {
+    splitter_->setSizes({500, 680, 300});
+  }
+  const QJsonObject last =
+      QJsonDocument::fromJson(store_->value(QStringLiteral("last/settings")).toByteArray())
+          .object();
+  GenerationSettings s = GenerationSettings::fromJson(last);
+  if (last.isEmpty()) {
+    s.seedMode = SeedMode::kRandom;
+    s.seed = QRandomGenerator::global()->bounded(quint64{1} << 32);
+    s.preset = QStringLiteral("auto");
+  }
+  applySettings(s);
+  if (s.modelFolder.isEmpty()) modelPanel_->setFolder(QString());
+  clearMessage();
+}
+
+void MainWindow::saveState() {
+  store_->setValue(QStringLiteral("window/geometry"), saveGeometry());
+  store_->setValue(QStringLiteral("window/splitter"), splitter_->saveState());
+  store_->setValue(QStringLiteral("last/settings"),
+                   QJsonDocument(settings().toJson()).toJson(QJsonDocument::Compact));
+  store_->sync();
+}
+
+QString MainWindow::outputFolder() const {
+  const QString fallback = QDir(dataFolder_).filePath(QStringLiteral("videos"));
+  return store_->value(QStringLiteral("outputFolder"), fallback).toString();
+}
+
+void MainWindow::setOutputFolder(const QString& folder) {
+  store_->setValue(QStringLiteral("outputFolder"), folder);
+}
+
+// ---- model, size, plan ----
+
+void MainWindow::onModelChanged() {
+  const auto& set = modelPanel_->modelSet();
+  video_->setModel(set, !applying_);
+  presetPanel_->setModel(set);
+  updatePlanInputs();
+}
+
+void MainWindow::updatePlanInputs() {
+  video_->setImageSize(startImage_->path().isEmpty() ? QSize() : startImage_->imageSize());
+  const QSize size = video_->videoSize();
+  presetPanel_->setVideo(size.width(), size.height(), video_->frames());
+  updateGenerateButton();
+}
+
+QString MainWindow::generateBlockedReason() const {
+  if (state_ != State::kIdle) return tr("A video is being made.");
+  if (!modelPanel_->modelSet()) return modelPanel_->problem();
+  if (!presetPanel_->fits()) return presetPanel_->refusal();
+  return {};
+}
+
+bool MainWindow::generateEnabled() const {
+  return generate_->isEnabled();
+}
+
+void MainWindow::updateGenerateButton() {
+  const QString reason = generateBlockedReason();
+  generate_->setEnabled(reason.isEmpty());
+  generate_->setToolTip(reason.isEmpty() ? tr("Make the video (Ctrl+Enter)") : reason);
+  generate_->setAccessibleDescription(reason);
+  const auto& plan = presetPanel_->plan();
+  if (presetPanel_->fits() && plan) {
+    planLine_->setStyleSheet(QString());
+    const auto effective = presetPanel_->effectivePreset();
+    QString preset = presetPanel_->presetName();
+    if (effective && QString::fromStdString(effective->name) != preset &&
+        preset != QLatin1String("auto")) {
+      preset = tr("%1 (no NVIDIA GPU)").arg(QString::fromStdString(effective->name));
+    }
+    planLine_->setText(tr("Preset %1 · predicted peaks: VRAM %2 · RAM %3")
+                           .arg(preset, MemoryChart::formatBytes(plan->predicted_vram_peak),
+                                MemoryChart::formatBytes(plan->predicted_ram_peak)));
+  } else {
+    planLine_->setStyleSheet(QStringLiteral("color: #d9534f;"));
+    planLine_->setText(QStringLiteral("⚠ ") + (modelPanel_->modelSet() ? presetPanel_->refusal()
+                                                                       : modelPanel_->problem()));
+  }
+  if (state_ == State::kIdle && !reason.isEmpty()) {
+    status_->setText(tr("Can't generate yet: %1").arg(reason));
+  } else if (state_ == State::kIdle) {
+    status_->setText(tr("Ready"));
+  }
+}
+
+// ---- running ----
+
+void MainWindow::generate() {
+  if (state_ != State::kIdle) return;
+  clearMessage();
+  presetPanel_->refresh();  // a change may still be waiting for its deferred refresh
+  const QString blocked = generateBlockedReason();
+  if (!blocked.isEmpty()) {
+    showMessage(blocked);
+    return;
+  }
+  if (prompt_->toPlainText().trimmed().isEmpty()) {
+    showMessage(tr("The prompt is empty: describe the video to make."));
+    prompt_->setFocus();
+    return;
+  }
+  if (video_->seedMode() == SeedMode::kRandom) {
+    video_->setSeed(QRandomGenerator::global()->bounded(quint64{1} << 32));
+  }
+  runSettings_ = settings();
+
+  const QString folder = outputFolder();
+  if (!QDir().mkpath(folder)) {
+    showMessage(tr("The output folder %1 cannot be created. Choose another one in the File "
+                   "menu.")
+                    .arg(QDir::toNativeSeparators(folder)));
+    return;
+  }
+  QString output = QDir(folder).filePath(
+      QStringLiteral("ferry-%1.mp4")
+          .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"))));
+  for (int n = 2; QFileInfo::exists(output); ++n) {
+    output = QDir(folder).filePath(
+        QStringLiteral("ferry-%1-%2.mp4")
+            .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")))
+            .arg(n));
+  }
+  GenerationJob job;
+  job.request = runSettings_.toRequest(output);
+  job.machine = machine_;
+  job.presets = presetPanel_->presets();
+  const auto& set = modelPanel_->modelSet();
+  demoRun_ = set && isDemoModel(*set);
+  job.streamAll = demoRun_;
+
+  // The engine's own checks (sizes, frames, image) before anything is queued: a message now
+  // rather than an error later.
+  try {
+    const QSize image = startImage_->imageSize();
+    pipeline::resolve(job.request, *set,
+                      startImage_->path().isEmpty()
+                          ? std::nullopt
+                          : std::optional(std::pair(image.width(), image.height())));
+  } catch (const std::exception& e) {
+    showMessage(QString::fromUtf8(e.what()));
+    return;
+  }
+
+  vramChart_->clear();
+  ramChart_->clear();
+  stepTime_->setText(tr("Step time: –"));
+  lastPreview_ = {};
+  pending_.reset();
+  setState(State::kRunning);
+  statusBar()->clearMessage();  // the progress label underneath must show
+  setProgressText(tr("Starting…"), QString());
+  worker_->prepare();
+  QMetaObject::invokeMethod(
+      worker_, [worker = worker_, job] { worker->generate(job); }, Qt::QueuedConnection);
+}
+
+void MainWindow::cancel() {
+  if (state_ != State::kRunning) return;
+  setState(State::kCancelling);
+  setProgressText(tr("Cancelling…"), tr("cancelling"));
+  worker_->cancel();  // thread-safe: the engine stops within one layer
+}
+
+void MainWindow::setState(State state) {
+  state_ = state;
+  const bool idle = state == State::kIdle;
+  for (QWidget* w : std::initializer_list<QWidget*>{prompt_, negative_, startImage_, modelPanel_,
+                                                    presetPanel_}) {
+    w->setEnabled(idle);
+  }
+  video_->setEditable(idle);
+  cancel_->setEnabled(state == State::kRunning);
+  progress_->setVisible(!idle);
+  if (idle) {
+    setWindowTitle(tr("Ferry"));
+    progress_->setRange(0, 1);
+  }
+  updateGenerateButton();
+  const bool haveVideo = !lastVideo_.isEmpty() && QFileInfo::exists(lastVideo_);
+  openFile_->setEnabled(haveVideo);
+  emit stateChanged(state);
+}
+
+void MainWindow::setProgressText(const QString& text, const QString& title) {
+  status_->setText(text);
+  setWindowTitle(title.isEmpty() ? tr("Ferry") : tr("%1 — Ferry").arg(title));
+}
+
+void MainWindow::onStarted() {
+  progress_->setRange(0, 0);  // busy until the first step says how many
+}
+
+void MainWindow::onStage(int, const QString& name) {
+  if (state_ == State::kCancelling) return;
+  const QString text = name.left(1).toUpper() + name.mid(1) + QStringLiteral("…");
+  setProgressText(text, name);
+  if (name != QLatin1String("denoising")) progress_->setRange(0, 0);
+}
+
+void MainWindow::onStep(const StepInfo& info) {
+  ramChart_->addSample(info.step, info.ramPeakBytes);
+  if (info.vramBytes != 0 || vramChart_->budget() != 0) {
+    vramChart_->addSample(info.step, info.vramPeakBytes);
+  }
+  stepTime_->setText(tr("Step time: %1 (mean %2/step) · read %3 · waiting for weights %4")
+                         .arg(durationText(info.stepSeconds), durationText(info.secondsPerStep),
+                              MemoryChart::formatBytes(info.bytesRead),
+                              durationText(info.ioWaitSeconds)));
+  progress_->setRange(0, info.steps);
+  progress_->setValue(info.step);
+  if (state_ == State::kCancelling) return;
+  const QString text = tr("step %1/%2 · %3/step · ETA %4")
+                           .arg(info.step)
+                           .arg(info.steps)
+                           .arg(durationText(info.secondsPerStep), durationText(info.etaSeconds));
+  setProgressText(text, text);
+}
+
+void MainWindow::onPreview(const QImage& image) {
+  lastPreview_ = image;
+  player_->showPreview(image, tr("preview"));
+}
+
+void MainWindow::onFinished(const GenerationOutcome& outcome) {
+  lastVideo_ = outcome.video;
+  pending_ = outcome;
+  if (runSettings_.seedMode == SeedMode::kIncrement) {
+    video_->setSeed(runSettings_.seed + 1);
+  }
+  setState(State::kIdle);
+  setProgressText(tr("Done: %1 (%2×%3, %4 frames, seed %5)")
+                      .arg(QDir::toNativeSeparators(outcome.video))
+                      .arg(outcome.width)
+                      .arg(outcome.height)
+                      .arg(outcome.frames)
+                      .arg(outcome.seed),
+                  QString());
+  player_->showPreview(lastPreview_, tr("loading the video…"));
+  QMetaObject::invokeMethod(
+      worker_,
+      [worker = worker_, video = outcome.video] { worker->loadFrames(video, kPlayerMaxWidth); },
+      Qt::QueuedConnection);
+  QApplication::alert(this);
+  emit generationEnded();
+  if (closeAfterRun_) close();
+}
+
+void MainWindow::onFailed(const QString& message, int code) {
+  setState(State::kIdle);
+  const QString text = static_cast<ErrorCode>(code) == ErrorCode::kDoesNotFit
+                           ? tr("This won't fit in memory: %1").arg(message)
+                           : message;
+  showMessage(text);
+  setProgressText(tr("Failed: %1").arg(text), QString());
+  player_->clear(tr("No video: %1").arg(text));
+  emit generationEnded();
+  if (closeAfterRun_) close();
+}
+
+void MainWindow::onCancelled() {
+  setState(State::kIdle);
+  setProgressText(tr("Cancelled. Nothing was written."), QString());
+  player_->clear(tr("Cancelled."));
+  vramChart_->update();
+  emit generationEnded();
+  if (closeAfterRun_) close();
+}
+
+void MainWindow::onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps) {
+  if (video != lastVideo_) return;
+  player_->setFrames(frames, fps);
+  player_->play();
+  if (pending_ && pending_->video == video) {
+    addToHistory(frames.isEmpty() ? lastPreview_ : frames.front());
+  }
+}
+
+void MainWindow::onFramesFailed(const QString& video, const QString& message) {
+  if (video != lastVideo_) return;
+  player_->clear(tr("The video was written but cannot be shown here: %1").arg(message));
+  if (pending_ && pending_->video == video) addToHistory(lastPreview_);
+}
+
+void MainWindow::addToHistory(const QImage& thumbnail) {
+  const GenerationOutcome outcome = *pending_;
+  pending_.reset();
+  GenerationSettings s = runSettings_;
+  // The engine's resolved values, so that "default" settings restore as what was used.
+  if (!outcome.settingsJson.isEmpty()) {
+    const QJsonObject used = QJsonDocument::fromJson(outcome.settingsJson.toUtf8()).object();
+    GenerationSettings resolved = GenerationSettings::fromJson(used);
+    resolved.modelFolder = s.modelFolder;
+    resolved.seedMode = s.seedMode;
+    resolved.image = s.image;
+    s = resolved;
+  }
+  const QString summary = tr("%1×%2 · %3 frames · %4 steps · seed %5")
+                              .arg(outcome.width)
+                              .arg(outcome.height)
+                              .arg(outcome.frames)
+                              .arg(outcome.steps)
+                              .arg(outcome.seed);
+  if (history_->add(s, outcome.video, summary, thumbnail).id.isEmpty()) {
+    statusBar()->showMessage(tr("The history could not be written in %1")
+                                 .arg(QDir::toNativeSeparators(history_->folder())),
+                             6000);
+  }
+  historyPanel_->reload();
+}
+
+bool MainWindow::openVideo(const QString& path) {
+  QString why;
+  const auto s = GenerationSettings::fromVideo(path, &why);
+  if (!s) {
+    showMessage(why);
+    return false;
+  }
+  applySettings(*s);
+  showVideo(path);
+  statusBar()->showMessage(tr("Settings restored from %1").arg(QDir::toNativeSeparators(path)),
+                           6000);
+  return true;
+}
+
+void MainWindow::showVideo(const QString& path) {
+  if (!QFileInfo::exists(path)) {
+    showMessage(tr("%1 is no longer there.").arg(QDir::toNativeSeparators(path)));
+    return;
+  }
+  lastVideo_ = path;
+  openFile_->setEnabled(true);
+  player_->clear(tr("Loading %1…").arg(QFileInfo(path).fileName()));
+  QMetaObject::invokeMethod(
+      worker_, [worker = worker_, path] { worker->loadFrames(path, kPlayerMaxWidth); },
+      Qt::QueuedConnection);
+}
+
+// ---- small actions ----
+
+void MainWindow::useDemoModel() {
+  if (state_ != State::kIdle) return;
+  try {
+    const QString folder = QDir(dataFolder_).filePath(QStringLiteral("demo-model"));
+    pipeline::write_demo_model(io::detail::path_from_utf8(folder.toStdString()));
+    modelPanel_->setFolder(folder);
+    if (prompt_->toPlainText().trimmed().isEmpty()) {
+      prompt_->setPlainText(tr("a red ferry crossing a calm fjord at sunrise, cinematic"));
+    }
+    statusBar()->showMessage(tr("The demo model has random weights: its videos are noise-like "
+                                "patterns, not pictures of the prompt."),
+                             8000);
+  } catch (const std::exception& e) {
+    showMessage(tr("The demo model could not be written: %1").arg(QString::fromUtf8(e.what())));
+  }
+}
+
+void MainWindow::showMachineCheck() {
+  const MachineReport report = checkMachine(outputFolder());
+  store_->setValue(QStringLiteral("checkedMachine"), true);
+  QMessageBox box(this);
+  box.setWindowTitle(tr("Ferry: this machine"));
+  box.setIcon(report.verdict == MachineReport::Verdict::kGood ? QMessageBox::Information
+                                                              : QMessageBox::Warning);
+  box.setText(report.verdictText);
+  box.setInformativeText(report.details());
+  QPushButton* use = nullptr;
+  if (presetPanel_->presetName() != report.suggestedPreset) {
+    use =
+        box.addButton(tr("Use the %1 preset").arg(report.suggestedPreset), QMessageBox::AcceptRole);
+  }
+  box.addButton(QMessageBox::Close);
+  box.exec();
+  if (use != nullptr && box.clickedButton() == use) {
+    presetPanel_->setPresetName(report.suggestedPreset);
+  }
+}
+
+void MainWindow::openFile() {
+  if (!lastVideo_.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(lastVideo_));
+}
+
+void MainWindow::openFolder() {
+  const QString folder =
+      lastVideo_.isEmpty() ? outputFolder() : QFileInfo(lastVideo_).absolutePath();
+  QDir().mkpath(folder);
+  QDesktopServices::openUrl(QUrl::fromLocalFile(folder));
+}
+
+void MainWindow::showMessage(const QString& message) {
+  lastMessage_ = message;
+  message_->setText(QStringLiteral("⚠ ") + message);
+  message_->show();
+  statusBar()->showMessage(message, 8000);
+}
+
+void MainWindow::clearMessage() {
+  lastMessage_.clear();
+  message_->hide();
+}
+
+QString MainWindow::statusText() const {
+  return status_->text();
+}
+
+// ---- window events ----
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (state_ != State::kIdle) {
+    if (options_.askBeforeClosing &&
+        QMessageBox::question(this, tr("Quit Ferry?"),
+                              tr("A video is being made. Cancel it and quit? Nothing "
+                                 "half-written is left behind.")) != QMessageBox::Yes) {
+      event->ignore();
+      return;
+    }
+    closeAfterRun_ = true;
+    cancel();
+    event->ignore();  // closes once the engine has stopped (onCancelled)
+    return;
+  }
+  saveState();
+  event->accept();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  const auto urls = event->mimeData()->urls();
+  if (urls.size() == 1 && urls.front().isLocalFile() && state_ == State::kIdle) {
+    event->acceptProposedAction();
+  }
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  const auto urls = event->mimeData()->urls();
+  if (urls.size() != 1 || !urls.front().isLocalFile()) return;
+  const QString path = urls.front().toLocalFile();
+  if (path.endsWith(QLatin1String(".mp4"), Qt::CaseInsensitive)) {
+    openVideo(path);
+  } else if (QFileInfo(path).isDir()) {
+    modelPanel_->setFolder(path);
+  } else {
+    startImage_->setPath(path);
+  }
+  event->acceptProposedAction();
+}
+
+void MainWindow::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange || event->type() == QEvent::ThemeChange) {
+    vramChart_->update();
+    ramChart_->update();
+  }
+  QMainWindow::changeEvent(event);
+}
+
+}  // namespace ferry::gui

@@ -1,0 +1,164 @@
+// Ferry's main window: the prompt, the start image, the model and the video settings on the left;
+// the preview / player and the live VRAM and RAM charts in the middle; the history on the right.
+// The engine runs on a worker QThread (GenerationWorker); everything here reacts to its queued
+// signals, so the window never waits for the engine.
+#pragma once
+
+#include <QImage>
+#include <QMainWindow>
+#include <QPointer>
+#include <QThread>
+#include <optional>
+
+#include "core/offload/preset.h"
+#include "gui/generation_settings.h"
+#include "gui/generation_worker.h"
+
+class QLabel;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QSettings;
+class QSplitter;
+
+namespace ferry::gui {
+
+class FramePlayer;
+class HistoryPanel;
+class HistoryStore;
+class MemoryChart;
+class ModelPanel;
+class PresetPanel;
+class StartImageBox;
+class VideoSettingsBox;
+
+struct MainWindowOptions {
+  QString dataFolder;                           // empty: io::user_data_dir()
+  std::optional<offload::MachineInfo> machine;  // empty: measured
+  bool firstRunCheck = true;                    // show the machine check on the first start
+  bool askBeforeClosing = true;
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(MainWindowOptions options = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  enum class State { kIdle, kRunning, kCancelling };
+  State state() const { return state_; }
+
+  GenerationSettings settings() const;
+  void applySettings(const GenerationSettings& settings);
+  // Restores the settings a Ferry MP4 carries and shows it; false with a message when it cannot.
+  bool openVideo(const QString& path);
+  // Plays a video in the window's player (decoded on the engine thread), settings untouched.
+  void showVideo(const QString& path);
+
+  // The message the window last showed about a problem (empty after a success), for tests.
+  QString lastMessage() const { return lastMessage_; }
+  QString lastVideo() const { return lastVideo_; }
+  QString statusText() const;
+  bool generateEnabled() const;
+  QString generateBlockedReason() const;
+
+  // The parts the tests drive.
+  PresetPanel* presetPanel() const { return presetPanel_; }
+  ModelPanel* modelPanel() const { return modelPanel_; }
+  StartImageBox* startImage() const { return startImage_; }
+  FramePlayer* player() const { return player_; }
+  HistoryPanel* historyPanel() const { return historyPanel_; }
+  MemoryChart* vramChart() const { return vramChart_; }
+  MemoryChart* ramChart() const { return ramChart_; }
+  GenerationWorker* worker() const { return worker_; }
+  QString outputFolder() const;
+  void setOutputFolder(const QString& folder);
+
+ public slots:
+  void generate();
+  void cancel();
+  void useDemoModel();
+  void showMachineCheck();
+
+ signals:
+  void stateChanged(ferry::gui::MainWindow::State state);
+  void generationEnded();  // finished, failed or cancelled, after the window is idle again
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+  void changeEvent(QEvent* event) override;
+
+ private:
+  void buildUi();
+  void buildMenus();
+  void connectWorker();
+  void restoreState();
+  void saveState();
+  void onModelChanged();
+  void updatePlanInputs();
+  void updateGenerateButton();
+  void setState(State state);
+  void showMessage(const QString& message);
+  void clearMessage();
+  void setProgressText(const QString& text, const QString& title);
+
+  void onStarted();
+  void onStage(int stage, const QString& name);
+  void onStep(const StepInfo& info);
+  void onPreview(const QImage& image);
+  void onFinished(const GenerationOutcome& outcome);
+  void onFailed(const QString& message, int code);
+  void onCancelled();
+  void onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps);
+  void onFramesFailed(const QString& video, const QString& message);
+  void addToHistory(const QImage& thumbnail);
+  void openFile();
+  void openFolder();
+
+  MainWindowOptions options_;
+  QString dataFolder_;
+  QSettings* store_ = nullptr;
+  offload::MachineInfo machine_;
+  State state_ = State::kIdle;
+  QString lastMessage_;
+  QString lastVideo_;
+  QImage lastPreview_;
+  std::optional<GenerationOutcome> pending_;  // finished, waiting for its frames for the history
+  GenerationSettings runSettings_;
+  bool demoRun_ = false;
+  bool closeAfterRun_ = false;
+
+  QThread thread_;
+  GenerationWorker* worker_ = nullptr;  // lives on thread_
+
+  QPlainTextEdit* prompt_ = nullptr;
+  QPlainTextEdit* negative_ = nullptr;
+  StartImageBox* startImage_ = nullptr;
+  ModelPanel* modelPanel_ = nullptr;
+  PresetPanel* presetPanel_ = nullptr;
+  VideoSettingsBox* video_ = nullptr;
+  QLabel* planLine_ = nullptr;
+  QPushButton* generate_ = nullptr;
+  QPushButton* cancel_ = nullptr;
+  QLabel* message_ = nullptr;
+  FramePlayer* player_ = nullptr;
+  QPushButton* openFile_ = nullptr;
+  QPushButton* openFolder_ = nullptr;
+  MemoryChart* vramChart_ = nullptr;
+  MemoryChart* ramChart_ = nullptr;
+  QLabel* stepTime_ = nullptr;
+  HistoryStore* history_ = nullptr;
+  HistoryPanel* historyPanel_ = nullptr;
+  QLabel* status_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QSplitter* splitter_ = nullptr;
+  bool applying_ = false;  // applySettings() is filling the window in
+};
+
+// Where Ferry keeps its per-user data: io::user_data_dir(), or the folder tests pass.
+QString defaultDataFolder();
+
+}  // namespace ferry::gui

@@ -1,0 +1,175 @@
+#include "gui/start_image_box.h"
+
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QImageReader>
+#include <QLabel>
+#include <QMimeData>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include "core/io/detail/os_file.h"
+#include "core/media/image.h"
+#include "gui/generation_worker.h"
+
+namespace ferry::gui {
+namespace {
+
+constexpr int kThumbnailHeight = 104;
+
+bool isVideo(const QString& path) {
+  return path.endsWith(QLatin1String(".mp4"), Qt::CaseInsensitive);
+}
+
+}  // namespace
+
+StartImageBox::StartImageBox(QWidget* parent)
+    : QFrame(parent),
+      thumbnail_(new QLabel(this)),
+      caption_(new QLabel(this)),
+      browse_(new QPushButton(tr("Choose &image…"), this)),
+      clear_(new QPushButton(tr("C&lear"), this)) {
+  setFrameShape(QFrame::StyledPanel);
+  setAcceptDrops(true);
+  setAccessibleName(tr("Start image"));
+  thumbnail_->setAlignment(Qt::AlignCenter);
+  thumbnail_->setFixedSize(kThumbnailHeight * 16 / 9, kThumbnailHeight);
+  thumbnail_->setWordWrap(true);
+  thumbnail_->setForegroundRole(QPalette::PlaceholderText);
+  caption_->setWordWrap(true);
+  caption_->setForegroundRole(QPalette::PlaceholderText);
+  browse_->setAccessibleName(tr("Choose a start image"));
+  clear_->setAccessibleName(tr("Clear the start image"));
+
+  auto* title = new QLabel(tr("Start image"), this);
+  QFont bold = title->font();
+  bold.setBold(true);
+  title->setFont(bold);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(browse_);
+  buttons->addWidget(clear_);
+  buttons->addStretch();
+  auto* side = new QVBoxLayout;
+  side->addWidget(title);
+  side->addWidget(caption_, 1);
+  side->addLayout(buttons);
+  auto* layout = new QHBoxLayout(this);
+  layout->addWidget(thumbnail_);
+  layout->addLayout(side, 1);
+
+  connect(browse_, &QPushButton::clicked, this, &StartImageBox::browse);
+  connect(clear_, &QPushButton::clicked, this, &StartImageBox::clear);
+  clear();
+}
+
+bool StartImageBox::setPath(const QString& path) {
+  if (path.isEmpty()) {
+    clear();
+    return true;
+  }
+  error_.clear();
+  QImage image;
+  QImageReader reader(path);
+  reader.setAutoTransform(true);
+  if (reader.canRead()) {
+    const QSize size = reader.size();
+    if (size.isValid() &&
+        (size.width() > media::kMaxImageSide || size.height() > media::kMaxImageSide)) {
+      error_ = tr("%1 is %2×%3 pixels; start images may be at most %4 on a side.")
+                   .arg(QDir::toNativeSeparators(path))
+                   .arg(size.width())
+                   .arg(size.height())
+                   .arg(media::kMaxImageSide);
+    } else {
+      image = reader.read();
+    }
+  }
+  if (image.isNull() && error_.isEmpty()) {
+    // Formats Qt has no plugin for (WebP on some systems): the engine's own decoder decides.
+    try {
+      image = toQImage(media::load_image(io::detail::path_from_utf8(path.toStdString())));
+    } catch (const std::exception& e) {
+      error_ = QString::fromUtf8(e.what());
+    }
+  }
+  if (image.isNull()) {
+    if (error_.isEmpty()) {
+      error_ = tr("%1 is not an image Ferry can read (PNG, JPEG or WebP).")
+                   .arg(QDir::toNativeSeparators(path));
+    }
+    emit rejected(error_);
+    return false;
+  }
+  path_ = path;
+  size_ = image.size();
+  image_ = image.scaled(QSize(512, 512), Qt::KeepAspectRatio, Qt::SmoothTransformation);
+  caption_->setText(QStringLiteral("%1 (%2×%3)")
+                        .arg(QFileInfo(path).fileName())
+                        .arg(size_.width())
+                        .arg(size_.height()));
+  caption_->setToolTip(QDir::toNativeSeparators(path));
+  clear_->setEnabled(true);
+  setAccessibleDescription(caption_->text());
+  showThumbnail();
+  emit imageChanged();
+  return true;
+}
+
+void StartImageBox::clear() {
+  const bool had = !path_.isEmpty();
+  path_.clear();
+  size_ = {};
+  image_ = {};
+  thumbnail_->clear();
+  thumbnail_->setText(tr("Drop an image here"));
+  caption_->setText(tr("Optional. Without one, the video is made from the prompt alone."));
+  caption_->setToolTip(QString());
+  clear_->setEnabled(false);
+  setAccessibleDescription(tr("no start image"));
+  if (had) emit imageChanged();
+}
+
+void StartImageBox::browse() {
+  const QString file =
+      QFileDialog::getOpenFileName(this, tr("Start image"), QFileInfo(path_).absolutePath(),
+                                   tr("Images (*.png *.jpg *.jpeg *.webp);;All files (*)"));
+  if (!file.isEmpty()) setPath(file);
+}
+
+void StartImageBox::showThumbnail() {
+  if (image_.isNull()) return;
+  const qreal dpr = devicePixelRatioF();
+  QPixmap pixmap = QPixmap::fromImage(
+      image_.scaled(thumbnail_->size() * dpr, Qt::KeepAspectRatio, Qt::SmoothTransformation));
+  pixmap.setDevicePixelRatio(dpr);
+  thumbnail_->setPixmap(pixmap);
+}
+
+void StartImageBox::resizeEvent(QResizeEvent* event) {
+  QFrame::resizeEvent(event);
+  showThumbnail();
+}
+
+void StartImageBox::dragEnterEvent(QDragEnterEvent* event) {
+  const auto urls = event->mimeData()->urls();
+  // A Ferry MP4 is the window's to take (it restores settings).
+  if (urls.size() == 1 && urls.front().isLocalFile() && !isVideo(urls.front().toLocalFile())) {
+    event->acceptProposedAction();
+  } else {
+    event->ignore();
+  }
+}
+
+void StartImageBox::dropEvent(QDropEvent* event) {
+  const auto urls = event->mimeData()->urls();
+  if (urls.size() == 1 && urls.front().isLocalFile()) {
+    setPath(urls.front().toLocalFile());
+    event->acceptProposedAction();
+  }
+}
+
+}  // namespace ferry::gui

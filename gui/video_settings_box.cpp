@@ -1,0 +1,358 @@
+#include "gui/video_settings_box.h"
+
+#include <QClipboard>
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGuiApplication>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QRegularExpressionValidator>
+#include <QSpinBox>
+#include <cmath>
+
+#include "core/io/detail/os_file.h"
+#include "core/models/wan/sampler.h"
+#include "core/pipeline/demo_model.h"
+#include "core/pipeline/request.h"
+
+namespace ferry::gui {
+namespace {
+
+QString fromUtf8(std::string_view text) {
+  return QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size()));
+}
+
+// The sizes offered for a model (wan.md §D.4): its official ones, both orientations.
+QList<QSize> modelSizes(const pipeline::ModelSet& set) {
+  if (isDemoModel(set)) return {{256, 256}, {128, 128}, {64, 64}};
+  if (set.dit_config.in_dim == 48) return {{1280, 704}, {704, 1280}};
+  if (set.dit_config.dim >= 5120) return {{1280, 720}, {720, 1280}, {832, 480}, {480, 832}};
+  return {{832, 480}, {480, 832}};
+}
+
+// The defaults resolve() fills in for a model (size, frames, fps, steps, guidance, shift,
+// sampler), read through the pipeline's own rules.
+std::optional<pipeline::ResolvedRequest> modelDefaults(const pipeline::ModelSet& set) {
+  pipeline::GenerationRequest probe;
+  probe.prompt = "defaults";
+  probe.output = io::detail::path_from_utf8(
+      QDir(QDir::tempPath()).filePath(QStringLiteral("ferry-defaults.mp4")).toStdString());
+  try {
+    return pipeline::resolve(probe, set, std::nullopt);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool isDemoModel(const pipeline::ModelSet& set) {
+  return set.dit.filename() == std::filesystem::path(pipeline::DemoModel::kDitFile);
+}
+
+VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), parent) {
+  auto* form = new QFormLayout(this);
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  size_ = new QComboBox;
+  size_->setAccessibleName(tr("Size"));
+  width_ = new QSpinBox;
+  height_ = new QSpinBox;
+  for (QSpinBox* box : {width_, height_}) {
+    box->setRange(32, 4096);
+    box->setSingleStep(32);
+    box->setSuffix(tr(" px"));
+  }
+  width_->setAccessibleName(tr("Width"));
+  height_->setAccessibleName(tr("Height"));
+  auto* sizeRow = new QHBoxLayout;
+  sizeRow->addWidget(size_, 1);
+  sizeRow->addWidget(width_);
+  sizeRow->addWidget(new QLabel(QStringLiteral("×"), this));
+  sizeRow->addWidget(height_);
+  auto* sizeLabel = new QLabel(tr("Si&ze:"));
+  sizeLabel->setBuddy(size_);
+  form->addRow(sizeLabel, sizeRow);
+  sizeNote_ = new QLabel;
+  sizeNote_->setWordWrap(true);
+  sizeNote_->setForegroundRole(QPalette::PlaceholderText);
+  sizeNote_->hide();
+  form->addRow(QString(), sizeNote_);
+
+  frames_ = new QSpinBox;
+  frames_->setRange(1, 1001);
+  frames_->setSingleStep(4);
+  frames_->setAccessibleName(tr("Frames"));
+  frames_->setToolTip(tr("Frames of the form 4k+1 (81, 121, …)"));
+  duration_ = new QDoubleSpinBox;
+  duration_->setRange(0, 120);
+  duration_->setDecimals(1);
+  duration_->setSingleStep(0.5);
+  duration_->setSuffix(tr(" s"));
+  duration_->setAccessibleName(tr("Duration"));
+  fps_ = new QSpinBox;
+  fps_->setRange(1, 120);
+  fps_->setSuffix(tr(" fps"));
+  fps_->setAccessibleName(tr("Frames per second"));
+  auto* lengthRow = new QHBoxLayout;
+  lengthRow->addWidget(frames_);
+  auto* durationLabel = new QLabel(tr("d&uration"));
+  durationLabel->setBuddy(duration_);
+  lengthRow->addWidget(durationLabel);
+  lengthRow->addWidget(duration_);
+  lengthRow->addWidget(fps_);
+  auto* framesLabel = new QLabel(tr("Fr&ames:"));
+  framesLabel->setBuddy(frames_);
+  form->addRow(framesLabel, lengthRow);
+
+  steps_ = new QSpinBox;
+  steps_->setRange(1, 1000);
+  steps_->setAccessibleName(tr("Steps"));
+  cfg_ = new QDoubleSpinBox;
+  cfg_->setRange(0, 50);
+  cfg_->setSingleStep(0.5);
+  cfg_->setDecimals(1);
+  cfg_->setAccessibleName(tr("Guidance scale (CFG)"));
+  cfg_->setToolTip(tr("How strongly the video follows the prompt"));
+  shift_ = new QDoubleSpinBox;
+  shift_->setRange(0.1, 100);
+  shift_->setSingleStep(0.5);
+  shift_->setDecimals(1);
+  shift_->setAccessibleName(tr("Shift"));
+  shift_->setToolTip(tr("The noise schedule's shift (the model's default is usually best)"));
+  auto* samplingRow = new QHBoxLayout;
+  samplingRow->addWidget(steps_);
+  auto* cfgLabel = new QLabel(tr("&CFG"));
+  cfgLabel->setBuddy(cfg_);
+  samplingRow->addWidget(cfgLabel);
+  samplingRow->addWidget(cfg_);
+  auto* shiftLabel = new QLabel(tr("&Shift"));
+  shiftLabel->setBuddy(shift_);
+  samplingRow->addWidget(shiftLabel);
+  samplingRow->addWidget(shift_);
+  auto* stepsLabel = new QLabel(tr("S&teps:"));
+  stepsLabel->setBuddy(steps_);
+  form->addRow(stepsLabel, samplingRow);
+
+  sampler_ = new QComboBox;
+  sampler_->addItem(tr("UniPC (the model's default)"), QStringLiteral("unipc"));
+  sampler_->addItem(tr("Euler"), QStringLiteral("euler"));
+  sampler_->setAccessibleName(tr("Sampler"));
+  auto* samplerLabel = new QLabel(tr("Sa&mpler:"));
+  samplerLabel->setBuddy(sampler_);
+  form->addRow(samplerLabel, sampler_);
+
+  seed_ = new QLineEdit;
+  seed_->setValidator(
+      new QRegularExpressionValidator(QRegularExpression(QStringLiteral("[0-9]{1,16}")), seed_));
+  seed_->setAccessibleName(tr("Seed"));
+  seedMode_ = new QComboBox;
+  seedMode_->addItem(tr("fixed"), QStringLiteral("fixed"));
+  seedMode_->addItem(tr("random each time"), QStringLiteral("random"));
+  seedMode_->addItem(tr("+1 each time"), QStringLiteral("increment"));
+  seedMode_->setAccessibleName(tr("Seed mode"));
+  copySeed_ = new QPushButton(tr("Copy"));
+  copySeed_->setToolTip(tr("Copy the seed to the clipboard"));
+  copySeed_->setAccessibleName(tr("Copy the seed"));
+  auto* seedRow = new QHBoxLayout;
+  seedRow->addWidget(seed_, 1);
+  seedRow->addWidget(seedMode_);
+  seedRow->addWidget(copySeed_);
+  auto* seedLabel = new QLabel(tr("See&d:"));
+  seedLabel->setBuddy(seed_);
+  form->addRow(seedLabel, seedRow);
+
+  connect(size_, &QComboBox::currentIndexChanged, this, &VideoSettingsBox::onSizeChosen);
+  connect(width_, &QSpinBox::valueChanged, this, [this] {
+    updateNote();
+    emit videoChanged();
+  });
+  connect(height_, &QSpinBox::valueChanged, this, [this] {
+    updateNote();
+    emit videoChanged();
+  });
+  connect(frames_, &QSpinBox::valueChanged, this, [this] {
+    updateDuration();
+    emit videoChanged();
+  });
+  connect(fps_, &QSpinBox::valueChanged, this, &VideoSettingsBox::updateDuration);
+  connect(duration_, &QDoubleSpinBox::valueChanged, this, [this](double seconds) {
+    if (updating_) return;
+    const int k = static_cast<int>(std::lround(seconds * fps_->value() / 4.0));
+    const QSignalBlocker block(duration_);
+    frames_->setValue(k * 4 + 1);
+  });
+  connect(copySeed_, &QPushButton::clicked, this, &VideoSettingsBox::copySeed);
+  fillSizes(std::nullopt);
+  updateDuration();
+}
+
+void VideoSettingsBox::setModel(const std::optional<pipeline::ModelSet>& set, bool applyDefaults) {
+  fillSizes(set);
+  if (set && applyDefaults) {
+    if (const auto d = modelDefaults(*set)) {
+      updating_ = true;
+      const int index = size_->findData(QSize(d->width, d->height));
+      size_->setCurrentIndex(index >= 0 ? index : 0);
+      const QSize chosen = size_->currentData().toSize();
+      if (chosen.isValid()) {
+        width_->setValue(chosen.width());
+        height_->setValue(chosen.height());
+      }
+      fps_->setValue(d->fps);
+      const bool demo = isDemoModel(*set);
+      frames_->setValue(demo ? 17 : d->frames);
+      steps_->setValue(demo ? 8 : d->steps);
+      cfg_->setValue(d->guide_scale);
+      shift_->setValue(d->shift);
+      sampler_->setCurrentIndex(
+          std::max(0, sampler_->findData(fromUtf8(models::wan::to_string(d->sampler)))));
+      updating_ = false;
+    }
+  }
+  updateSizeInputs();
+  updateDuration();
+  updateNote();
+  emit videoChanged();
+}
+
+void VideoSettingsBox::apply(const GenerationSettings& s) {
+  updating_ = true;
+  if (s.width > 0 && s.height > 0) {
+    const int index = size_->findData(QSize(s.width, s.height));
+    size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
+    width_->setValue(s.width);
+    height_->setValue(s.height);
+  }
+  if (s.fps > 0) fps_->setValue(s.fps);
+  if (s.frames > 0) frames_->setValue(s.frames);
+  if (s.steps > 0) steps_->setValue(s.steps);
+  if (s.guideScale > 0) cfg_->setValue(s.guideScale);
+  if (s.shift > 0) shift_->setValue(s.shift);
+  const int sampler = sampler_->findData(s.sampler);
+  if (sampler >= 0) sampler_->setCurrentIndex(sampler);
+  seed_->setText(QString::number(s.seed));
+  seedMode_->setCurrentIndex(std::max(0, seedMode_->findData(seedModeName(s.seedMode))));
+  updating_ = false;
+  updateSizeInputs();
+  updateDuration();
+  updateNote();
+  emit videoChanged();
+}
+
+void VideoSettingsBox::fill(GenerationSettings& s) const {
+  s.width = width_->value();
+  s.height = height_->value();
+  s.frames = frames_->value();
+  s.fps = fps_->value();
+  s.steps = steps_->value();
+  s.guideScale = cfg_->value();
+  s.shift = shift_->value();
+  s.sampler = sampler_->currentData().toString();
+  s.seed = seed();
+  s.seedMode = seedMode();
+}
+
+void VideoSettingsBox::setImageSize(QSize size) {
+  if (size == imageSize_) return;
+  imageSize_ = size;
+  updateNote();
+  emit videoChanged();
+}
+
+QSize VideoSettingsBox::videoSize() const {
+  int w = width_->value();
+  int h = height_->value();
+  if (imageSize_.isValid()) {
+    pipeline::best_output_size(imageSize_.width(), imageSize_.height(), std::int64_t{w} * h, w, h);
+  }
+  return {w, h};
+}
+
+int VideoSettingsBox::frames() const {
+  return frames_->value();
+}
+
+quint64 VideoSettingsBox::seed() const {
+  return std::min(seed_->text().toULongLong(), kMaxSeed);
+}
+
+void VideoSettingsBox::setSeed(quint64 seed) {
+  seed_->setText(QString::number(std::min(seed, kMaxSeed)));
+}
+
+SeedMode VideoSettingsBox::seedMode() const {
+  return seedModeFromName(seedMode_->currentData().toString());
+}
+
+void VideoSettingsBox::setEditable(bool editable) {
+  editable_ = editable;
+  for (QWidget* w : std::initializer_list<QWidget*>{size_, frames_, duration_, fps_, steps_, cfg_,
+                                                    shift_, sampler_, seed_, seedMode_}) {
+    w->setEnabled(editable);
+  }
+  updateSizeInputs();
+}
+
+void VideoSettingsBox::copySeed() {
+  QGuiApplication::clipboard()->setText(seed_->text());
+  emit seedCopied(seed_->text());
+}
+
+void VideoSettingsBox::fillSizes(const std::optional<pipeline::ModelSet>& set) {
+  const QSize current(width_->value(), height_->value());
+  const QSignalBlocker block(size_);
+  size_->clear();
+  if (set) {
+    for (const QSize& s : modelSizes(*set)) {
+      size_->addItem(tr("%1 × %2").arg(s.width()).arg(s.height()), s);
+    }
+  }
+  size_->addItem(tr("Custom"), QSize());
+  const int index = size_->findData(current);
+  size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
+}
+
+void VideoSettingsBox::onSizeChosen() {
+  const QSize s = size_->currentData().toSize();
+  if (s.isValid()) {
+    const QSignalBlocker bw(width_);
+    const QSignalBlocker bh(height_);
+    width_->setValue(s.width());
+    height_->setValue(s.height());
+  }
+  updateSizeInputs();
+  updateNote();
+  emit videoChanged();
+}
+
+void VideoSettingsBox::updateSizeInputs() {
+  const bool custom = !size_->currentData().toSize().isValid();
+  width_->setEnabled(editable_ && custom);
+  height_->setEnabled(editable_ && custom);
+}
+
+void VideoSettingsBox::updateDuration() {
+  const bool was = updating_;
+  updating_ = true;
+  duration_->setValue(static_cast<double>(frames_->value() - 1) / fps_->value());
+  updating_ = was;
+}
+
+void VideoSettingsBox::updateNote() {
+  const QSize size = videoSize();
+  if (imageSize_.isValid() &&
+      (size.width() != width_->value() || size.height() != height_->value())) {
+    sizeNote_->setText(tr("With the start image the video will be %1 × %2 (its aspect ratio).")
+                           .arg(size.width())
+                           .arg(size.height()));
+    sizeNote_->show();
+  } else {
+    sizeNote_->hide();
+  }
+}
+
+}  // namespace ferry::gui

@@ -1,0 +1,206 @@
+// GenerationWorker on its own QThread with the demo model on the CPU backend (64×64, 5 frames,
+// 2–3 steps: seconds): the signals arrive on the GUI thread in the order the job runs, a failure
+// and a cancel each end the job with their own signal, and a cancel leaves nothing behind.
+#include "gui/generation_worker.h"
+
+#include <QSignalSpy>
+#include <QThread>
+#include <QtTest/QtTest>
+
+#include "core/error.h"
+#include "tests/gui/gui_test_support.h"
+
+using namespace ferry::gui;
+using namespace ferry::gui::test;
+
+class GenerationWorkerTest : public QObject {
+  Q_OBJECT
+
+ private:
+  QThread thread_;
+  GenerationWorker* worker_ = nullptr;
+  QStringList log_;  // the signals in the order the GUI thread received them
+
+  GenerationJob job(const QString& output, int steps = 3) {
+    GenerationJob j;
+    j.request.model = {toPath(demoFolder())};
+    j.request.prompt = "a ferry crossing a fjord at dawn";
+    j.request.width = 64;
+    j.request.height = 64;
+    j.request.frames = 5;
+    j.request.steps = steps;
+    j.request.seed = 7;
+    j.request.preset = "cpu";
+    j.request.output = toPath(output);
+    j.machine = cpuMachine();
+    j.presets = ferry::offload::builtin_presets();
+    return j;
+  }
+
+  void run(const GenerationJob& j) {
+    worker_->prepare();
+    QMetaObject::invokeMethod(
+        worker_, [w = worker_, j] { w->generate(j); }, Qt::QueuedConnection);
+  }
+
+  // Waits for the job's end (finished, failed or cancelled) and returns the log.
+  bool waitForEnd(int ms = 120000) {
+    QElapsedTimer timer;
+    timer.start();
+    while (timer.elapsed() < ms) {
+      if (!log_.isEmpty() && (log_.back().startsWith(QLatin1String("finished")) ||
+                              log_.back().startsWith(QLatin1String("failed")) ||
+                              log_.back() == QLatin1String("cancelled"))) {
+        return true;
+      }
+      QTest::qWait(10);
+    }
+    return false;
+  }
+
+ private slots:
+  void init() {
+    log_.clear();
+    worker_ = new GenerationWorker;
+    worker_->moveToThread(&thread_);
+    connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+    thread_.start();
+    // Receivers on the GUI thread: every signal arrives as a queued invocation.
+    connect(worker_, &GenerationWorker::started, this, [this] {
+      QVERIFY(QThread::currentThread() == thread());
+      log_ << QStringLiteral("started");
+    });
+    connect(worker_, &GenerationWorker::stageChanged, this,
+            [this](int, const QString& name) { log_ << QStringLiteral("stage ") + name; });
+    connect(worker_, &GenerationWorker::step, this, [this](const StepInfo& s) {
+      log_ << QStringLiteral("step %1/%2").arg(s.step).arg(s.steps);
+    });
+    connect(worker_, &GenerationWorker::preview, this, [this](const QImage& image) {
+      QVERIFY(!image.isNull());
+      log_ << QStringLiteral("preview");
+    });
+    connect(worker_, &GenerationWorker::finished, this,
+            [this](const GenerationOutcome& o) { log_ << QStringLiteral("finished ") + o.video; });
+    connect(worker_, &GenerationWorker::failed, this,
+            [this](const QString& m, int) { log_ << QStringLiteral("failed ") + m; });
+    connect(worker_, &GenerationWorker::cancelled, this,
+            [this] { log_ << QStringLiteral("cancelled"); });
+  }
+
+  void cleanup() {
+    worker_->cancel();
+    thread_.quit();
+    thread_.wait();
+    worker_ = nullptr;
+  }
+
+  void signals_arrive_in_the_order_the_job_runs_and_end_with_finished() {
+    QTemporaryDir out;
+    const QString video = out.filePath(QStringLiteral("clip.mp4"));
+    QSignalSpy finished(worker_, &GenerationWorker::finished);
+    QSignalSpy steps(worker_, &GenerationWorker::step);
+    run(job(video, 3));
+    QVERIFY(waitForEnd());
+    const QStringList expected = {QStringLiteral("started"),
+                                  QStringLiteral("stage encoding the prompt"),
+                                  QStringLiteral("stage denoising"),
+                                  QStringLiteral("step 1/3"),
+                                  QStringLiteral("preview"),
+                                  QStringLiteral("step 2/3"),
+                                  QStringLiteral("preview"),
+                                  QStringLiteral("step 3/3"),
+                                  QStringLiteral("preview"),
+                                  QStringLiteral("stage decoding the video"),
+                                  QStringLiteral("stage writing the video"),
+                                  QStringLiteral("finished ") + video};
+    QCOMPARE(log_, expected);
+    // Spies on a worker signal record on the worker thread: poll, never wait() (a signal that
+    // came before wait() would be missed).
+    QTRY_COMPARE(finished.count(), 1);
+    const auto outcome = finished.front().front().value<GenerationOutcome>();
+    QVERIFY(QFileInfo::exists(outcome.video));
+    QVERIFY(QFileInfo::exists(outcome.sidecar));
+    QCOMPARE(outcome.frames, 5);
+    QCOMPARE(outcome.seed, quint64{7});
+    QVERIFY(outcome.settingsJson.contains(QLatin1String("\"prompt\"")));
+    const auto last = steps.back().front().value<StepInfo>();
+    QVERIFY(last.ramBytes > 0);
+    QVERIFY(last.secondsPerStep > 0);
+  }
+
+  void a_bad_request_ends_with_failed_and_the_engines_message() {
+    QTemporaryDir out;
+    GenerationJob j = job(out.filePath(QStringLiteral("clip.mp4")));
+    j.request.model = {toPath(out.filePath(QStringLiteral("no-such-model")))};
+    QSignalSpy failed(worker_, &GenerationWorker::failed);
+    run(j);
+    QVERIFY(waitForEnd());
+    QCOMPARE(log_.front(), QStringLiteral("started"));
+    QTRY_COMPARE(failed.count(), 1);
+    QVERIFY(!failed.front().at(0).toString().isEmpty());
+    QVERIFY(failed.front().at(1).toInt() != static_cast<int>(ferry::ErrorCode::kInternal));
+    QVERIFY(filesEndingIn(out.path(), QStringLiteral(".mp4")).isEmpty());
+  }
+
+  void a_cancel_mid_run_ends_with_cancelled_and_writes_nothing() {
+    QTemporaryDir out;
+    QSignalSpy cancelled(worker_, &GenerationWorker::cancelled);
+    QSignalSpy finished(worker_, &GenerationWorker::finished);
+    // Cancel from the GUI thread as soon as the first step arrives.
+    connect(worker_, &GenerationWorker::step, this, [this](const StepInfo& s) {
+      if (s.step == 1) worker_->cancel();
+    });
+    run(job(out.filePath(QStringLiteral("clip.mp4")), 20));
+    QVERIFY(waitForEnd());
+    QCOMPARE(log_.back(), QStringLiteral("cancelled"));
+    QTRY_COMPARE(cancelled.count(), 1);
+    QCOMPARE(finished.count(), 0);
+    QVERIFY(!log_.contains(QStringLiteral("step 20/20")));
+    QVERIFY(!worker_->isRunning());
+    QCOMPARE(QDir(out.path()).entryList(QDir::Files | QDir::NoDotAndDotDot), QStringList());
+  }
+
+  void a_cancel_before_the_job_starts_is_honoured() {
+    QTemporaryDir out;
+    QSignalSpy cancelled(worker_, &GenerationWorker::cancelled);
+    worker_->prepare();
+    worker_->cancel();
+    QMetaObject::invokeMethod(
+        worker_,
+        [w = worker_, j = job(out.filePath(QStringLiteral("clip.mp4")))] { w->generate(j); },
+        Qt::QueuedConnection);
+    QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 1, 30000);
+    QTRY_COMPARE(log_, QStringList{QStringLiteral("cancelled")});
+  }
+
+  void frames_of_the_written_video_load_for_the_player() {
+    QTemporaryDir out;
+    const QString video = out.filePath(QStringLiteral("clip.mp4"));
+    run(job(video, 2));
+    QVERIFY(waitForEnd());
+    QSignalSpy loaded(worker_, &GenerationWorker::framesLoaded);
+    QMetaObject::invokeMethod(
+        worker_, [w = worker_, video] { w->loadFrames(video, 32); }, Qt::QueuedConnection);
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 30000);
+    const auto frames = loaded.front().at(1).value<QVector<QImage>>();
+    QCOMPARE(frames.size(), 5);
+    QCOMPARE(frames.front().width(), 32);
+    QVERIFY(loaded.front().at(2).toDouble() > 0);
+
+    QSignalSpy failed(worker_, &GenerationWorker::framesFailed);
+    loaded.clear();
+    const QString text = out.filePath(QStringLiteral("notes.txt"));
+    QFile f(text);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("not a video\n");
+    f.close();
+    QMetaObject::invokeMethod(
+        worker_, [w = worker_, text] { w->loadFrames(text, 32); }, Qt::QueuedConnection);
+    QTRY_VERIFY_WITH_TIMEOUT(failed.count() + loaded.count() > 0, 30000);
+    QVERIFY2(failed.count() == 1, loaded.isEmpty() ? "neither" : "loaded");
+    QVERIFY(!failed.front().at(1).toString().isEmpty());
+  }
+};
+
+QTEST_MAIN(GenerationWorkerTest)
+#include "generation_worker_test.moc"

@@ -1,0 +1,58 @@
+// Shared by the GUI test suites: the demo model written once per process into a temporary folder,
+// a per-test data folder, and the machines the tests plan for.
+#pragma once
+
+#include <QDir>
+#include <QString>
+#include <QTemporaryDir>
+#include <QtTest/QtTest>
+
+#include "core/io/detail/os_file.h"
+#include "core/memory/process_memory.h"
+#include "core/offload/preset.h"
+#include "core/pipeline/demo_model.h"
+
+namespace ferry::gui::test {
+
+inline constexpr quint64 kMiB = quint64{1} << 20;
+inline constexpr quint64 kGiB = quint64{1} << 30;
+
+inline std::filesystem::path toPath(const QString& path) {
+  return io::detail::path_from_utf8(path.toStdString());
+}
+
+// The demo model set (a tiny Wan 2.2 TI2V with random weights), written once.
+inline QString demoFolder() {
+  static QTemporaryDir dir;
+  static const QString folder = [] {
+    const QString f = dir.filePath(QStringLiteral("demo-model"));
+    pipeline::write_demo_model(toPath(f));
+    return f;
+  }();
+  return folder;
+}
+
+// A machine without an NVIDIA GPU (the cpu preset) and the 8 GB laptop the product is for.
+inline offload::MachineInfo cpuMachine() {
+  return {false, 0, 0, 16 * kGiB, 12 * kGiB};
+}
+inline offload::MachineInfo laptopMachine() {
+  return {true, 8192 * kMiB, 8192 * kMiB, 32768 * kMiB, 32768 * kMiB};
+}
+
+inline quint64 residentBytes() {
+  return memory::sample_process_memory().resident_bytes;
+}
+
+// Files under `folder` whose names end in `suffix` (recursively).
+inline QStringList filesEndingIn(const QString& folder, const QString& suffix) {
+  QStringList out;
+  QDirIterator it(folder, QDir::Files, QDirIterator::Subdirectories);
+  while (it.hasNext()) {
+    const QString f = it.next();
+    if (f.endsWith(suffix)) out << f;
+  }
+  return out;
+}
+
+}  // namespace ferry::gui::test

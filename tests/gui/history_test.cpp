@@ -1,0 +1,179 @@
+// The history (JSON + PNG thumbnail per item in the data folder) and the settings it restores:
+// every setting survives the round trip through the store, through the generator's settings JSON
+// and through a Ferry MP4's metadata; files that are not Ferry videos give a message.
+#include "gui/history.h"
+
+#include <QJsonDocument>
+#include <QListWidget>
+#include <QtTest/QtTest>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/pipeline/generator.h"
+#include "gui/generation_settings.h"
+#include "tests/gui/gui_test_support.h"
+
+using namespace ferry::gui;
+using namespace ferry::gui::test;
+
+namespace {
+
+GenerationSettings sample() {
+  GenerationSettings s;
+  s.prompt = QStringLiteral("a lighthouse in a storm, waves breaking — 灯塔");
+  s.negativePrompt = QStringLiteral("blurry");
+  s.image = QStringLiteral("/photos/start.png");
+  s.modelFolder = QStringLiteral("/models/wan2.2-ti2v-5b");
+  s.width = 1280;
+  s.height = 704;
+  s.frames = 121;
+  s.fps = 24;
+  s.steps = 30;
+  s.guideScale = 4.5;
+  s.shift = 7;
+  s.sampler = QStringLiteral("euler");
+  s.seed = (quint64{1} << 40) + 3;
+  s.seedMode = SeedMode::kIncrement;
+  s.preset = QStringLiteral("laptop-8gb");
+  return s;
+}
+
+// A real Ferry MP4 from the demo model, made through the engine's API.
+QString makeVideo(const QTemporaryDir& dir, const GenerationSettings& s) {
+  ferry::cpu::CpuBackend backend;
+  ferry::pipeline::Generator generator(backend, cpuMachine(), ferry::offload::builtin_presets());
+  ferry::pipeline::ProgressSink sink;
+  const QString video = dir.filePath(QStringLiteral("made.mp4"));
+  generator.generate(s.toRequest(video), sink);
+  return video;
+}
+
+}  // namespace
+
+class HistoryTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void settings_survive_their_json() {
+    const GenerationSettings s = sample();
+    QCOMPARE(GenerationSettings::fromJson(s.toJson()), s);
+  }
+
+  void an_item_keeps_its_settings_video_and_thumbnail_newest_first() {
+    QTemporaryDir dir;
+    HistoryStore store(dir.filePath(QStringLiteral("history")));
+    QImage thumb(320, 180, QImage::Format_RGB888);
+    thumb.fill(Qt::darkCyan);
+    const HistoryItem first =
+        store.add(sample(), QStringLiteral("/videos/a.mp4"), QStringLiteral("1280×704"), thumb);
+    QVERIFY(!first.id.isEmpty());
+    QTest::qWait(5);
+    GenerationSettings second = sample();
+    second.prompt = QStringLiteral("second");
+    QVERIFY(!store.add(second, QStringLiteral("/videos/b.mp4"), {}, {}).id.isEmpty());
+
+    const QList<HistoryItem> items = store.items();
+    QCOMPARE(items.size(), 2);
+    QCOMPARE(items[0].settings.prompt, QStringLiteral("second"));
+    QCOMPARE(items[1].settings, sample());
+    QCOMPARE(items[1].video, QStringLiteral("/videos/a.mp4"));
+    QVERIFY(items[0].thumbnail.isEmpty());
+    QVERIFY(QFileInfo::exists(items[1].thumbnail));
+    QCOMPARE(QImage(items[1].thumbnail).width(), 160);
+    // Only the item's two files, nothing temporary left behind.
+    QCOMPARE(QDir(store.folder()).entryList(QDir::Files).size(), 3);
+
+    QVERIFY(store.remove(items[1].id));
+    QCOMPARE(store.items().size(), 1);
+  }
+
+  void unreadable_items_are_skipped() {
+    QTemporaryDir dir;
+    HistoryStore store(dir.path());
+    QFile junk(dir.filePath(QStringLiteral("junk.json")));
+    QVERIFY(junk.open(QIODevice::WriteOnly));
+    junk.write("{ not json");
+    junk.close();
+    store.add(sample(), QStringLiteral("/v.mp4"), {}, {});
+    QCOMPARE(store.items().size(), 1);
+  }
+
+  void the_panel_restores_every_setting_of_an_item() {
+    QTemporaryDir dir;
+    HistoryStore store(dir.path());
+    store.add(sample(), QStringLiteral("/videos/a.mp4"), QStringLiteral("x"), {});
+    HistoryPanel panel(&store);
+    QCOMPARE(panel.count(), 1);
+    QSignalSpy restore(&panel, &HistoryPanel::restoreRequested);
+    panel.list()->setCurrentRow(0);
+    emit panel.list()->itemActivated(panel.list()->item(0));
+    QCOMPARE(restore.count(), 1);
+    QCOMPARE(restore.front().front().value<GenerationSettings>(), sample());
+  }
+
+  void a_ferry_mp4_carries_the_settings_that_made_it() {
+    QTemporaryDir dir;
+    GenerationSettings s;
+    s.prompt = QStringLiteral("a ferry at dawn");
+    s.negativePrompt = QStringLiteral("rain");
+    s.modelFolder = demoFolder();
+    s.width = 64;
+    s.height = 64;
+    s.frames = 5;
+    s.fps = 12;
+    s.steps = 2;
+    s.guideScale = 4;
+    s.shift = 3;
+    s.sampler = QStringLiteral("euler");
+    s.seed = 99;
+    s.preset = QStringLiteral("cpu");
+    const QString video = makeVideo(dir, s);
+    QString why;
+    const auto restored = GenerationSettings::fromVideo(video, &why);
+    QVERIFY2(restored.has_value(), qPrintable(why));
+    QCOMPARE(restored->prompt, s.prompt);
+    QCOMPARE(restored->negativePrompt, s.negativePrompt);
+    QCOMPARE(restored->width, 64);
+    QCOMPARE(restored->height, 64);
+    QCOMPARE(restored->frames, 5);
+    QCOMPARE(restored->fps, 12);
+    QCOMPARE(restored->steps, 2);
+    QCOMPARE(restored->guideScale, 4.0);
+    QCOMPARE(restored->shift, 3.0);
+    QCOMPARE(restored->sampler, QStringLiteral("euler"));
+    QCOMPARE(restored->seed, quint64{99});
+    QCOMPARE(restored->preset, QStringLiteral("cpu"));
+    // The model folder is where the video's model files are.
+    QCOMPARE(QDir(restored->modelFolder).canonicalPath(), QDir(demoFolder()).canonicalPath());
+  }
+
+  void the_default_negative_prompt_restores_as_empty() {
+    QTemporaryDir dir;
+    GenerationSettings s;
+    s.prompt = QStringLiteral("x");
+    s.modelFolder = demoFolder();
+    s.width = s.height = 64;
+    s.frames = 5;
+    s.steps = 1;
+    s.preset = QStringLiteral("cpu");
+    const auto restored = GenerationSettings::fromVideo(makeVideo(dir, s));
+    QVERIFY(restored.has_value());
+    QVERIFY(restored->negativePrompt.isEmpty());
+  }
+
+  void a_file_that_is_not_a_ferry_video_gives_a_message() {
+    QTemporaryDir dir;
+    const QString text = dir.filePath(QStringLiteral("notes.mp4"));
+    QFile f(text);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("hello\n");
+    f.close();
+    QString why;
+    QVERIFY(!GenerationSettings::fromVideo(text, &why).has_value());
+    QVERIFY(!why.isEmpty());
+    QVERIFY(!GenerationSettings::fromVideo(dir.filePath(QStringLiteral("missing.mp4")), &why));
+    QVERIFY(!why.isEmpty());
+  }
+};
+
+QTEST_MAIN(HistoryTest)
+#include "history_test.moc"

@@ -1,0 +1,467 @@
+// The main window as a user drives it, on the offscreen platform with the demo model on the CPU:
+// bad inputs give messages (never crashes), the preset panel predicts what `ferry-cli plan` prints,
+// a run updates the status bar, title and charts and lands in the history, whose items (and the
+// MP4 itself) restore every setting, and a cancel brings the window back to idle with memory back
+// near where it was and nothing written.
+#include "gui/main_window.h"
+
+#include <QElapsedTimer>
+#include <QListWidget>
+#include <QMimeData>
+#include <QProcess>
+#include <QtTest/QtTest>
+
+#include "gui/frame_player.h"
+#include "gui/history.h"
+#include "gui/memory_chart.h"
+#include "gui/model_panel.h"
+#include "gui/preset_panel.h"
+#include "gui/start_image_box.h"
+#include "tests/gui/gui_test_support.h"
+
+using namespace ferry::gui;
+using namespace ferry::gui::test;
+
+namespace {
+
+// ferry-cli's byte format (cli/inspect.cpp human_bytes), to compare the panel's numbers with the
+// CLI's text.
+QString humanBytes(quint64 bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return QStringLiteral("%1 B").arg(bytes);
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text,
+                value < 10    ? "%.2f %s"
+                : value < 100 ? "%.1f %s"
+                              : "%.0f %s",
+                value, kUnits[unit]);
+  return QString::fromLatin1(text);
+}
+
+struct CliStage {
+  int resident = -1, pinned = -1, disk = -1;
+  QString vram, ram;
+};
+
+struct CliPlan {
+  int exitCode = 0;
+  QString error;
+  QMap<QString, CliStage> stages;  // "text encoder", "diffusion model"
+};
+
+CliPlan runCliPlan(const QString& dataFolder, const QString& preset, int w, int h, int frames) {
+  QProcess cli;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert(QStringLiteral("FERRY_DATA_DIR"), dataFolder);
+  cli.setProcessEnvironment(env);
+  cli.start(QStringLiteral(FERRY_CLI),
+            {QStringLiteral("plan"), QStringLiteral("--model"), demoFolder(),
+             QStringLiteral("--preset"), preset, QStringLiteral("--width"), QString::number(w),
+             QStringLiteral("--height"), QString::number(h), QStringLiteral("--frames"),
+             QString::number(frames), QStringLiteral("--vram-mib"), QStringLiteral("8192"),
+             QStringLiteral("--ram-mib"), QStringLiteral("32768")});
+  CliPlan plan;
+  if (!cli.waitForFinished(60000)) return plan;
+  plan.exitCode = cli.exitCode();
+  plan.error = QString::fromUtf8(cli.readAllStandardError()).trimmed();
+  QString stage;
+  static const QRegularExpression section(QStringLiteral("^== ([^:]+):"));
+  static const QRegularExpression count(
+      QStringLiteral("^(resident on the [A-Z]+|cached in pinned RAM|streamed from disk): (\\d+) "
+                     "groups"));
+  static const QRegularExpression peaks(QStringLiteral("^predicted peaks: VRAM (.+), RAM (.+)$"));
+  for (const QString& line : QString::fromUtf8(cli.readAllStandardOutput()).split('\n')) {
+    if (const auto m = section.match(line); m.hasMatch()) {
+      stage = m.captured(1);
+    } else if (const auto c = count.match(line); c.hasMatch()) {
+      CliStage& s = plan.stages[stage];
+      const int n = c.captured(2).toInt();
+      if (c.captured(1).startsWith(QLatin1String("resident"))) s.resident = n;
+      if (c.captured(1).startsWith(QLatin1String("cached"))) s.pinned = n;
+      if (c.captured(1).startsWith(QLatin1String("streamed"))) s.disk = n;
+    } else if (const auto p = peaks.match(line); p.hasMatch()) {
+      plan.stages[stage].vram = p.captured(1);
+      plan.stages[stage].ram = p.captured(2);
+    }
+  }
+  return plan;
+}
+
+void writePreset(const QString& dataFolder, const QString& name, int vramMib) {
+  QDir().mkpath(QDir(dataFolder).filePath(QStringLiteral("presets")));
+  QFile f(QDir(dataFolder).filePath(QStringLiteral("presets/%1.json").arg(name)));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(QStringLiteral(R"({"name": "%1", "description": "a test preset", "vram_budget_mib": %2,
+    "vram_headroom_mib": 0, "ram_budget_mib": 2048, "max_pinned_fraction_of_ram": 0.35,
+    "staging_slots": 2, "staging_slot_mib": 2, "look_ahead": 1, "read_method": "direct",
+    "ffn_chunk_tokens": 0, "vae_tile_px": 0})")
+              .arg(name)
+              .arg(vramMib)
+              .toUtf8());
+}
+
+GenerationSettings demoSettings(int steps) {
+  GenerationSettings s;
+  s.prompt = QStringLiteral("a ferry crossing a fjord at dawn");
+  s.modelFolder = demoFolder();
+  s.width = 64;
+  s.height = 64;
+  s.frames = 5;
+  s.fps = 8;
+  s.steps = steps;
+  s.guideScale = 5;
+  s.shift = 5;
+  s.sampler = QStringLiteral("unipc");
+  s.seed = 1234;
+  s.seedMode = SeedMode::kFixed;
+  s.preset = QStringLiteral("cpu");
+  return s;
+}
+
+MainWindowOptions options(const QTemporaryDir& data, ferry::offload::MachineInfo machine) {
+  MainWindowOptions o;
+  o.dataFolder = data.path();
+  o.machine = machine;
+  o.firstRunCheck = false;
+  o.askBeforeClosing = false;
+  return o;
+}
+
+bool waitForIdle(MainWindow& w, int ms = 120000) {
+  QElapsedTimer t;
+  t.start();
+  QTest::qWait(1);
+  while (w.state() != MainWindow::State::kIdle && t.elapsed() < ms) QTest::qWait(10);
+  return w.state() == MainWindow::State::kIdle;
+}
+
+}  // namespace
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { demoFolder(); }
+
+  // ---- bad inputs: messages, not crashes ----
+
+  void an_empty_prompt_is_refused_with_a_message() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    GenerationSettings s = demoSettings(2);
+    s.prompt = QStringLiteral("   ");
+    w.applySettings(s);
+    w.presetPanel()->refresh();
+    QVERIFY(w.generateEnabled());
+    w.generate();
+    QCOMPARE(w.state(), MainWindow::State::kIdle);
+    QVERIFY2(w.lastMessage().contains(QLatin1String("prompt")), qPrintable(w.lastMessage()));
+  }
+
+  void a_missing_model_folder_disables_generate_with_the_reason() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    GenerationSettings s = demoSettings(2);
+    s.modelFolder = data.filePath(QStringLiteral("no-such-folder"));
+    w.applySettings(s);
+    w.presetPanel()->refresh();
+    QVERIFY(!w.generateEnabled());
+    QVERIFY2(w.generateBlockedReason().contains(QLatin1String("does not exist")),
+             qPrintable(w.generateBlockedReason()));
+    w.generate();
+    QVERIFY(!w.lastMessage().isEmpty());
+    QCOMPARE(w.state(), MainWindow::State::kIdle);
+
+    // A folder with no model in it: the engine's words for what is missing.
+    w.modelPanel()->setFolder(data.path());
+    w.presetPanel()->refresh();
+    QVERIFY(!w.generateEnabled());
+    QVERIFY(!w.modelPanel()->problem().isEmpty());
+    QVERIFY(w.modelPanel()->descriptionText().contains(w.modelPanel()->problem()));
+  }
+
+  void a_text_file_as_start_image_is_refused_with_a_message() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.applySettings(demoSettings(2));
+    const QString text = data.filePath(QStringLiteral("notes.png"));
+    QFile f(text);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("this is not an image\n");
+    f.close();
+    QVERIFY(!w.startImage()->setPath(text));
+    QVERIFY(w.startImage()->path().isEmpty());
+    QVERIFY(!w.lastMessage().isEmpty());
+    QVERIFY(w.lastMessage().contains(QLatin1String("notes.png")));
+  }
+
+  void odd_sizes_and_frame_counts_are_refused_with_the_rule() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    GenerationSettings s = demoSettings(2);
+    s.width = 100;
+    w.applySettings(s);
+    w.presetPanel()->refresh();
+    QVERIFY(!w.generateEnabled());
+    QVERIFY2(w.generateBlockedReason().contains(QLatin1String("32")),
+             qPrintable(w.generateBlockedReason()));
+    s.width = 64;
+    s.frames = 6;
+    w.applySettings(s);
+    w.presetPanel()->refresh();
+    QVERIFY(!w.generateEnabled());
+    QVERIFY2(w.generateBlockedReason().contains(QLatin1String("4k+1")),
+             qPrintable(w.generateBlockedReason()));
+    w.generate();
+    QCOMPARE(w.state(), MainWindow::State::kIdle);
+    QVERIFY(!w.lastMessage().isEmpty());
+  }
+
+  void a_start_image_with_a_text_only_model_is_refused_before_the_run() {
+    // The demo is TI2V; an image it accepts. An unreadable image path restored from history is
+    // reported instead.
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    GenerationSettings s = demoSettings(2);
+    s.image = data.filePath(QStringLiteral("gone.png"));
+    w.applySettings(s);
+    QVERIFY(w.lastMessage().contains(QLatin1String("gone.png")));
+    QVERIFY(w.startImage()->path().isEmpty());
+  }
+
+  // ---- the preset panel predicts what ferry-cli plan prints ----
+
+  void the_preset_panel_predicts_what_ferry_cli_plan_prints_data() {
+    QTest::addColumn<QString>("preset");
+    QTest::addColumn<int>("width");
+    QTest::addColumn<int>("height");
+    QTest::addColumn<int>("frames");
+    for (const char* p :
+         {"auto", "laptop-8gb", "laptop-6gb", "desktop-24gb", "cpu", "small-test", "tiny-test"}) {
+      QTest::addRow("%s 256x256x17", p) << QString::fromLatin1(p) << 256 << 256 << 17;
+      QTest::addRow("%s 64x128x5", p) << QString::fromLatin1(p) << 64 << 128 << 5;
+    }
+  }
+  void the_preset_panel_predicts_what_ferry_cli_plan_prints() {
+    QFETCH(QString, preset);
+    QFETCH(int, width);
+    QFETCH(int, height);
+    QFETCH(int, frames);
+    QTemporaryDir data;
+    writePreset(data.path(), QStringLiteral("small-test"), 11);
+    writePreset(data.path(), QStringLiteral("tiny-test"), 6);  // the DiT does not fit
+    MainWindow w(options(data, laptopMachine()));
+    GenerationSettings s = demoSettings(2);
+    s.preset = preset;
+    s.width = width;
+    s.height = height;
+    s.frames = frames;
+    w.applySettings(s);
+    PresetPanel* panel = w.presetPanel();
+    panel->refresh();
+    QCOMPARE(panel->presetName(), preset);
+
+    const CliPlan cli = runCliPlan(data.path(), preset, width, height, frames);
+    const bool ditPlanned = !cli.stages.value(QStringLiteral("diffusion model")).vram.isEmpty();
+    if (!ditPlanned) {
+      // The CLI refused a stage the panel plans: the panel refuses too, with the same words.
+      QCOMPARE(cli.exitCode, 3);
+      QVERIFY(!panel->fits());
+      QVERIFY(!w.generateEnabled());
+      const QString planner = panel->refusal().section(QStringLiteral(": "), 1);
+      QVERIFY2(cli.error.contains(planner), qPrintable(cli.error + " / " + panel->refusal()));
+      return;
+    }
+    QVERIFY2(panel->fits(), qPrintable(panel->refusal()));
+    const auto& plan = panel->plan();
+    QVERIFY(plan.has_value());
+    const std::pair<QString, const ferry::pipeline::StagePlan*> stages[] = {
+        {QStringLiteral("text encoder"), &*plan->text_encoder},
+        {QStringLiteral("diffusion model"), &*plan->dit},
+        {QStringLiteral("VAE decode"), &*plan->vae}};
+    for (const auto& [name, stage] : stages) {
+      const CliStage c = cli.stages.value(name);
+      if (stage->groups != 0) {  // block stages; the VAE decode plans tiles
+        QCOMPARE(static_cast<int>(stage->resident_groups), c.resident);
+        QCOMPARE(static_cast<int>(stage->pinned_groups), c.pinned);
+        QCOMPARE(static_cast<int>(stage->disk_groups), c.disk);
+      }
+      QCOMPARE(humanBytes(stage->predicted_vram_peak), c.vram);
+      QCOMPARE(humanBytes(stage->predicted_ram_peak), c.ram);
+    }
+    QVERIFY(panel->summaryText().contains(QLatin1String("Fits")));
+  }
+
+  // ---- a run, the history, restoring ----
+
+  void a_run_reports_progress_and_lands_in_the_history_that_restores_it() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.show();
+    const GenerationSettings s = demoSettings(3);
+    w.applySettings(s);
+    QStringList titles, statuses;
+    // Connected after the window's own slots: sees the window as the step left it.
+    connect(w.worker(), &GenerationWorker::step, this, [&] {
+      titles << w.windowTitle();
+      statuses << w.statusText();
+    });
+    // The GUI thread keeps turning while the engine works.
+    QElapsedTimer sinceTick;
+    qint64 longestGap = 0;
+    QTimer ticker;
+    ticker.setInterval(10);
+    connect(&ticker, &QTimer::timeout, this,
+            [&] { longestGap = std::max(longestGap, sinceTick.restart()); });
+    sinceTick.start();
+    ticker.start();
+    QVERIFY(w.generateEnabled());
+    w.generate();
+    QCOMPARE(w.state(), MainWindow::State::kRunning);
+    QVERIFY(!w.generateEnabled());
+    QVERIFY(waitForIdle(w));
+    ticker.stop();
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QVERIFY(QFileInfo::exists(w.lastVideo()));
+    QVERIFY2(longestGap < 1000, qPrintable(QString::number(longestGap)));
+
+    QCOMPARE(titles.size(), 3);
+    QVERIFY2(titles.back().startsWith(QStringLiteral("step 3/3 · ")), qPrintable(titles.back()));
+    QVERIFY(titles.back().contains(QStringLiteral("/step · ETA")));
+    QVERIFY(titles.back().endsWith(QStringLiteral(" — Ferry")));
+    QVERIFY(statuses.front().startsWith(QLatin1String("step 1/3")));
+    QCOMPARE(w.windowTitle(), QStringLiteral("Ferry"));
+    QVERIFY(w.statusText().startsWith(QLatin1String("Done")));
+    QCOMPARE(w.ramChart()->sampleCount(), 3);
+    QVERIFY(w.ramChart()->peak() > 0);
+
+    // The frames reach the player, and the run reaches the history with a thumbnail.
+    QTRY_COMPARE_WITH_TIMEOUT(w.historyPanel()->count(), 1, 30000);
+    QCOMPARE(w.player()->frameCount(), 5);
+    const HistoryStore store(QDir(data.path()).filePath(QStringLiteral("history")));
+    const HistoryItem item = store.items().front();
+    QVERIFY(QFileInfo::exists(item.thumbnail));
+    QCOMPARE(item.video, w.lastVideo());
+
+    // Change everything, then restore from the history item.
+    GenerationSettings other = demoSettings(7);
+    other.prompt = QStringLiteral("something else");
+    other.seed = 1;
+    other.width = 128;
+    other.frames = 9;
+    other.sampler = QStringLiteral("euler");
+    w.applySettings(other);
+    QCOMPARE(w.settings().prompt, other.prompt);
+    emit w.historyPanel()->list()->itemActivated(w.historyPanel()->list()->item(0));
+    GenerationSettings restored = w.settings();
+    QCOMPARE(restored, s);
+
+    // And from the MP4 itself, as when it is dropped on the window.
+    w.applySettings(other);
+    QVERIFY(w.openVideo(w.lastVideo()));
+    restored = w.settings();
+    restored.seedMode = s.seedMode;  // the video does not say how the seed was chosen
+    QCOMPARE(restored, s);
+
+    // Dropped on the window.
+    w.applySettings(other);
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(w.lastVideo())});
+    QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &drop);
+    restored = w.settings();
+    restored.seedMode = s.seedMode;
+    QCOMPARE(restored, s);
+    QTRY_COMPARE_WITH_TIMEOUT(w.player()->frameCount(), 5, 30000);
+  }
+
+  void increment_mode_moves_the_seed_on_after_a_run() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    GenerationSettings s = demoSettings(1);
+    s.seedMode = SeedMode::kIncrement;
+    s.seed = 41;
+    w.applySettings(s);
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QCOMPARE(w.settings().seed, quint64{42});
+  }
+
+  // ---- cancel ----
+
+  void cancel_mid_run_returns_to_idle_with_memory_back_and_nothing_written() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.applySettings(demoSettings(2));
+    // A first run warms up what stays for the process's life (code, thread pools, fonts).
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QTRY_COMPARE_WITH_TIMEOUT(w.historyPanel()->count(), 1, 30000);
+    const QStringList before = filesEndingIn(data.path(), QString());
+    const quint64 baseline = residentBytes();
+
+    w.applySettings(demoSettings(40));
+    connect(w.worker(), &GenerationWorker::step, &w, [&w](const StepInfo& info) {
+      if (info.step == 2) w.cancel();
+    });
+    QSignalSpy ended(&w, &MainWindow::generationEnded);
+    w.generate();
+    QCOMPARE(w.state(), MainWindow::State::kRunning);
+    QVERIFY(ended.wait(120000));
+    QCOMPARE(w.state(), MainWindow::State::kIdle);
+    QVERIFY(w.statusText().startsWith(QLatin1String("Cancelled")));
+    QCOMPARE(w.windowTitle(), QStringLiteral("Ferry"));
+    QVERIFY(w.generateEnabled());
+    QVERIFY(w.ramChart()->sampleCount() < 40);
+    QCOMPARE(filesEndingIn(data.path(), QString()), before);  // nothing new, nothing partial
+    QCOMPARE(w.historyPanel()->count(), 1);
+    const quint64 after = residentBytes();
+    QVERIFY2(
+        after < baseline + 64 * kMiB,
+        qPrintable(QStringLiteral("RSS %1 after, %2 before")
+                       .arg(MemoryChart::formatBytes(after), MemoryChart::formatBytes(baseline))));
+  }
+
+  void closing_during_a_run_cancels_it_then_closes() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.show();
+    w.applySettings(demoSettings(40));
+    QSignalSpy ended(&w, &MainWindow::generationEnded);
+    QSignalSpy firstStep(w.worker(), &GenerationWorker::step);
+    w.generate();
+    QTRY_VERIFY_WITH_TIMEOUT(firstStep.count() > 0, 60000);  // recorded on the worker thread
+    w.close();
+    QVERIFY(w.isVisible());  // still running: the close waits for the engine to stop
+    QVERIFY(ended.wait(60000));
+    QTRY_VERIFY(!w.isVisible());
+    QVERIFY(
+        filesEndingIn(QDir(data.path()).filePath(QStringLiteral("videos")), QString()).isEmpty());
+  }
+
+  void settings_persist_across_windows() {
+    QTemporaryDir data;
+    GenerationSettings s = demoSettings(6);
+    s.prompt = QStringLiteral("persisted prompt");
+    s.seed = 777;
+    {
+      MainWindow w(options(data, cpuMachine()));
+      w.applySettings(s);
+      w.close();
+    }
+    MainWindow w(options(data, cpuMachine()));
+    QCOMPARE(w.settings(), s);
+  }
+};
+
+QTEST_MAIN(MainWindowTest)
+#include "main_window_test.moc"

@@ -1,0 +1,219 @@
+// The window's smaller parts: the frame player's controls, the start image box, the first-run
+// verdict, the preset panel on a machine without a GPU, and the keyboard: every input has an
+// accessible name and no two mnemonics in the window collide.
+#include <QAbstractButton>
+#include <QAbstractSpinBox>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QPlainTextEdit>
+#include <QSlider>
+#include <QTabWidget>
+#include <QtTest/QtTest>
+
+#include "core/pipeline/model_set.h"
+#include "gui/frame_player.h"
+#include "gui/machine_check.h"
+#include "gui/main_window.h"
+#include "gui/preset_panel.h"
+#include "gui/start_image_box.h"
+#include "tests/gui/gui_test_support.h"
+
+using namespace ferry::gui;
+using namespace ferry::gui::test;
+
+namespace {
+
+QVector<QImage> frames(int n) {
+  QVector<QImage> out;
+  for (int i = 0; i < n; ++i) {
+    QImage f(32, 16, QImage::Format_RGB888);
+    f.fill(QColor::fromHsv(i * 60 % 360, 200, 200));
+    out.push_back(f);
+  }
+  return out;
+}
+
+QChar mnemonic(const QString& text) {
+  for (qsizetype i = 0; i + 1 < text.size(); ++i) {
+    if (text[i] == QLatin1Char('&')) {
+      if (text[i + 1] == QLatin1Char('&')) {
+        ++i;
+        continue;
+      }
+      return text[i + 1].toLower();
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+class WidgetsTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void the_player_plays_pauses_and_scrubs() {
+    FramePlayer player;
+    player.setFrames(frames(6), 30);
+    QCOMPARE(player.frameCount(), 6);
+    QCOMPARE(player.currentFrame(), 0);
+    player.seek(4);
+    QCOMPARE(player.currentFrame(), 4);
+    QCOMPARE(player.shownImage().pixelColor(0, 0), frames(6)[4].pixelColor(0, 0));
+    player.seek(99);
+    QCOMPARE(player.currentFrame(), 5);
+    player.play();
+    QVERIFY(player.isPlaying());
+    QCOMPARE(player.currentFrame(), 0);      // from the start again
+    QTRY_COMPARE(player.currentFrame(), 5);  // plays through and stops on the last frame
+    QTRY_VERIFY(!player.isPlaying());
+    player.play();
+    QVERIFY(player.isPlaying());
+    player.pause();
+    QVERIFY(!player.isPlaying());
+    const int at = player.currentFrame();
+    QTest::qWait(100);
+    QCOMPARE(player.currentFrame(), at);
+    // Keyboard: the arrow keys step, Space plays.
+    player.seek(2);
+    QTest::keyClick(&player, Qt::Key_Right);
+    QCOMPARE(player.currentFrame(), 3);
+    QTest::keyClick(&player, Qt::Key_Left);
+    QCOMPARE(player.currentFrame(), 2);
+    QTest::keyClick(&player, Qt::Key_Space);
+    QVERIFY(player.isPlaying());
+    QTest::keyClick(&player, Qt::Key_Space);
+    QVERIFY(!player.isPlaying());
+    // The slider scrubs.
+    auto* slider = player.findChild<QSlider*>();
+    QVERIFY(slider != nullptr);
+    QCOMPARE(slider->maximum(), 5);
+    slider->setValue(1);
+    QCOMPARE(player.currentFrame(), 1);
+  }
+
+  void the_player_shows_a_preview_or_a_placeholder() {
+    FramePlayer player;
+    QImage preview(8, 8, QImage::Format_RGB888);
+    preview.fill(Qt::red);
+    player.showPreview(preview, QStringLiteral("step 1"));
+    QCOMPARE(player.frameCount(), 0);
+    QCOMPARE(player.shownImage().pixelColor(0, 0), QColor(Qt::red));
+    player.clear(QStringLiteral("nothing"));
+    QVERIFY(player.shownImage().isNull());
+    player.play();  // nothing to play: no crash, not playing
+    QVERIFY(!player.isPlaying());
+  }
+
+  void the_start_image_box_shows_and_clears_an_image() {
+    QTemporaryDir dir;
+    const QString png = dir.filePath(QStringLiteral("start.png"));
+    QImage image(320, 200, QImage::Format_RGB888);
+    image.fill(Qt::darkGreen);
+    QVERIFY(image.save(png));
+    StartImageBox box;
+    QSignalSpy changed(&box, &StartImageBox::imageChanged);
+    QVERIFY(box.setPath(png));
+    QCOMPARE(box.path(), png);
+    QCOMPARE(box.imageSize(), QSize(320, 200));
+    QCOMPARE(changed.count(), 1);
+    box.clear();
+    QVERIFY(box.path().isEmpty());
+    QCOMPARE(changed.count(), 2);
+    QSignalSpy rejected(&box, &StartImageBox::rejected);
+    QVERIFY(!box.setPath(dir.filePath(QStringLiteral("missing.png"))));
+    QCOMPARE(rejected.count(), 1);
+  }
+
+  void without_a_gpu_the_verdict_is_the_cpu_preset_and_slow() {
+    MachineReport r;
+    r.machine = cpuMachine();
+    judge(r);
+    QCOMPARE(r.suggestedPreset, QStringLiteral("cpu"));
+    QCOMPARE(r.verdict, MachineReport::Verdict::kSlow);
+    QVERIFY(r.verdictText.contains(QLatin1String("CPU")));
+    QVERIFY(r.verdictText.contains(QLatin1String("hours")));
+    QVERIFY(r.details().contains(QLatin1String("GPU: none")));
+  }
+
+  void an_8gb_laptop_gets_the_laptop_preset_and_a_plain_yes() {
+    MachineReport r;
+    r.machine = laptopMachine();
+    r.gpuName = QStringLiteral("NVIDIA GeForce RTX 4060 Laptop GPU");
+    r.freeDiskBytes = 200 * kGiB;
+    judge(r);
+    QCOMPARE(r.suggestedPreset, QStringLiteral("laptop-8gb"));
+    QCOMPARE(r.verdict, MachineReport::Verdict::kGood);
+    QVERIFY(r.details().contains(r.gpuName));
+    QVERIFY(r.details().contains(QLatin1String("Free disk")));
+
+    r.machine.total_vram_bytes = r.machine.free_vram_bytes = 4 * kGiB;
+    r.freeDiskBytes = kGiB;
+    judge(r);
+    QCOMPARE(r.verdict, MachineReport::Verdict::kTooSmall);
+    QVERIFY(r.verdictText.contains(QLatin1String("disk")));
+  }
+
+  void this_machine_is_described() {
+    const MachineReport r = checkMachine(QDir::tempPath());
+    QVERIFY(r.machine.total_ram_bytes > 0);
+    QVERIFY(!r.verdictText.isEmpty());
+    QVERIFY(r.freeDiskBytes > 0);
+  }
+
+  void a_gpu_preset_on_a_machine_without_one_plans_for_the_cpu_and_says_so() {
+    PresetPanel panel;
+    panel.setPresets(ferry::offload::builtin_presets(), cpuMachine());
+    panel.setModel(ferry::pipeline::find_model_set({toPath(demoFolder())}));
+    panel.setVideo(64, 64, 5);
+    panel.setPresetName(QStringLiteral("laptop-8gb"));
+    panel.refresh();
+    QVERIFY2(panel.fits(), qPrintable(panel.refusal()));
+    QCOMPARE(QString::fromStdString(panel.effectivePreset()->name), QStringLiteral("cpu"));
+    QVERIFY(panel.summaryText().contains(QLatin1String("slow")));
+    QCOMPARE(panel.plan()->predicted_vram_peak, quint64{0});
+  }
+
+  void every_input_has_a_name_and_no_two_mnemonics_collide() {
+    QTemporaryDir data;
+    MainWindowOptions o;
+    o.dataFolder = data.path();
+    o.machine = cpuMachine();
+    o.firstRunCheck = false;
+    MainWindow w(o);
+    for (QWidget* input : w.findChildren<QWidget*>()) {
+      if (qobject_cast<QLineEdit*>(input) == nullptr &&
+          qobject_cast<QPlainTextEdit*>(input) == nullptr &&
+          qobject_cast<QAbstractSpinBox*>(input) == nullptr &&
+          qobject_cast<QComboBox*>(input) == nullptr) {
+        continue;
+      }
+      if (qobject_cast<QLineEdit*>(input) && qobject_cast<QAbstractSpinBox*>(input->parent())) {
+        continue;  // a spin box's own line edit
+      }
+      if (qobject_cast<QLineEdit*>(input) && qobject_cast<QComboBox*>(input->parent())) continue;
+      QVERIFY2(!input->accessibleName().isEmpty(), input->metaObject()->className());
+    }
+    QMap<QChar, QString> seen;
+    auto check = [&](const QString& text) {
+      const QChar m = mnemonic(text);
+      if (m.isNull()) return;
+      QVERIFY2(!seen.contains(m), qPrintable(text + " and " + seen.value(m)));
+      seen[m] = text;
+    };
+    for (QAction* menu : w.menuBar()->actions()) check(menu->text());
+    for (QLabel* label : w.findChildren<QLabel*>()) {
+      if (label->buddy() != nullptr) check(label->text());
+    }
+    for (QAbstractButton* b : w.findChildren<QAbstractButton*>()) check(b->text());
+    for (QTabWidget* tabs : w.findChildren<QTabWidget*>()) {
+      for (int i = 0; i < tabs->count(); ++i) check(tabs->tabText(i));
+    }
+    QVERIFY(seen.size() >= 15);
+  }
+};
+
+QTEST_MAIN(WidgetsTest)
+#include "widgets_test.moc"
