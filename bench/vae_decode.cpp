@@ -8,6 +8,13 @@
 //    against its estimate and the host resident set it reached. The estimates are the steady
 //    state (every cache slot full, from the third latent frame on): the ratio is 1.000 from 9
 //    frames on and below 1 for shorter clips.
+// 3. With --backend cuda (when built with CUDA), instead of 2: the same random real-width Wan 2.2
+//    decoder on the GPU at 480×832×81 and 704×1280×121 (or the one size given), each decoded as
+//    the laptop-8gb plan says (its tile, mode and cache placement), printing the measured arena
+//    peak against the plan's arena, and the driver-reported VRAM (cudaMemGetInfo, sampled every
+//    2 ms during the decode) against the plan's predicted VRAM peak (weights + latent + arena).
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +24,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
@@ -31,6 +39,10 @@
 #include "core/offload/planner.h"
 #include "core/offload/vae_plan.h"
 #include "core/tensor/convert.h"
+#ifdef FERRY_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#include "cuda/device_info.h"
+#endif
 
 namespace fs = std::filesystem;
 using namespace ferry;
@@ -46,9 +58,11 @@ double gib(std::uint64_t bytes) {
 struct Options {
   fs::path dir = "bench-data";
   int width = 256, height = 256, frames = 9;
-  int tile_px = 0;  // 0: the laptop-8gb plan's tile, or 192 px when that plan does not tile
+  int tile_px = 0;          // 0: the laptop-8gb plan's tile, or 192 px when that plan does not tile
+  bool size_given = false;  // --width, --height or --frames: CUDA decodes only that size
   bool run = true;
   bool keep = false;
+  bool cuda = false;
 };
 
 VaeWeights shapes(VaeKind kind, const fs::path& dir) {
@@ -227,6 +241,154 @@ void run(const Options& o) {
   }
 }
 
+#ifdef FERRY_HAVE_CUDA
+// The largest driver-reported VRAM in use (cudaMemGetInfo) while it lives, sampled every 2 ms on
+// a thread of its own, so that what the CUDA runtime takes behind the backend's back (modules
+// loaded lazily on a kernel's first launch) counts too.
+class VramPeak {
+ public:
+  VramPeak()
+      : thread_([this] {
+          while (!stop_.load()) {
+            sample();
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+        }) {}
+  ~VramPeak() {
+    stop_.store(true);
+    thread_.join();
+  }
+  VramPeak(const VramPeak&) = delete;
+  VramPeak& operator=(const VramPeak&) = delete;
+
+  void sample() {
+    try {
+      const std::uint64_t used = cuda::sample_device_memory().used_bytes();
+      std::uint64_t peak = peak_.load();
+      while (used > peak && !peak_.compare_exchange_weak(peak, used)) {
+      }
+    } catch (const Error&) {
+      // A failed query leaves the peak as it was; the decode's own errors are reported by it.
+    }
+  }
+  std::uint64_t peak() const { return peak_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> peak_{0};
+  std::thread thread_;
+};
+
+void run_cuda(const Options& o) {
+  std::string why;
+  const auto device = cuda::query_device(&why);
+  if (!device) {
+    std::printf("\n== run on CUDA: no CUDA device (%s); nothing measured\n", why.c_str());
+    return;
+  }
+  struct Size {
+    int width, height, frames;
+  };
+  std::vector<Size> sizes{{832, 480, 81}, {1280, 704, 121}};
+  if (o.size_given) sizes = {{o.width, o.height, o.frames}};
+  std::printf(
+      "\n== run on CUDA (%s, %.1f GiB): Wan 2.2 decoder, real widths, random weights, the "
+      "laptop-8gb plan at each size\n",
+      device->name.c_str(), gib(device->total_bytes));
+  // In use before Ferry allocates anything: the CUDA context (and any other process).
+  const std::uint64_t context = cuda::sample_device_memory().used_bytes();
+  const fs::path path = write_random_decoder(o.dir);
+  cuda::CudaBackend backend;
+  const std::uint64_t with_backend = cuda::sample_device_memory().used_bytes();
+  const VaeWeights weights = VaeWeights::load(backend, io::SafetensorsSet::open(path));
+  if (!o.keep) fs::remove(path);
+  WanVae vae(backend, weights);
+  backend.synchronize();
+  const std::uint64_t with_weights = cuda::sample_device_memory().used_bytes();
+  std::printf(
+      "driver-reported VRAM in use: %.3f GiB with the context, %.3f GiB with the backend's "
+      "workspaces, %.3f GiB with the weights (%.3f GiB of tensors)\n",
+      gib(context), gib(with_backend), gib(with_weights), gib(weights.bytes()));
+
+  const offload::Preset preset =
+      offload::find_preset(offload::builtin_presets(), "laptop-8gb", laptop());
+  for (const Size& size : sizes) {
+    const offload::VaePlan p =
+        offload::make_vae_plan(weights, preset, laptop(), size.width, size.height, size.frames);
+    const std::int64_t s = 16, h = size.height / s, w = size.width / s;
+    const std::int64_t t = vae_latent_frames(size.frames);
+    std::printf("\n%dx%dx%d: %s, tile %d px (%lld), overlap %lld, %lld tiles%s\n", size.width,
+                size.height, size.frames, offload::vae_decode_mode_name(p.mode), p.tile_px,
+                static_cast<long long>(p.tiling.tile), static_cast<long long>(p.tiling.overlap),
+                static_cast<long long>(p.tiles),
+                p.mode == offload::VaeDecodeMode::kTiledStreamed
+                    ? (p.caches == VaeTileCaches::kHost ? " (caches parked in RAM)"
+                                                        : " (caches on the device)")
+                    : "");
+    std::vector<float> host(static_cast<std::size_t>(48 * t * h * w));
+    std::mt19937 rng(2);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& v : host) v = normal(rng);
+    auto latent_buffer = backend.allocate(host.size() * sizeof(float));
+    Tensor latent;
+    latent.data = latent_buffer->data();
+    latent.shape = Shape{48, t, h, w};
+    latent.device = backend.device();
+    backend.upload(latent, host.data());
+    auto arena_buffer = backend.allocate(p.arena_bytes);
+    memory::Arena arena(arena_buffer->data(), p.arena_bytes, backend.device());
+
+    memory::reset_peak_resident();
+    const std::uint64_t rss_before = memory::sample_process_memory().resident_bytes;
+    std::uint64_t vram_peak = 0;
+    const auto start = std::chrono::steady_clock::now();
+    {
+      VramPeak sampler;
+      std::vector<float> chunk, video;
+      if (p.mode == offload::VaeDecodeMode::kUntiled) {
+        vae.decode_chunks(latent, arena, [&](std::int64_t, const Tensor& px) {
+          chunk.resize(static_cast<std::size_t>(px.numel()));
+          backend.download(px, chunk.data());
+          sampler.sample();
+        });
+      } else if (p.mode == offload::VaeDecodeMode::kTiledStreamed) {
+        decode_tiled_chunks(
+            vae, latent, arena, p.tiling, p.caches,
+            [&](std::int64_t, const Shape&, std::span<const float>) { sampler.sample(); });
+      } else {
+        video.resize(static_cast<std::size_t>(3) * size.frames * size.height * size.width);
+        decode_tiled(vae, backend, latent, arena, p.tiling, video);
+      }
+      backend.synchronize();
+      sampler.sample();
+      vram_peak = sampler.peak();
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // What the decode added to the VRAM in use before it (the backend's): weights, latent, arena
+    // and anything the runtime took on the side; the plan predicts the first three.
+    const std::uint64_t decode_vram = vram_peak > with_backend ? vram_peak - with_backend : 0;
+    std::printf(
+        "  arena peak %.3f GiB, plan's arena %.3f GiB, measured/estimate %.3f\n"
+        "  driver-reported VRAM peak %.3f GiB in all; over the context and workspaces %.3f GiB, "
+        "plan's predicted VRAM peak %.3f GiB (weights + latent + arena), measured/predicted "
+        "%.3f\n"
+        "  host RSS peak %.2f GiB (+%.3f GiB over the start), plan's RAM peak %.2f GiB; "
+        "decode %.1f s\n",
+        gib(arena.peak()), gib(p.arena_bytes),
+        static_cast<double>(arena.peak()) / static_cast<double>(p.arena_bytes), gib(vram_peak),
+        gib(decode_vram), gib(p.predicted_vram_peak),
+        static_cast<double>(decode_vram) / static_cast<double>(p.predicted_vram_peak),
+        gib(rss_peak()), gib(rss_peak() - rss_before), gib(p.predicted_ram_peak), seconds);
+    std::printf("result %dx%dx%d: arena %.3f, VRAM %.3f of the plan (%.2f of %.2f GiB), %.1f s\n",
+                size.width, size.height, size.frames,
+                static_cast<double>(arena.peak()) / static_cast<double>(p.arena_bytes),
+                static_cast<double>(decode_vram) / static_cast<double>(p.predicted_vram_peak),
+                gib(decode_vram), gib(p.predicted_vram_peak), seconds);
+  }
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -245,10 +407,20 @@ int main(int argc, char** argv) {
       o.dir = next();
     } else if (a == "--width") {
       o.width = std::atoi(next());
+      o.size_given = true;
     } else if (a == "--height") {
       o.height = std::atoi(next());
+      o.size_given = true;
     } else if (a == "--frames") {
       o.frames = std::atoi(next());
+      o.size_given = true;
+    } else if (a == "--backend") {
+      const std::string_view b = next();
+      if (b != "cpu" && b != "cuda") {
+        std::fprintf(stderr, "--backend cpu|cuda\n");
+        return 2;
+      }
+      o.cuda = b == "cuda";
     } else if (a == "--tile-px") {
       o.tile_px = std::atoi(next());
     } else if (a == "--estimates-only") {
@@ -257,15 +429,26 @@ int main(int argc, char** argv) {
       o.keep = true;
     } else {
       std::printf(
-          "usage: vae_decode [--dir DIR] [--width W --height H --frames F] [--tile-px P]\n"
-          "                  [--estimates-only] [--keep]\n");
+          "usage: vae_decode [--backend cpu|cuda] [--dir DIR] [--width W --height H --frames F]\n"
+          "                  [--tile-px P] [--estimates-only] [--keep]\n"
+          "  cpu (default): one decode at W x H x F (256x256x9), tile P px (the plan's)\n"
+          "  cuda: the laptop-8gb plan at 832x480x81 and 1280x704x121 (or W x H x F only)\n");
       return a == "--help" ? 0 : 2;
     }
   }
   try {
     fs::create_directories(o.dir);
     estimates(o.dir);
-    if (o.run) run(o);
+    if (o.run && o.cuda) {
+#ifdef FERRY_HAVE_CUDA
+      run_cuda(o);
+#else
+      std::fprintf(stderr, "vae_decode: --backend cuda: this build has no CUDA\n");
+      return 1;
+#endif
+    } else if (o.run) {
+      run(o);
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "vae_decode: %s\n", e.what());
     return 1;

@@ -2,7 +2,8 @@
 // (tests/data/wan/vae, made by tools/reference/make_vae_reference.py) encode and decode 1-, 5-
 // and 9-frame clips as the official fp32 CPU run does; both key layouts load the same weights;
 // tiled decodes and encodes put every tile in its place and stay close to the untiled ones; the
-// planner's arena estimates are the peaks real runs reach.
+// planner's arena estimates are the peaks real runs reach. On the CPU backend in ferry_tests, on
+// the CUDA backend in ferry_cuda_model_tests (tests/gpu/run.sh).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "core/backend/cpu/cpu_backend.h"
 #include "core/io/safetensors_set.h"
 #include "core/memory/arena.h"
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_keys.h"
 #include "core/models/wan/vae_tiling.h"
 #include "core/tensor/convert.h"
+#include "tests/models/model_test_backend.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::wan {
@@ -26,7 +27,9 @@ namespace {
 
 // Largest |Ferry − official| allowed, fp32 end to end on the CPU. Measured (OpenBLAS, x86-64):
 // decode ≤ 7.4e-6 (pixels in [-1, 1]), encode ≤ 1.9e-6 (normalised latents): summation order
-// only; the bounds leave room for the own-GEMM (mingw) lane.
+// only; the bounds leave room for the own-GEMM (mingw) lane. The CUDA backend is fp32 end to end
+// too (conv3d as im2col and a true-f32 cuBLASLt GEMM, no TF32; attention with f32
+// probabilities; cuda/README.md, Precision): another summation order, the same bounds.
 constexpr float kDecodeTolerance = 5e-5f;
 constexpr float kEncodeTolerance = 2e-5f;
 
@@ -72,18 +75,20 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
-// A loaded tiny VAE on the CPU backend with an arena of backend memory.
+// A loaded tiny VAE on the model tests' backend (test::model_backend()) with an arena of its
+// memory.
 class Fixture {
  public:
   explicit Fixture(const Kind& kind, const char* suffix = "")
-      : set_(io::SafetensorsSet::open(test::data_path(std::string("wan/vae/") + kind.name +
+      : backend_(test::model_backend()),
+        set_(io::SafetensorsSet::open(test::data_path(std::string("wan/vae/") + kind.name +
                                                       "_tiny" + suffix + ".safetensors"))),
         reference_(io::SafetensorsSet::open(
             test::data_path(std::string("wan/vae/") + kind.name + "_reference.safetensors"))),
         weights_(VaeWeights::load(backend_, set_)),
         vae_(backend_, weights_) {}
 
-  cpu::CpuBackend& backend() { return backend_; }
+  Backend& backend() { return backend_; }
   const VaeWeights& weights() const { return weights_; }
   WanVae& vae() { return vae_; }
   HostArray reference(const std::string& name) const { return read_tensor(reference_, name); }
@@ -131,7 +136,7 @@ class Fixture {
   }
 
  private:
-  cpu::CpuBackend backend_;
+  Backend& backend_;
   io::SafetensorsSet set_;
   io::SafetensorsSet reference_;
   VaeWeights weights_;
@@ -139,6 +144,10 @@ class Fixture {
   std::unique_ptr<DeviceBuffer> buffer_;
   std::vector<std::unique_ptr<DeviceBuffer>> inputs_;
 };
+
+// The suite's fixture (the model tests' backend, skipped on CUDA without a device). It hides the
+// model class's name in this file from here on: that is wan::WanVae below.
+class WanVae : public test::ModelTest {};
 
 void expect_decode_matches_official(const Kind& kind) {
   Fixture f(kind);
@@ -148,6 +157,8 @@ void expect_decode_matches_official(const Kind& kind) {
     const std::vector<float> pixels = f.decode(z);
     const float err = max_abs_diff(pixels, expected.values);
     EXPECT_LE(err, kDecodeTolerance) << kind.name << " decode of " << t << " latent frames";
+    std::printf("  [%s decode of %d latent frames] max error %.2e\n", kind.name, t,
+                static_cast<double>(err));
     ::testing::Test::RecordProperty(
         std::string(kind.name) + "_decode_t" + std::to_string(t) + "_max_err", format_error(err));
   }
@@ -161,22 +172,24 @@ void expect_encode_matches_official(const Kind& kind) {
     const std::vector<float> latent = f.encode(video);
     const float err = max_abs_diff(latent, expected.values);
     EXPECT_LE(err, kEncodeTolerance) << kind.name << " encode of " << frames << " frames";
+    std::printf("  [%s encode of %d frames] max error %.2e\n", kind.name, frames,
+                static_cast<double>(err));
     ::testing::Test::RecordProperty(
         std::string(kind.name) + "_encode_f" + std::to_string(frames) + "_max_err",
         format_error(err));
   }
 }
 
-TEST(WanVae, wan22_decode_matches_the_official_code_for_1_5_and_9_frames) {
+TEST_F(WanVae, wan22_decode_matches_the_official_code_for_1_5_and_9_frames) {
   expect_decode_matches_official(kWan22);
 }
-TEST(WanVae, wan22_encode_matches_the_official_code_for_1_5_and_9_frames) {
+TEST_F(WanVae, wan22_encode_matches_the_official_code_for_1_5_and_9_frames) {
   expect_encode_matches_official(kWan22);
 }
-TEST(WanVae, wan21_decode_matches_the_official_code_for_1_5_and_9_frames) {
+TEST_F(WanVae, wan21_decode_matches_the_official_code_for_1_5_and_9_frames) {
   expect_decode_matches_official(kWan21);
 }
-TEST(WanVae, wan21_encode_matches_the_official_code_for_1_5_and_9_frames) {
+TEST_F(WanVae, wan21_encode_matches_the_official_code_for_1_5_and_9_frames) {
   expect_encode_matches_official(kWan21);
 }
 
@@ -197,7 +210,7 @@ std::size_t pixel_count(const VaeWeights& weights, const Shape& latent) {
   return static_cast<std::size_t>(3 * vae_pixel_frames(latent[1]) * latent[2] * s * latent[3] * s);
 }
 
-TEST(WanVae, diffusers_and_official_files_load_the_same_weights) {
+TEST_F(WanVae, diffusers_and_official_files_load_the_same_weights) {
   for (const Kind& kind : {kWan21, kWan22}) {
     Fixture official(kind);
     Fixture diffusers(kind, "_diffusers");
@@ -226,7 +239,7 @@ TEST(WanVae, diffusers_and_official_files_load_the_same_weights) {
   }
 }
 
-TEST(WanVae, structure_is_read_from_the_checkpoint) {
+TEST_F(WanVae, structure_is_read_from_the_checkpoint) {
   Fixture v21(kWan21), v22(kWan22);
   EXPECT_EQ(v21.weights().config().kind, VaeKind::kWan21);
   EXPECT_EQ(v21.weights().config().z_dim, 16);
@@ -242,7 +255,7 @@ TEST(WanVae, structure_is_read_from_the_checkpoint) {
 // Convolution weights keep the file's 16-bit dtype on the device (conv3d widens them exactly, so
 // the official-match tests above hold unchanged); norms, biases and the attention projections
 // are F32.
-TEST(WanVae, conv_weights_stay_16_bit_on_the_device) {
+TEST_F(WanVae, conv_weights_stay_16_bit_on_the_device) {
   Fixture f(kWan22);
   EXPECT_EQ(f.weights().at("decoder.conv1.weight").dtype, DType::kF16);
   EXPECT_EQ(f.weights().at("decoder.upsamples.0.upsamples.3.resample.1.weight").dtype, DType::kF16);
@@ -253,7 +266,7 @@ TEST(WanVae, conv_weights_stay_16_bit_on_the_device) {
   EXPECT_EQ(f.weights().at(std::string(kDenormalizeWeight)).dtype, DType::kF32);
 }
 
-TEST(WanVae, diffusers_names_map_to_official_ones) {
+TEST_F(WanVae, diffusers_names_map_to_official_ones) {
   const std::pair<const char*, const char*> wan21[] = {
       {"quant_conv.weight", "conv1.weight"},
       {"post_quant_conv.bias", "conv2.bias"},
@@ -291,7 +304,7 @@ TEST(WanVae, diffusers_names_map_to_official_ones) {
             ErrorCode::kBadModelFile);
 }
 
-TEST(WanVae, frame_counts_must_be_4k_plus_1) {
+TEST_F(WanVae, frame_counts_must_be_4k_plus_1) {
   EXPECT_EQ(vae_latent_frames(81), 21);
   EXPECT_EQ(vae_pixel_frames(31), 121);
   Fixture f(kWan21);
@@ -303,13 +316,13 @@ TEST(WanVae, frame_counts_must_be_4k_plus_1) {
 
 // The planner's estimate is what a decode really takes from its arena: caches and the peak
 // chunk, for the untiled and the tiled decode.
-TEST(WanVae, decode_arena_estimate_equals_the_measured_peak) {
+TEST_F(WanVae, decode_arena_estimate_equals_the_measured_peak) {
   for (const Kind& kind : {kWan21, kWan22}) {
     Fixture f(kind);
     for (std::int64_t t : {3, 4}) {
       const HostArray z = random_latent(f.weights(), t, 3, 5, 7);
       const Tensor latent = f.upload(z);
-      const std::size_t estimate = WanVae::decode_arena_bytes(f.weights(), 3, 5);
+      const std::size_t estimate = wan::WanVae::decode_arena_bytes(f.weights(), 3, 5);
       memory::Arena arena = f.arena(2 * estimate);
       std::vector<float> pixels(pixel_count(f.weights(), z.shape));
       f.vae().decode(latent, arena, pixels);
@@ -326,7 +339,7 @@ TEST(WanVae, decode_arena_estimate_equals_the_measured_peak) {
   }
 }
 
-TEST(WanVae, tile_starts_cover_the_axis_with_the_overlap) {
+TEST_F(WanVae, tile_starts_cover_the_axis_with_the_overlap) {
   EXPECT_EQ(vae_tile_starts(8, {4, 2}), (std::vector<std::int64_t>{0, 2, 4}));
   EXPECT_EQ(vae_tile_starts(6, {4, 2}), (std::vector<std::int64_t>{0, 2}));
   EXPECT_EQ(vae_tile_starts(9, {4, 1}), (std::vector<std::int64_t>{0, 3, 5}));
@@ -335,7 +348,7 @@ TEST(WanVae, tile_starts_cover_the_axis_with_the_overlap) {
 }
 
 // One tile covering the latent is the untiled decode, bit for bit.
-TEST(WanVae, a_single_tile_decodes_exactly_as_untiled) {
+TEST_F(WanVae, a_single_tile_decodes_exactly_as_untiled) {
   Fixture f(kWan22);
   const HostArray z = random_latent(f.weights(), 2, 3, 4, 11);
   const Tensor latent = f.upload(z);
@@ -386,7 +399,7 @@ HostArray window(const HostArray& z, std::int64_t y0, std::int64_t x0, std::int6
 // decoded and put back in the right place. (Latent 6 × 8, tile 4, overlap 2: row starts 0, 2;
 // column starts 0, 2, 4. Tile (0, 0) alone covers latent rows and columns [0, 2); tile (1, 2)
 // alone covers rows [4, 6) and columns [6, 8).)
-TEST(WanVae, tiled_decode_puts_every_tile_in_its_place) {
+TEST_F(WanVae, tiled_decode_puts_every_tile_in_its_place) {
   Fixture f(kWan22);
   const std::int64_t h = 6, w = 8, s = 16, t = 2;
   const HostArray z = random_latent(f.weights(), t, h, w, 5);
@@ -434,7 +447,7 @@ void expect_tiled_close_to_untiled(const Kind& kind, std::int64_t h, std::int64_
   const Tensor latent = f.upload(z);
   std::vector<float> untiled(pixel_count(f.weights(), z.shape)), tiled(untiled.size()),
       other(untiled.size());
-  memory::Arena arena = f.arena(WanVae::decode_arena_bytes(f.weights(), h, w));
+  memory::Arena arena = f.arena(wan::WanVae::decode_arena_bytes(f.weights(), h, w));
   f.vae().decode(latent, arena, untiled);
   f.vae().decode(f.upload(smooth_latent(f.weights(), 3, h, w, 4)), arena, other);
   memory::Arena tiled_arena = f.arena(tiled_decode_arena_bytes(f.weights(), tiling, 3, h, w));
@@ -458,7 +471,7 @@ void expect_tiled_close_to_untiled(const Kind& kind, std::int64_t h, std::int64_
   EXPECT_LT(sum / n, 0.25 * unrelated / n) << kind.name;
 }
 
-TEST(WanVae, tiled_decode_stays_close_to_untiled) {
+TEST_F(WanVae, tiled_decode_stays_close_to_untiled) {
   expect_tiled_close_to_untiled(kWan22, 6, 8);
   expect_tiled_close_to_untiled(kWan21, 6, 8);
 }
@@ -497,7 +510,7 @@ std::vector<float> encode_tiled_on(Fixture& f, const HostArray& video, const Vae
   return out.values;
 }
 
-TEST(WanVae, tiled_encode_is_exact_for_one_tile_and_close_for_several) {
+TEST_F(WanVae, tiled_encode_is_exact_for_one_tile_and_close_for_several) {
   for (const Kind& kind : {kWan22, kWan21}) {
     Fixture f(kind);
     const std::int64_t s = f.weights().config().spatial;
@@ -524,7 +537,7 @@ TEST(WanVae, tiled_encode_is_exact_for_one_tile_and_close_for_several) {
 // tile-major decode's pixels bit for bit, whether the tiles' caches stay in the arena or are
 // parked on the host between chunks; frames leave in order, one chunk per call; its arena
 // estimate is the measured peak, and parking keeps one tile's caches in the arena instead of all.
-TEST(WanVae, chunk_major_tiled_decode_streams_the_tile_major_pixels) {
+TEST_F(WanVae, chunk_major_tiled_decode_streams_the_tile_major_pixels) {
   for (const Kind& kind : {kWan22, kWan21}) {
     Fixture f(kind);
     const std::int64_t t = 3, h = 6, w = 8;
@@ -569,7 +582,7 @@ TEST(WanVae, chunk_major_tiled_decode_streams_the_tile_major_pixels) {
 }
 
 // A tile as large as the latent: the chunk-major decode is the untiled decode, bit for bit.
-TEST(WanVae, chunk_major_decode_with_one_tile_is_the_untiled_decode) {
+TEST_F(WanVae, chunk_major_decode_with_one_tile_is_the_untiled_decode) {
   Fixture f(kWan22);
   const HostArray z = random_latent(f.weights(), 3, 3, 4, 13);
   const Tensor latent = f.upload(z);
