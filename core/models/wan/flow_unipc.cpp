@@ -5,13 +5,7 @@
 #include <string>
 
 #include "core/error.h"
-
-// Every fp32 product and sum is rounded on its own, as the separate torch ops round them.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/models/wan/no_fp_contraction.h"  // last: it applies to what follows
 
 namespace ferry::models::wan {
 namespace {

@@ -3,13 +3,7 @@
 #include <string>
 
 #include "core/error.h"
-
-// The guidance rounds the difference, the product and the sum separately, as torch does.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/models/wan/no_fp_contraction.h"  // last: it applies to what follows
 
 namespace ferry::models::wan {
 namespace {
