@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The MSI's life under Wine: tables as intended, silent install, the installed ferry-cli runs,
-# a newer MSI upgrades in place (one uninstall entry), an older one is refused, uninstall leaves
-# nothing behind. Run by ctest in the mingw-wine lane (the Wine prefix is already booted).
+# The MSI's life under Wine: tables as intended, silent install, the installed ferry-cli runs
+# (inspect, and the demo through the whole generation path), a newer MSI upgrades in place (one
+# uninstall entry), an older one is refused, uninstall leaves nothing behind. Run by ctest in the
+# mingw-wine lane (the Wine prefix is already booted).
 #   msi_lifecycle.sh WIXL WXS STAGE_DIR WORK_DIR VERSION
 set -euo pipefail
 wixl=$1 wxs=$2 stage=$3 work=$4 version=$5
@@ -57,6 +58,14 @@ wine "$installed/bin/ferry-cli.exe" synth --config t2v-1.3b --blocks 0 --out 'C:
 wine "$installed/bin/ferry-cli.exe" inspect 'C:\synth.safetensors' | tr -d '\r' | grep -q '^total: 1 file' ||
   fail "installed ferry-cli inspect failed"
 rm -f "$WINEPREFIX/drive_c/synth.safetensors"
+# The installed program runs the whole generation path (the demo model is built into it; this
+# lane writes uncompressed AVI).
+FERRY_DATA_DIR='C:\ferry-data' wine "$installed/bin/ferry-cli.exe" demo --width 64 --height 64 \
+  --frames 5 --steps 2 --out 'C:\demo.avi' | tr -d '\r' | grep -q '^wrote C:.demo.avi' ||
+  fail "installed ferry-cli demo failed"
+[[ -s "$WINEPREFIX/drive_c/demo.avi" && -s "$WINEPREFIX/drive_c/demo.json" ]] ||
+  fail "installed ferry-cli demo wrote no video"
+rm -rf "$WINEPREFIX/drive_c/ferry-data" "$WINEPREFIX/drive_c/demo.avi" "$WINEPREFIX/drive_c/demo.json"
 echo "install: ok"
 
 # --- major upgrade in place ---
