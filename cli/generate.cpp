@@ -14,17 +14,13 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/machine.h"
-#include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/user_data.h"
 #include "core/media/video_writer.h"
 #include "core/pipeline/demo_model.h"
 #include "core/pipeline/generator.h"
-#ifdef FERRY_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#include "cuda/device_info.h"
-#endif
+#include "cuda/choose_backend.h"
 #ifdef _WIN32
 #include <io.h>
 #define FERRY_ISATTY(fd) _isatty(fd)
@@ -182,27 +178,17 @@ int run(pipeline::GenerationRequest request, const Args& args, bool demo) {
   std::vector<offload::Preset> presets = offload::load_presets(user_presets_dir());
   const offload::Preset preset = offload::find_preset(presets, request.preset, machine);
 
-  std::unique_ptr<Backend> backend;
   pipeline::GeneratorOptions options;
   options.stream_all = demo;
-#ifdef FERRY_HAVE_CUDA
-  if (preset.device == Device::kCuda && machine.has_gpu && cuda::query_device()) {
-    backend = std::make_unique<cuda::CudaBackend>();
-    options.device_memory = [] {
-      const cuda::DeviceMemory m = cuda::sample_device_memory();
-      return offload::DeviceMemorySample{m.total_bytes - m.free_bytes, 0};
-    };
+  ChosenBackend chosen = choose_backend(preset, machine);
+  options.device_memory = chosen.device_memory;
+  if (chosen.fell_back_to_cpu) {
+    std::fprintf(stderr,
+                 "no usable NVIDIA GPU: running on the CPU with the cpu preset; this will be "
+                 "slow\n");
+    request.preset = "cpu";
   }
-#endif
-  if (!backend) {
-    if (preset.device == Device::kCuda) {
-      std::fprintf(stderr,
-                   "no usable NVIDIA GPU: running on the CPU with the cpu preset; this will be "
-                   "slow\n");
-      request.preset = "cpu";
-    }
-    backend = std::make_unique<cpu::CpuBackend>();
-  }
+  std::unique_ptr<Backend> backend = std::move(chosen.backend);
   const bool device = static_cast<bool>(options.device_memory);
 
   pipeline::Generator generator(*backend, machine, std::move(presets), options);

@@ -5,15 +5,11 @@
 #include <QThread>
 #include <cstring>
 
-#include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/media/video_reader.h"
 #include "core/models/wan/sampler.h"
-#ifdef FERRY_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#include "cuda/device_info.h"
-#endif
+#include "cuda/choose_backend.h"
 
 namespace ferry::gui {
 namespace {
@@ -104,21 +100,11 @@ void GenerationWorker::generate(const GenerationJob& job) {
     const offload::Preset preset = offload::find_preset(job.presets, request.preset, job.machine);
     pipeline::GeneratorOptions options;
     options.stream_all = job.streamAll;
-    std::unique_ptr<Backend> backend;
-#ifdef FERRY_HAVE_CUDA
-    if (preset.device == Device::kCuda && job.machine.has_gpu && cuda::query_device()) {
-      backend = std::make_unique<cuda::CudaBackend>();
-      options.device_memory = [] {
-        const cuda::DeviceMemory m = cuda::sample_device_memory();
-        return offload::DeviceMemorySample{m.total_bytes - m.free_bytes, 0};
-      };
-    }
-#endif
-    if (!backend) {
-      // No usable NVIDIA GPU: the CPU backend with the cpu preset (slow, but it works).
-      if (preset.device == Device::kCuda) request.preset = "cpu";
-      backend = std::make_unique<cpu::CpuBackend>();
-    }
+    ChosenBackend chosen = choose_backend(preset, job.machine);
+    options.device_memory = chosen.device_memory;
+    // No usable NVIDIA GPU: the CPU backend with the cpu preset (slow, but it works).
+    if (chosen.fell_back_to_cpu) request.preset = "cpu";
+    std::unique_ptr<Backend> backend = std::move(chosen.backend);
     {
       std::lock_guard lock(mutex_);
       backend_ = std::move(backend);
