@@ -79,14 +79,14 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // memory.
 class Fixture {
  public:
-  explicit Fixture(const Kind& kind, const char* suffix = "")
+  explicit Fixture(const Kind& kind, const char* suffix = "", const VaeOptions& options = {})
       : backend_(test::model_backend()),
         set_(io::SafetensorsSet::open(test::data_path(std::string("wan/vae/") + kind.name +
                                                       "_tiny" + suffix + ".safetensors"))),
         reference_(io::SafetensorsSet::open(
             test::data_path(std::string("wan/vae/") + kind.name + "_reference.safetensors"))),
         weights_(VaeWeights::load(backend_, set_)),
-        vae_(backend_, weights_) {}
+        vae_(backend_, weights_, options) {}
 
   Backend& backend() { return backend_; }
   const VaeWeights& weights() const { return weights_; }
@@ -115,7 +115,8 @@ class Fixture {
     const Tensor latent = upload(z);
     std::vector<float> pixels(static_cast<std::size_t>(
         3 * vae_pixel_frames(z.shape[1]) * z.shape[2] * z.shape[3] * cfg.spatial * cfg.spatial));
-    memory::Arena a = arena(WanVae::decode_arena_bytes(weights_, z.shape[2], z.shape[3]));
+    memory::Arena a =
+        arena(WanVae::decode_arena_bytes(weights_, z.shape[2], z.shape[3], vae_.options()));
     vae_.decode(latent, a, pixels);
     return pixels;
   }
@@ -128,8 +129,8 @@ class Fixture {
                       video.shape[3] / cfg.spatial};
     out.values.resize(static_cast<std::size_t>(out.shape.numel()));
     const Tensor latent = upload(out);
-    memory::Arena a =
-        arena(WanVae::encode_arena_bytes(weights_, video.shape[1], video.shape[2], video.shape[3]));
+    memory::Arena a = arena(WanVae::encode_arena_bytes(weights_, video.shape[1], video.shape[2],
+                                                       video.shape[3], vae_.options()));
     vae_.encode(pixels, a, latent);
     backend_.download(latent, out.values.data());
     return out.values;
@@ -208,6 +209,111 @@ HostArray random_latent(const VaeWeights& weights, std::int64_t t, std::int64_t 
 std::size_t pixel_count(const VaeWeights& weights, const Shape& latent) {
   const std::int64_t s = weights.config().spatial;
   return static_cast<std::size_t>(3 * vae_pixel_frames(latent[1]) * latent[2] * s * latent[3] * s);
+}
+
+// ---- bf16 activations (VaeOptions) ----
+
+constexpr VaeOptions kBf16{DType::kBF16};
+
+// Largest |Ferry bf16 − official fp32| allowed: every activation and cache slot rounded to bf16
+// (8 bits of mantissa), the ops still computing in f32. Measured on the CPU backend (the tiny
+// random VAEs, worst of both kinds): decode ≤ 9.8e-2 (wan22, 3 latent frames; pixels in
+// [-1, 1]), encode ≤ 2.9e-2 (wan22, 1 frame; normalised latents). The bounds are about twice that.
+constexpr float kBf16DecodeTolerance = 0.2f;
+constexpr float kBf16EncodeTolerance = 0.06f;
+
+void expect_bf16_close_to_official(const Kind& kind) {
+  Fixture f(kind, "", kBf16);
+  for (int t : {1, 2, 3}) {
+    const HostArray z = f.reference("z_t" + std::to_string(t));
+    const HostArray expected = f.reference("pixels_t" + std::to_string(t));
+    const float err = max_abs_diff(f.decode(z), expected.values);
+    EXPECT_LE(err, kBf16DecodeTolerance) << kind.name << " bf16 decode of " << t << " frames";
+    std::printf("  [%s bf16 decode of %d latent frames] max error %.2e\n", kind.name, t,
+                static_cast<double>(err));
+  }
+  for (int frames : {1, 5, 9}) {
+    const HostArray video = f.reference("video_f" + std::to_string(frames));
+    const HostArray expected = f.reference("latent_f" + std::to_string(frames));
+    const float err = max_abs_diff(f.encode(video), expected.values);
+    EXPECT_LE(err, kBf16EncodeTolerance) << kind.name << " bf16 encode of " << frames;
+    std::printf("  [%s bf16 encode of %d frames] max error %.2e\n", kind.name, frames,
+                static_cast<double>(err));
+  }
+}
+
+TEST_F(WanVae, wan21_bf16_decode_and_encode_stay_close_to_the_official_fp32) {
+  expect_bf16_close_to_official(kWan21);
+}
+TEST_F(WanVae, wan22_bf16_decode_and_encode_stay_close_to_the_official_fp32) {
+  expect_bf16_close_to_official(kWan22);
+}
+
+// With bf16 activations the estimates are still the measured peaks, and smaller than fp32's.
+TEST_F(WanVae, bf16_arena_estimates_equal_the_measured_peaks_and_undercut_fp32) {
+  for (const Kind& kind : {kWan21, kWan22}) {
+    Fixture f(kind, "", kBf16);
+    const std::int64_t t = 3, h = 3, w = 5;
+    const HostArray z = random_latent(f.weights(), t, h, w, 7);
+    const Tensor latent = f.upload(z);
+    const std::size_t decode = wan::WanVae::decode_arena_bytes(f.weights(), h, w, kBf16);
+    EXPECT_LT(decode, wan::WanVae::decode_arena_bytes(f.weights(), h, w)) << kind.name;
+    EXPECT_LT(wan::WanVae::decode_cache_bytes(f.weights(), h, w, kBf16),
+              wan::WanVae::decode_cache_bytes(f.weights(), h, w))
+        << kind.name;
+    std::vector<float> pixels(pixel_count(f.weights(), z.shape));
+    {
+      memory::Arena arena = f.arena(2 * decode);
+      f.vae().decode(latent, arena, pixels);
+      EXPECT_EQ(arena.peak(), decode) << kind.name;
+    }
+    const VaeTiling tiling{2, 1};
+    const std::size_t tiled = tiled_decode_arena_bytes(f.weights(), tiling, t, h, w, kBf16);
+    EXPECT_LT(tiled, tiled_decode_arena_bytes(f.weights(), tiling, t, h, w)) << kind.name;
+    {
+      memory::Arena arena = f.arena(2 * tiled);
+      decode_tiled(f.vae(), f.backend(), latent, arena, tiling, pixels);
+      EXPECT_EQ(arena.peak(), tiled) << kind.name;
+    }
+    for (VaeTileCaches caches : {VaeTileCaches::kHost, VaeTileCaches::kDevice}) {
+      const std::size_t chunks =
+          tiled_chunks_decode_arena_bytes(f.weights(), tiling, h, w, caches, kBf16);
+      EXPECT_LT(chunks, tiled_chunks_decode_arena_bytes(f.weights(), tiling, h, w, caches))
+          << kind.name;
+      memory::Arena arena = f.arena(2 * chunks);
+      decode_tiled_chunks(f.vae(), latent, arena, tiling, caches,
+                          [](std::int64_t, const Shape&, std::span<const float>) {});
+      EXPECT_EQ(arena.peak(), chunks) << kind.name;
+    }
+
+    const VaeConfig& cfg = f.weights().config();
+    const std::int64_t frames = 5, height = 2 * cfg.spatial, width = 3 * cfg.spatial;
+    HostArray video;
+    video.shape = Shape{3, frames, height, width};
+    video.values.resize(static_cast<std::size_t>(video.shape.numel()));
+    for (std::size_t i = 0; i < video.values.size(); ++i)
+      video.values[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+    HostArray out;
+    out.shape = Shape{cfg.z_dim, vae_latent_frames(frames), 2, 3};
+    out.values.resize(static_cast<std::size_t>(out.shape.numel()));
+    const Tensor pixels_in = f.upload(video), latent_out = f.upload(out);
+    const std::size_t encode =
+        wan::WanVae::encode_arena_bytes(f.weights(), frames, height, width, kBf16);
+    EXPECT_LT(encode, wan::WanVae::encode_arena_bytes(f.weights(), frames, height, width))
+        << kind.name;
+    {
+      memory::Arena arena = f.arena(2 * encode);
+      f.vae().encode(pixels_in, arena, latent_out);
+      EXPECT_EQ(arena.peak(), encode) << kind.name;
+    }
+    const std::size_t tiled_encode =
+        tiled_encode_arena_bytes(f.weights(), tiling, frames, height, width, kBf16);
+    {
+      memory::Arena arena = f.arena(2 * tiled_encode);
+      encode_tiled(f.vae(), f.backend(), pixels_in, arena, tiling, latent_out);
+      EXPECT_EQ(arena.peak(), tiled_encode) << kind.name;
+    }
+  }
 }
 
 TEST_F(WanVae, diffusers_and_official_files_load_the_same_weights) {

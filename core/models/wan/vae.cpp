@@ -21,6 +21,7 @@ struct CacheSlot {
   Shape shape;  // [C, capacity frames, H, W]
   void* data = nullptr;
   Device device = Device::kCpu;
+  DType dtype = DType::kF32;  // the activations'
   std::int64_t valid = 0;
   bool seen = false;  // the layer has run once (Resample's first-chunk rule)
 
@@ -29,6 +30,7 @@ struct CacheSlot {
     Tensor t;
     t.data = data;
     t.shape = Shape{shape[0], n, shape[2], shape[3]};
+    t.dtype = dtype;
     t.device = device;
     return t;
   }
@@ -38,19 +40,21 @@ struct CacheSlot {
 // the order the layers run (the official feat_idx).
 struct Run {
   Run(Backend& backend, const VaeWeights& weights, memory::Arena& a, std::vector<CacheSlot>& s,
-      bool plan)
-      : be(backend), w(weights), arena(a), slots(s), planning(plan) {}
+      bool plan, DType activations)
+      : be(backend), w(weights), arena(a), slots(s), planning(plan), act(activations) {}
 
   Backend& be;
   const VaeWeights& w;
   memory::Arena& arena;
   std::vector<CacheSlot>& slots;
-  bool planning = false;  // a shapes-only run that creates the slots as layers ask for them
+  bool planning = false;    // a shapes-only run that creates the slots as layers ask for them
+  DType act = DType::kF32;  // every activation's and cache slot's dtype (VaeOptions)
   std::size_t next_slot = 0;
   bool first_chunk = true;
   std::vector<float> zeros;  // host zeros for the AvgDown3D front padding
 
-  Tensor alloc(const Shape& shape) { return arena.allocate(DType::kF32, shape); }
+  Tensor alloc(const Shape& shape) { return arena.allocate(act, shape); }
+  Tensor alloc(DType dtype, const Shape& shape) { return arena.allocate(dtype, shape); }
   bool has(const std::string& name) const { return w.has(name); }
   const Tensor& weight(const std::string& name) const { return w.at(name); }
 
@@ -104,11 +108,11 @@ class Chain {
       // Less dead space than y: y goes above itself first, so the move down cannot overlap.
       r_.arena.release_to(static_cast<std::size_t>(at - base_) + floor_ +
                           memory::Arena::footprint(y.bytes()));
-      from = r_.alloc(y.shape);
+      from = r_.alloc(y.dtype, y.shape);
       r_.be.slice(y, 0, 0, from);
     }
     r_.arena.release_to(floor_);  // the bytes stay as they are until the copy below has read them
-    const Tensor moved = r_.alloc(from.shape);
+    const Tensor moved = r_.alloc(from.dtype, from.shape);
     r_.be.slice(from, 0, 0, moved);
     return moved;
   }
@@ -367,7 +371,7 @@ Tensor dup_up(Run& r, const Tensor& x, std::int64_t co, int ft, int fs) {
 // column offset r; unpatchify is its inverse.
 Tensor patchify(Run& r, const Tensor& x) {
   const Dims d = dims(x);
-  const Tensor out = r.alloc(Shape{d.c * 4, d.t, d.h / 2, d.w / 2});
+  const Tensor out = r.alloc(x.dtype, Shape{d.c * 4, d.t, d.h / 2, d.w / 2});
   r.be.permute(x.reshaped(Shape{d.c, d.t, d.h / 2, 2, d.w / 2, 2}), {0, 5, 3, 1, 2, 4},
                out.reshaped(Shape{d.c, 2, 2, d.t, d.h / 2, d.w / 2}));
   return out;
@@ -376,7 +380,7 @@ Tensor patchify(Run& r, const Tensor& x) {
 Tensor unpatchify(Run& r, const Tensor& x) {
   const Dims d = dims(x);
   const std::int64_t c = d.c / 4;
-  const Tensor out = r.alloc(Shape{c, d.t, d.h * 2, d.w * 2});
+  const Tensor out = r.alloc(x.dtype, Shape{c, d.t, d.h * 2, d.w * 2});
   r.be.permute(x.reshaped(Shape{c, 2, 2, d.t, d.h, d.w}), {0, 3, 4, 2, 5, 1},
                out.reshaped(Shape{c, d.t, d.h, 2, d.w, 2}));
   return out;
@@ -443,7 +447,7 @@ Tensor encode_chunk(Run& r, const Tensor& pixels) {
   pointwise(r, r.weight("conv1.weight"), r.weight("conv1.bias"), x, moments);
   const Tensor mu = r.alloc(Shape{z, d.t, d.h, d.w});
   r.be.slice(moments, 0, 0, mu);
-  const Tensor latent = r.alloc(mu.shape);
+  const Tensor latent = r.alloc(DType::kF32, mu.shape);  // the public latent's dtype
   pointwise(r, r.weight(std::string(kNormalizeWeight)), r.weight(std::string(kNormalizeBias)), mu,
             latent);
   return latent;
@@ -507,7 +511,9 @@ Tensor decode_chunk(Run& r, const Tensor& latent) {
     }
   }
   d = dims(x);
-  const Tensor out = r.alloc(Shape{r.weight("decoder.head.2.weight").shape[0], d.t, d.h, d.w});
+  // The last layer writes the public pixels' dtype (F32) whatever the activations'.
+  const Tensor out =
+      r.alloc(DType::kF32, Shape{r.weight("decoder.head.2.weight").shape[0], d.t, d.h, d.w});
   norm_silu_causal_conv3(r, "decoder.head.0", "decoder.head.2", x, out, true);
   if (cfg.patch == 1) return chain.keep(out);
   return chain.keep(unpatchify(r, chain.keep(out)));
@@ -515,10 +521,11 @@ Tensor decode_chunk(Run& r, const Tensor& latent) {
 
 // ---- whole calls ----
 
-void take_slots(memory::Arena& arena, std::vector<CacheSlot>& slots) {
+void take_slots(memory::Arena& arena, std::vector<CacheSlot>& slots, DType dtype) {
   for (CacheSlot& s : slots) {
-    const Tensor t = arena.allocate(DType::kF32, s.shape);
+    const Tensor t = arena.allocate(dtype, s.shape);
     s.data = t.data;
+    s.dtype = dtype;
     s.device = t.device;
     s.valid = 0;
     s.seen = false;
@@ -547,12 +554,12 @@ void check_latent(const VaeWeights& w, const Tensor& latent) {
 
 // The decoder over all latent frames: slots first, then one chunk at a time.
 void decode_sequence(Run& r, const Tensor& latent, const WanVae::ChunkSink& sink) {
-  take_slots(r.arena, r.slots);
+  take_slots(r.arena, r.slots, r.act);
   const Dims d = dims(latent);
   for (std::int64_t t = 0; t < d.t; ++t) {
     const std::size_t mark = r.arena.mark();
     r.start_chunk(t == 0);
-    const Tensor frame = r.alloc(Shape{d.c, 1, d.h, d.w});
+    const Tensor frame = r.alloc(latent.dtype, Shape{d.c, 1, d.h, d.w});
     r.be.slice(latent, 1, t, frame);
     const Tensor pixels = decode_chunk(r, frame);
     if (sink) sink(chunk_first_frame(t), pixels);
@@ -565,14 +572,21 @@ void decode_sequence(Run& r, const Tensor& latent, const WanVae::ChunkSink& sink
 void encode_sequence(Run& r, const Tensor& video, const Tensor& latent) {
   const Dims v = dims(video);
   const Dims l = dims(latent);
-  const Tensor staging = r.alloc(Shape{l.t, l.c, l.h * l.w});
-  take_slots(r.arena, r.slots);
+  const Tensor staging = r.alloc(latent.dtype, Shape{l.t, l.c, l.h * l.w});
+  take_slots(r.arena, r.slots, r.act);
   for (std::int64_t i = 0; i < l.t; ++i) {
     const std::size_t mark = r.arena.mark();
     r.start_chunk(i == 0);
     const std::int64_t first = chunk_first_frame(i);
-    const Tensor chunk = r.alloc(Shape{v.c, i == 0 ? 1 : 4, v.h, v.w});
+    Tensor chunk = r.alloc(video.dtype, Shape{v.c, i == 0 ? 1 : 4, v.h, v.w});
     r.be.slice(video, 1, first, chunk);
+    if (chunk.dtype != r.act) {
+      // The pixels are rounded to the activations' dtype once: the first convolution's cache
+      // slot holds them in it.
+      const Tensor converted = r.alloc(chunk.shape);
+      r.be.convert(chunk, converted);
+      chunk = converted;
+    }
     const Tensor mu = encode_chunk(r, chunk);
     r.be.permute(mu.reshaped(Shape{l.c, 1, l.h * l.w}), {1, 0, 2}, staging.rows(i, i + 1));
     r.arena.release_to(mark);
@@ -585,7 +599,7 @@ std::vector<CacheSlot> plan_slots(const VaeWeights& w, bool decoder, const Shape
   ShapeBackend shapes;
   memory::Arena arena = shapes_only_arena();
   std::vector<CacheSlot> slots;
-  Run r{shapes, w, arena, slots, true};
+  Run r{shapes, w, arena, slots, true, DType::kF32};
   r.start_chunk(true);
   if (decoder) {
     decode_chunk(r, shape_only(first_input));
@@ -610,8 +624,11 @@ std::int64_t vae_pixel_frames(std::int64_t latent_frames) {
   return 4 * (latent_frames - 1) + 1;
 }
 
-WanVae::WanVae(Backend& backend, const VaeWeights& weights)
-    : backend_(backend), weights_(weights) {}
+WanVae::WanVae(Backend& backend, const VaeWeights& weights, const VaeOptions& options)
+    : backend_(backend), weights_(weights), options_(options) {
+  require(options.activations == DType::kF32 || options.activations == DType::kBF16, "WanVae",
+          "activations must be F32 or BF16, got " + std::string(dtype_name(options.activations)));
+}
 
 void WanVae::encode(const Tensor& video, memory::Arena& arena, const Tensor& latent) {
   const VaeConfig& cfg = weights_.config();
@@ -631,7 +648,7 @@ void WanVae::encode(const Tensor& video, memory::Arena& arena, const Tensor& lat
                 "WanVae::encode", "latent");
   std::vector<CacheSlot> slots = plan_slots(weights_, false, Shape{3, 1, v.h, v.w});
   const std::size_t mark = arena.mark();
-  Run r{backend_, weights_, arena, slots, false};
+  Run r{backend_, weights_, arena, slots, false, options_.activations};
   encode_sequence(r, video, latent);
   arena.release_to(mark);
 }
@@ -641,7 +658,7 @@ void WanVae::decode_chunks(const Tensor& latent, memory::Arena& arena, const Chu
   const Dims d = dims(latent);
   std::vector<CacheSlot> slots = plan_slots(weights_, true, Shape{d.c, 1, d.h, d.w});
   const std::size_t mark = arena.mark();
-  Run r{backend_, weights_, arena, slots, false};
+  Run r{backend_, weights_, arena, slots, false, options_.activations};
   decode_sequence(r, latent, sink);
   arena.release_to(mark);
 }
@@ -672,34 +689,38 @@ void WanVae::decode(const Tensor& latent, memory::Arena& arena, std::span<float>
   });
 }
 
-std::size_t WanVae::decode_arena_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w) {
+std::size_t WanVae::decode_arena_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w,
+                                       const VaeOptions& options) {
   const std::int64_t z = weights.config().z_dim;
   std::vector<CacheSlot> slots = plan_slots(weights, true, Shape{z, 1, h, w});
   ShapeBackend shapes;
   memory::Arena arena = shapes_only_arena();
-  Run r{shapes, weights, arena, slots, false};
+  Run r{shapes, weights, arena, slots, false, options.activations};
   // From chunk 2 on every cache slot holds two frames and every chunk is the same size: three
   // latent frames reach the steady state.
   decode_sequence(r, shape_only(Shape{z, 3, h, w}), nullptr);
   return arena.peak();
 }
 
-std::size_t WanVae::decode_cache_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w) {
+std::size_t WanVae::decode_cache_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w,
+                                       const VaeOptions& options) {
   const std::vector<CacheSlot> slots =
       plan_slots(weights, true, Shape{weights.config().z_dim, 1, h, w});
   std::size_t bytes = 0;
   for (const CacheSlot& s : slots)
-    bytes += memory::Arena::footprint(static_cast<std::size_t>(s.shape.numel()) * sizeof(float));
+    bytes += memory::Arena::footprint(static_cast<std::size_t>(s.shape.numel()) *
+                                      dtype_size(options.activations));
   return bytes;
 }
 
 std::size_t WanVae::encode_arena_bytes(const VaeWeights& weights, std::int64_t frames,
-                                       std::int64_t height, std::int64_t width) {
+                                       std::int64_t height, std::int64_t width,
+                                       const VaeOptions& options) {
   const VaeConfig& cfg = weights.config();
   std::vector<CacheSlot> slots = plan_slots(weights, false, Shape{3, 1, height, width});
   ShapeBackend shapes;
   memory::Arena arena = shapes_only_arena();
-  Run r{shapes, weights, arena, slots, false};
+  Run r{shapes, weights, arena, slots, false, options.activations};
   const std::int64_t s = cfg.spatial;
   encode_sequence(r, shape_only(Shape{3, frames, height, width}),
                   shape_only(Shape{cfg.z_dim, vae_latent_frames(frames), height / s, width / s}));
@@ -711,18 +732,21 @@ std::size_t WanVae::encode_arena_bytes(const VaeWeights& weights, std::int64_t f
 struct VaeChunkDecoder::State {
   Backend& backend;
   const VaeWeights& weights;
+  DType act;  // the WanVae's activations
   std::vector<CacheSlot> slots;
-  std::vector<float> parked;  // every slot's [C, capacity, H, W], in slot order
+  std::vector<std::byte> parked;  // every slot's [C, capacity, H, W], in slot order
   bool has_parked = false;
   std::int64_t next_frame = 0;
 };
 
 VaeChunkDecoder::VaeChunkDecoder(WanVae& vae, std::int64_t h, std::int64_t w)
-    : state_(std::make_unique<State>(vae.backend(), vae.weights(), std::vector<CacheSlot>{},
-                                     std::vector<float>{}, false, std::int64_t{0})) {
+    : state_(std::make_unique<State>(vae.backend(), vae.weights(), vae.options().activations,
+                                     std::vector<CacheSlot>{}, std::vector<std::byte>{}, false,
+                                     std::int64_t{0})) {
   check_latent(vae.weights(), shape_only(Shape{vae.config().z_dim, 1, h, w}));
   state_->slots = plan_slots(vae.weights(), true, Shape{vae.config().z_dim, 1, h, w});
   for (CacheSlot& s : state_->slots) {
+    s.dtype = state_->act;
     s.valid = 0;
     s.seen = false;
   }
@@ -735,7 +759,8 @@ VaeChunkDecoder& VaeChunkDecoder::operator=(VaeChunkDecoder&&) noexcept = defaul
 std::size_t VaeChunkDecoder::cache_bytes() const {
   std::size_t bytes = 0;
   for (const CacheSlot& s : state_->slots)
-    bytes += memory::Arena::footprint(static_cast<std::size_t>(s.shape.numel()) * sizeof(float));
+    bytes += memory::Arena::footprint(static_cast<std::size_t>(s.shape.numel()) *
+                                      dtype_size(state_->act));
   return bytes;
 }
 
@@ -743,11 +768,11 @@ void VaeChunkDecoder::take_caches(memory::Arena& arena) {
   State& st = *state_;
   std::size_t offset = 0;
   for (CacheSlot& s : st.slots) {
-    const Tensor t = arena.allocate(DType::kF32, s.shape);
+    const Tensor t = arena.allocate(st.act, s.shape);
     s.data = t.data;
     s.device = t.device;
     if (st.has_parked) st.backend.upload(t, st.parked.data() + offset);
-    offset += static_cast<std::size_t>(t.numel());
+    offset += t.bytes();
   }
   // The parked copy is reused by the next park(): the uploads must have read it by then.
   if (st.has_parked) st.backend.synchronize();
@@ -757,7 +782,7 @@ Tensor VaeChunkDecoder::decode_next(const Tensor& frame, memory::Arena& arena) {
   State& st = *state_;
   require(frame.shape.rank() == 4 && frame.shape[1] == 1 && !st.slots.empty(),
           "VaeChunkDecoder::decode_next", "frame must be [z, 1, h, w], got " + describe(frame));
-  Run r{st.backend, st.weights, arena, st.slots, false};
+  Run r{st.backend, st.weights, arena, st.slots, false, st.act};
   r.start_chunk(st.next_frame == 0);
   ++st.next_frame;
   return decode_chunk(r, frame);
@@ -766,13 +791,13 @@ Tensor VaeChunkDecoder::decode_next(const Tensor& frame, memory::Arena& arena) {
 void VaeChunkDecoder::park() {
   State& st = *state_;
   std::size_t total = 0;
-  for (const CacheSlot& s : st.slots) total += static_cast<std::size_t>(s.shape.numel());
+  for (const CacheSlot& s : st.slots) total += s.frames(s.shape[1]).bytes();
   st.parked.resize(total);
   std::size_t offset = 0;
   for (const CacheSlot& s : st.slots) {
     const Tensor t = s.frames(s.shape[1]);
     st.backend.download(t, st.parked.data() + offset);
-    offset += static_cast<std::size_t>(t.numel());
+    offset += t.bytes();
   }
   st.has_parked = true;
 }

@@ -24,6 +24,13 @@ namespace ferry::models::wan {
 std::int64_t vae_latent_frames(std::int64_t pixel_frames);
 std::int64_t vae_pixel_frames(std::int64_t latent_frames);
 
+// How a WanVae computes. activations: the dtype of every activation and cache slot (F32, or
+// BF16 to halve the arena; the ops still compute in f32 and round once to it). The public
+// tensors stay F32 either way: decode's pixels, encode's latent, and the inputs it takes.
+struct VaeOptions {
+  DType activations = DType::kF32;
+};
+
 class WanVae {
  public:
   // Called once per decoded chunk with its first frame index and pixels [3, n, H, W] (F32 on the
@@ -31,11 +38,12 @@ class WanVae {
   using ChunkSink = std::function<void(std::int64_t first_frame, const Tensor& pixels)>;
 
   // Keeps references: both must outlive the WanVae.
-  WanVae(Backend& backend, const VaeWeights& weights);
+  WanVae(Backend& backend, const VaeWeights& weights, const VaeOptions& options = {});
 
   const VaeConfig& config() const { return weights_.config(); }
   const VaeWeights& weights() const { return weights_; }
   Backend& backend() const { return backend_; }
+  const VaeOptions& options() const { return options_; }
 
   // video [3, F, H, W] F32 in [-1, 1] on the backend, F = 4k + 1, H and W multiples of
   // config().spatial → latent [z, T, H/s, W/s] F32 (normalised: (mu - mean) / std).
@@ -49,17 +57,21 @@ class WanVae {
 
   // Arena bytes a decode of a latent of h × w positions (any frame count; the steady state
   // from the third latent frame on) takes: the cache slots plus the peak of one chunk. Needs only
-  // the weights' shapes (VaeWeights::shapes_only), for the planner.
-  static std::size_t decode_arena_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w);
+  // the weights' shapes (VaeWeights::shapes_only), for the planner. `options` as the WanVae's.
+  static std::size_t decode_arena_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w,
+                                        const VaeOptions& options = {});
   // The part of it the cache slots take (what a decode keeps from one chunk to the next).
-  static std::size_t decode_cache_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w);
+  static std::size_t decode_cache_bytes(const VaeWeights& weights, std::int64_t h, std::int64_t w,
+                                        const VaeOptions& options = {});
   // The same for an encode of `frames` frames of height × width pixels.
   static std::size_t encode_arena_bytes(const VaeWeights& weights, std::int64_t frames,
-                                        std::int64_t height, std::int64_t width);
+                                        std::int64_t height, std::int64_t width,
+                                        const VaeOptions& options = {});
 
  private:
   Backend& backend_;
   const VaeWeights& weights_;
+  VaeOptions options_;
 };
 
 // One decode of h × w latent positions in progress, a latent frame at a time, whose cache slots

@@ -206,11 +206,12 @@ void decode_tiled_chunks(WanVae& vae, const Tensor& latent, memory::Arena& arena
 }
 
 std::size_t tiled_chunks_decode_arena_bytes(const VaeWeights& weights, const VaeTiling& tiling,
-                                            std::int64_t h, std::int64_t w, VaeTileCaches caches) {
+                                            std::int64_t h, std::int64_t w, VaeTileCaches caches,
+                                            const VaeOptions& options) {
   check(tiling);
   const std::int64_t th = std::min(tiling.tile, h), tw = std::min(tiling.tile, w);
   const std::size_t tiles = vae_tile_starts(h, tiling).size() * vae_tile_starts(w, tiling).size();
-  const std::size_t cache = WanVae::decode_cache_bytes(weights, th, tw);
+  const std::size_t cache = WanVae::decode_cache_bytes(weights, th, tw, options);
   const auto bytes = [&](std::int64_t positions) {
     return memory::Arena::footprint(static_cast<std::size_t>(weights.config().z_dim * positions) *
                                     sizeof(float));
@@ -218,19 +219,20 @@ std::size_t tiled_chunks_decode_arena_bytes(const VaeWeights& weights, const Vae
   const std::size_t resident = caches == VaeTileCaches::kHost ? cache : tiles * cache;
   // decode_arena_bytes is the slots, one latent frame of the tile, then the chunk's peak: here the
   // tile's frame is cut from the whole frame and its band of rows.
-  return resident + bytes(h * w) + bytes(th * w) + WanVae::decode_arena_bytes(weights, th, tw) -
-         cache;
+  return resident + bytes(h * w) + bytes(th * w) +
+         WanVae::decode_arena_bytes(weights, th, tw, options) - cache;
 }
 
 std::size_t tiled_chunks_decode_host_bytes(const VaeWeights& weights, const VaeTiling& tiling,
-                                           std::int64_t h, std::int64_t w, VaeTileCaches caches) {
+                                           std::int64_t h, std::int64_t w, VaeTileCaches caches,
+                                           const VaeOptions& options) {
   check(tiling);
   const std::int64_t s = weights.config().spatial;
   const std::int64_t th = std::min(tiling.tile, h), tw = std::min(tiling.tile, w);
   const std::size_t tiles = vae_tile_starts(h, tiling).size() * vae_tile_starts(w, tiling).size();
   const auto floats = [](std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); };
   const std::size_t parked = caches == VaeTileCaches::kHost && tiles > 1
-                                 ? tiles * WanVae::decode_cache_bytes(weights, th, tw)
+                                 ? tiles * WanVae::decode_cache_bytes(weights, th, tw, options)
                                  : 0;
   return parked + floats(3 * 4 * h * s * w * s) + floats(3 * 4 * th * s * tw * s) +
          floats(static_cast<std::int64_t>(tiles) * th * s * tw * s) + floats(h * s * w * s);
@@ -291,7 +293,8 @@ void encode_tiled(WanVae& vae, Backend& backend, const Tensor& video, memory::Ar
 }
 
 std::size_t tiled_encode_arena_bytes(const VaeWeights& weights, const VaeTiling& tiling,
-                                     std::int64_t frames, std::int64_t height, std::int64_t width) {
+                                     std::int64_t frames, std::int64_t height, std::int64_t width,
+                                     const VaeOptions& options) {
   check(tiling);
   const std::int64_t s = weights.config().spatial;
   const std::int64_t th = std::min(tiling.tile, height / s), tw = std::min(tiling.tile, width / s);
@@ -300,17 +303,18 @@ std::size_t tiled_encode_arena_bytes(const VaeWeights& weights, const VaeTiling&
   };
   return bytes(3 * frames * th * s * width) + bytes(3 * frames * th * s * tw * s) +
          bytes(weights.config().z_dim * vae_latent_frames(frames) * th * tw) +
-         WanVae::encode_arena_bytes(weights, frames, th * s, tw * s);
+         WanVae::encode_arena_bytes(weights, frames, th * s, tw * s, options);
 }
 
 std::size_t tiled_decode_arena_bytes(const VaeWeights& weights, const VaeTiling& tiling,
-                                     std::int64_t t, std::int64_t h, std::int64_t w) {
+                                     std::int64_t t, std::int64_t h, std::int64_t w,
+                                     const VaeOptions& options) {
   check(tiling);
   const std::int64_t th = std::min(tiling.tile, h), tw = std::min(tiling.tile, w);
   const auto zt = static_cast<std::size_t>(weights.config().z_dim * t);
   return memory::Arena::footprint(zt * static_cast<std::size_t>(th * w) * sizeof(float)) +
          memory::Arena::footprint(zt * static_cast<std::size_t>(th * tw) * sizeof(float)) +
-         WanVae::decode_arena_bytes(weights, th, tw);
+         WanVae::decode_arena_bytes(weights, th, tw, options);
 }
 
 }  // namespace ferry::models::wan

@@ -49,14 +49,16 @@ void decode_tiled_chunks(WanVae& vae, const Tensor& latent, memory::Arena& arena
 
 // Arena bytes decode_tiled_chunks takes for a latent of h × w positions (any frame count): the
 // cache slots (one tile's, or every tile's with VaeTileCaches::kDevice), one latent frame and
-// its cuts, and one tile's chunk.
+// its cuts, and one tile's chunk. `options` (here and below): the WanVae's.
 std::size_t tiled_chunks_decode_arena_bytes(const VaeWeights& weights, const VaeTiling& tiling,
-                                            std::int64_t h, std::int64_t w, VaeTileCaches caches);
+                                            std::int64_t h, std::int64_t w, VaeTileCaches caches,
+                                            const VaeOptions& options = {});
 
 // Host bytes decode_tiled_chunks holds besides the sink's: the parked caches of every tile
 // (VaeTileCaches::kHost), one chunk of output frames, one tile's chunk and the blend weights.
 std::size_t tiled_chunks_decode_host_bytes(const VaeWeights& weights, const VaeTiling& tiling,
-                                           std::int64_t h, std::int64_t w, VaeTileCaches caches);
+                                           std::int64_t h, std::int64_t w, VaeTileCaches caches,
+                                           const VaeOptions& options = {});
 
 // Host bytes decode_tiled holds besides its output [3, F, H, W]: the blend weights and one tile's
 // chunk.
@@ -72,10 +74,12 @@ void encode_tiled(WanVae& vae, Backend& backend, const Tensor& video, memory::Ar
 // latent (and the band of rows it is cut from) plus one tile's decode
 // (WanVae::decode_arena_bytes).
 std::size_t tiled_decode_arena_bytes(const VaeWeights& weights, const VaeTiling& tiling,
-                                     std::int64_t t, std::int64_t h, std::int64_t w);
+                                     std::int64_t t, std::int64_t h, std::int64_t w,
+                                     const VaeOptions& options = {});
 
 // Arena bytes encode_tiled takes for `frames` frames of height × width pixels.
 std::size_t tiled_encode_arena_bytes(const VaeWeights& weights, const VaeTiling& tiling,
-                                     std::int64_t frames, std::int64_t height, std::int64_t width);
+                                     std::int64_t frames, std::int64_t height, std::int64_t width,
+                                     const VaeOptions& options = {});
 
 }  // namespace ferry::models::wan
