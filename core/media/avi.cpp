@@ -214,7 +214,10 @@ void AviWriter::finish() {
   finished_ = true;
 }
 
-AviInfo probe_avi(const std::filesystem::path& path) {
+namespace {
+
+// The whole file, read once (Ferry's AVIs are at most kMaxAviBytes).
+Reader load_avi(const std::filesystem::path& path) {
   Reader r;
   r.name = io::detail::display(path);
   std::ifstream in(path, std::ios::binary);
@@ -225,6 +228,11 @@ AviInfo probe_avi(const std::filesystem::path& path) {
   in.seekg(0);
   r.data.resize(size);
   in.read(reinterpret_cast<char*>(r.data.data()), static_cast<std::streamsize>(size));
+  return r;
+}
+
+AviInfo parse_avi(const Reader& r) {
+  const std::size_t size = r.data.size();
   if (r.u32(0) != fourcc("RIFF") || r.u32(8) != fourcc("AVI ")) r.bad("no RIFF AVI header");
 
   AviInfo info;
@@ -273,15 +281,15 @@ AviInfo probe_avi(const std::filesystem::path& path) {
   return info;
 }
 
+}  // namespace
+
+AviInfo probe_avi(const std::filesystem::path& path) {
+  return parse_avi(load_avi(path));
+}
+
 std::vector<RgbImage> read_avi_frames(const std::filesystem::path& path) {
-  const AviInfo info = probe_avi(path);
-  std::ifstream in(path, std::ios::binary);
-  Reader r;
-  r.name = io::detail::display(path);
-  in.seekg(0, std::ios::end);
-  r.data.resize(static_cast<std::size_t>(in.tellg()));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(r.data.data()), static_cast<std::streamsize>(r.data.size()));
+  const Reader r = load_avi(path);
+  const AviInfo info = parse_avi(r);
   std::vector<RgbImage> frames;
   const std::uint32_t stride = row_bytes(info.width);
   std::uint64_t at = 12;

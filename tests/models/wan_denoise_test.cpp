@@ -22,6 +22,7 @@
 #include "core/pipeline/denoise.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
+#include "tests/models/model_test_tensors.h"
 #include "tests/test_support.h"
 
 namespace ferry::pipeline {
@@ -118,17 +119,10 @@ Plan plan_for(const offload::ModelLayout& layout, Placing placing, ReadMethod me
 }
 
 // A device tensor with its own memory, holding `values` as `dtype`.
-struct Owned {
-  std::unique_ptr<DeviceBuffer> memory;
-  Tensor tensor;
-  Owned(Backend& backend, DType dtype, const Shape& shape, const std::vector<float>& values) {
-    memory = backend.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
-    tensor = Tensor{memory->data(), dtype, shape, backend.device()};
-    std::vector<std::byte> raw(tensor.bytes());
-    convert_from_f32(values.data(), dtype, raw.data(), values.size());
-    backend.upload(tensor, raw.data());
-  }
-};
+using Owned = test::OwnedTensor;
+using test::compare;
+using test::Deviation;
+using test::same_bits;
 
 // The latent after every step of Ferry's loop, from the reference's noise, contexts and z0.
 std::vector<std::vector<float>> run(const Case& c, Placing placing = Placing::kResident,
@@ -148,10 +142,10 @@ std::vector<std::vector<float>> run(const Case& c, Placing placing = Placing::kR
   memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
 
   const Owned cond(backend, DType::kBF16, Shape{dim("context.cond", 0), dim("context.cond", 1)},
-                   tensor("context.cond"));
+                   tensor("context.cond").data());
   const Owned uncond(backend, DType::kBF16,
                      Shape{dim("context.uncond", 0), dim("context.uncond", 1)},
-                     tensor("context.uncond"));
+                     tensor("context.uncond").data());
   const Tensor contexts[2] = {cond.tensor, uncond.tensor};
 
   std::vector<float> latent = tensor(std::string(c.dit) + ".noise");
@@ -177,27 +171,6 @@ std::vector<std::vector<float>> run(const Case& c, Placing placing = Placing::kR
   EXPECT_EQ(stats.groups_uploaded, placing == Placing::kResident ? 0 : kSteps * blocks);
   EXPECT_EQ(stats.bytes_read > 0, placing != Placing::kResident);
   return steps;
-}
-
-struct Deviation {
-  double max_rel = 0;  // max |a - b| / max |b|
-  double rms_rel = 0;  // rms(a - b) / rms(b)
-};
-
-Deviation compare(const std::vector<float>& got, const std::vector<float>& want) {
-  double max_diff = 0, max_ref = 0, sq_diff = 0, sq_ref = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
-    max_diff = std::max(max_diff, diff);
-    max_ref = std::max(max_ref, std::abs(static_cast<double>(want[i])));
-    sq_diff += diff * diff;
-    sq_ref += static_cast<double>(want[i]) * want[i];
-  }
-  return {max_diff / max_ref, std::sqrt(sq_diff / sq_ref)};
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 class WanDenoise : public test::ModelTest {};

@@ -24,6 +24,7 @@
 #include "core/offload/planner.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
+#include "tests/models/model_test_tensors.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::wan {
@@ -101,19 +102,10 @@ Reference load_reference(std::string_view config) {
 }
 
 // A device tensor with its own memory (test inputs and outputs).
-struct Owned {
-  std::unique_ptr<DeviceBuffer> memory;
-  Tensor tensor;
-  Owned(Backend& backend, DType dtype, const Shape& shape, const float* values = nullptr) {
-    memory = backend.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
-    tensor = Tensor{memory->data(), dtype, shape, backend.device()};
-    if (values != nullptr) {
-      std::vector<std::byte> raw(tensor.bytes());
-      convert_from_f32(values, dtype, raw.data(), static_cast<std::size_t>(shape.numel()));
-      backend.upload(tensor, raw.data());
-    }
-  }
-};
+using Owned = test::OwnedTensor;
+using test::compare;
+using test::Deviation;
+using test::same_bits;
 
 // A plan with the blocks placed as given (embeddings and head always on the device).
 Plan plan_for(const offload::ModelLayout& layout, const std::vector<Placement>& blocks,
@@ -194,27 +186,6 @@ RunResult run(const io::SafetensorsSet& set, const Reference& r, const std::vect
   out.peak = arena.peak();
   EXPECT_EQ(arena.used(), 0u) << "the forward gives back everything it took";
   return out;
-}
-
-struct Deviation {
-  double max_rel = 0;  // max |a - b| / max |b|
-  double rms_rel = 0;  // rms(a - b) / rms(b)
-};
-
-Deviation compare(const std::vector<float>& got, const std::vector<float>& want) {
-  double max_diff = 0, max_ref = 0, sq_diff = 0, sq_ref = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
-    max_diff = std::max(max_diff, diff);
-    max_ref = std::max(max_ref, std::abs(static_cast<double>(want[i])));
-    sq_diff += diff * diff;
-    sq_ref += static_cast<double>(want[i]) * want[i];
-  }
-  return {max_diff / max_ref, std::sqrt(sq_diff / sq_ref)};
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 void expect_matches_reference(const io::SafetensorsSet& set, const Reference& r, const char* what) {

@@ -83,7 +83,7 @@ TEST(StagePlans, OverallPeaksAreTheLargestStagesBecauseStagesRunOneAfterAnother)
   // The VAE decode plans tiles, not blocks; at this size the demo VAE is its largest stage.
   EXPECT_EQ(g.vae->groups, 0u);
   EXPECT_FALSE(g.vae->detail.empty());
-  EXPECT_EQ(g.vae->predicted_vram_peak, g.vae_plan->predicted_vram_peak);
+  EXPECT_GE(g.vae->predicted_vram_peak, g.vae_plan->weight_bytes + g.vae_plan->arena_bytes);
   EXPECT_EQ(g.stages().size(), 3u);  // text encoder, diffusion model, VAE decode
 }
 
