@@ -23,10 +23,17 @@ unset DISPLAY WAYLAND_DISPLAY
 # wineserver daemonizes itself; the redirections keep it (and the services the boot starts)
 # from holding the caller's terminal or pipes.
 wineserver -p </dev/null >/dev/null 2>&1
-# Creates the prefix the first time (~7 s, ~700 MB) and starts its services.
-wine cmd /c exit </dev/null >/dev/null 2>&1 || {
-  echo "wine-env: booting the Wine prefix $WINEPREFIX failed" >&2
-  unset _ferry_root _ferry_build
-  return 1
-}
+# Creates the prefix the first time (~7 s, ~700 MB) and starts its services. A first boot has
+# been seen to fail once on a loaded machine and succeed on a second try: it gets one retry, with
+# a fresh wineserver.
+if ! wine cmd /c exit </dev/null >/dev/null 2>&1; then
+  wineserver -k </dev/null >/dev/null 2>&1 || true
+  sleep 2
+  wineserver -p </dev/null >/dev/null 2>&1
+  wine cmd /c exit </dev/null >/dev/null 2>&1 || {
+    echo "wine-env: booting the Wine prefix $WINEPREFIX failed (twice)" >&2
+    unset _ferry_root _ferry_build
+    return 1
+  }
+fi
 unset _ferry_root _ferry_build
