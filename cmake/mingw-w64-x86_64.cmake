@@ -19,6 +19,8 @@ set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
 
 # Debian's /usr/bin/wine picks wine64 when there is no wine32 and sets WINELOADER for it.
 find_program(FERRY_WINE NAMES wine wine64 PATHS /usr/lib/wine)
+# Through scripts/wine-run.sh, which retries a launch Wine abandoned before the program started.
 if(FERRY_WINE)
-  set(CMAKE_CROSSCOMPILING_EMULATOR "${FERRY_WINE}")
+  get_filename_component(_ferry_wine_run "${CMAKE_CURRENT_LIST_DIR}/../scripts/wine-run.sh" ABSOLUTE)
+  set(CMAKE_CROSSCOMPILING_EMULATOR "${_ferry_wine_run}")
 endif()
