@@ -81,9 +81,11 @@ if(FERRY_BUILD_TESTS)
 endif()
 
 # FFmpeg (libavformat, libavcodec, libswscale, libavutil) for start images and MP4 output:
-# Debian's -dev packages through pkg-config (vcpkg's ffmpeg port on Windows provides the same
-# .pc files). Not in the mingw lane, which has no FFmpeg cross build: there core/media is not
-# built (FERRY_HAVE_FFMPEG OFF) and its tests compile to nothing.
+# Debian's -dev packages through pkg-config. Windows seldom has a pkg-config (CMake ignores
+# Strawberry Perl's), so without one the headers and libraries are looked up directly: vcpkg's
+# ffmpeg port (DLLs with their import libraries) sits on the search paths its toolchain file
+# sets. Not in the mingw lane, which has no FFmpeg cross build: there core/media is not built
+# (FERRY_HAVE_FFMPEG OFF) and its tests compile to nothing.
 set(FERRY_HAVE_FFMPEG OFF)
 if(NOT MINGW)
   find_package(PkgConfig QUIET)
@@ -94,6 +96,32 @@ if(NOT MINGW)
     add_library(ferry_ffmpeg INTERFACE IMPORTED)
     target_link_libraries(ferry_ffmpeg INTERFACE PkgConfig::FERRY_FFMPEG)
     set(FERRY_HAVE_FFMPEG ON)
+  else()
+    find_path(FERRY_AVCODEC_INCLUDE_DIR libavcodec/avcodec.h)
+    get_filename_component(_ferry_ffmpeg_prefix "${FERRY_AVCODEC_INCLUDE_DIR}" DIRECTORY)
+    set(_ferry_ffmpeg_libs "")
+    set(_ferry_ffmpeg_complete ON)
+    foreach(_lib IN ITEMS avformat avcodec swscale avutil)
+      string(TOUPPER "${_lib}" _var)
+      # The lib/ beside that include/ first: under a multi-config generator (Visual Studio)
+      # vcpkg's toolchain puts its debug/ tree ahead of the release one, and the release build
+      # must link the release DLLs. Then the usual places (Debian's multiarch lib folder).
+      if(FERRY_AVCODEC_INCLUDE_DIR)
+        find_library(FERRY_${_var}_LIBRARY ${_lib}
+                     PATHS "${_ferry_ffmpeg_prefix}/lib" NO_DEFAULT_PATH)
+      endif()
+      find_library(FERRY_${_var}_LIBRARY ${_lib})
+      if(NOT FERRY_${_var}_LIBRARY)
+        set(_ferry_ffmpeg_complete OFF)
+      endif()
+      list(APPEND _ferry_ffmpeg_libs "${FERRY_${_var}_LIBRARY}")
+    endforeach()
+    if(FERRY_AVCODEC_INCLUDE_DIR AND _ferry_ffmpeg_complete)
+      add_library(ferry_ffmpeg INTERFACE IMPORTED)
+      target_include_directories(ferry_ffmpeg SYSTEM INTERFACE "${FERRY_AVCODEC_INCLUDE_DIR}")
+      target_link_libraries(ferry_ffmpeg INTERFACE ${_ferry_ffmpeg_libs})
+      set(FERRY_HAVE_FFMPEG ON)
+    endif()
   endif()
 endif()
 message(STATUS "Video (FFmpeg): ${FERRY_HAVE_FFMPEG}")

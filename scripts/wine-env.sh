@@ -17,7 +17,9 @@ WINEPREFIX="$(cd "$_ferry_build/wineprefix" && pwd)"
 export WINEPREFIX
 export WINEARCH=win64
 export WINEDEBUG=-all
-export WINEDLLOVERRIDES="mscoree,mshtml="
+# No Mono or Gecko prompts; and no winemenubuilder, which would mirror the MSI test's Start-menu
+# shortcut into this machine's own desktop menus.
+export WINEDLLOVERRIDES="mscoree,mshtml,winemenubuilder.exe="
 unset DISPLAY WAYLAND_DISPLAY
 
 # wineserver daemonizes itself; the redirections keep it (and the services the boot starts)
