@@ -329,12 +329,26 @@ void MainWindow::buildMenus() {
   help->addAction(tr("Open the &data folder"), this,
                   [this] { QDesktopServices::openUrl(QUrl::fromLocalFile(dataFolder_)); });
   help->addAction(tr("&About Ferry"), this, [this] {
-    QMessageBox::about(
-        this, tr("About Ferry"),
+    // The installed tree keeps the licence texts in share/ferry beside bin/ (installer/).
+    const QString notices = QDir(QCoreApplication::applicationDirPath())
+                                .absoluteFilePath(QStringLiteral("../share/ferry/THIRD-PARTY-NOTICES.txt"));
+    QString text =
         tr("<b>Ferry %1</b><p>Videos from a prompt and an optional start image with Wan "
-           "diffusion models, streaming weights from disk so they fit a laptop GPU.</p>")
-            .arg(QStringLiteral(FERRY_VERSION)));
+           "diffusion models, streaming weights from disk so they fit a laptop GPU.</p>"
+           "<p>Ferry is free software under the MIT License. It uses Qt (LGPL v3), FFmpeg "
+           "(LGPL v2.1 or later), NVIDIA cuBLASLt and OpenBLAS, each under its own licence.</p>")
+            .arg(QStringLiteral(FERRY_VERSION));
+    if (QFileInfo::exists(notices)) {
+      text += tr("<p><a href=\"%1\">Third-party notices and licences</a></p>")
+                  .arg(QUrl::fromLocalFile(QDir::cleanPath(notices)).toString());
+    }
+    QMessageBox box(QMessageBox::Information, tr("About Ferry"), text, QMessageBox::Ok, this);
+    box.setTextFormat(Qt::RichText);
+    box.setTextInteractionFlags(Qt::TextBrowserInteraction);
+    box.setIconPixmap(windowIcon().pixmap(64, 64));
+    box.exec();
   });
+  help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
 }
 
 void MainWindow::connectWorker() {
