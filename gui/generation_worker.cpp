@@ -4,11 +4,13 @@
 #include <QFile>
 #include <QThread>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/media/video_reader.h"
 #include "core/models/wan/sampler.h"
+#include "core/pipeline/run_log.h"
 #include "cuda/choose_backend.h"
 
 namespace ferry::gui {
@@ -94,7 +96,16 @@ void GenerationWorker::generate(const GenerationJob& job) {
     return;
   }
   running_ = true;
-  emit started();
+  Sink sink(*this);
+  // The run's log wraps the sink. A log that cannot be written never stops the run.
+  std::optional<pipeline::RunLog> log;
+  if (!job.logFolder.empty()) {
+    try {
+      log.emplace(job.logFolder, sink);
+    } catch (const std::exception&) {
+    }
+  }
+  emit started(log ? fromPath(log->path()) : QString());
   pipeline::GenerationRequest request = job.request;
   try {
     const offload::Preset preset = offload::find_preset(job.presets, request.preset, job.machine);
@@ -105,15 +116,23 @@ void GenerationWorker::generate(const GenerationJob& job) {
     // No usable NVIDIA GPU: the CPU backend with the cpu preset (slow, but it works).
     if (chosen.fell_back_to_cpu) request.preset = "cpu";
     std::unique_ptr<Backend> backend = std::move(chosen.backend);
+    if (log) {
+      log->started(request, job.machine, backend->name());
+      if (chosen.fell_back_to_cpu) {
+        log->note("preset " + job.request.preset +
+                  " wants a GPU and none is usable: the cpu preset runs instead");
+      }
+    }
     {
       std::lock_guard lock(mutex_);
       backend_ = std::move(backend);
       generator_ = std::make_unique<pipeline::Generator>(*backend_, job.machine, job.presets,
                                                          std::move(options));
     }
-    Sink sink(*this);
     repeatCancel();
-    const pipeline::GenerationResult result = generator_->generate(request, sink);
+    const pipeline::GenerationResult result =
+        generator_->generate(request, log ? static_cast<pipeline::ProgressSink&>(*log) : sink);
+    if (log) log->finished(result);
 
     GenerationOutcome outcome;
     outcome.video = fromPath(result.video);
@@ -136,6 +155,8 @@ void GenerationWorker::generate(const GenerationJob& job) {
   } catch (const Error& e) {
     releaseEngine();
     running_ = false;
+    if (log && e.code() == ErrorCode::kCancelled) log->cancelled();
+    if (log && e.code() != ErrorCode::kCancelled) log->failed(e);
     if (e.code() == ErrorCode::kCancelled) {
       emit cancelled();
     } else {
@@ -144,11 +165,13 @@ void GenerationWorker::generate(const GenerationJob& job) {
   } catch (const std::bad_alloc&) {
     releaseEngine();
     running_ = false;
+    if (log) log->failed("out of memory (std::bad_alloc)");
     emit failed(tr("Out of memory. Pick a smaller preset, size or number of frames."),
                 static_cast<int>(ErrorCode::kOutOfMemory));
   } catch (const std::exception& e) {
     releaseEngine();
     running_ = false;
+    if (log) log->failed(e.what());
     emit failed(QString::fromUtf8(e.what()), static_cast<int>(ErrorCode::kInternal));
   }
 }

@@ -10,6 +10,7 @@
 #include <QString>
 #include <QVector>
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -29,6 +30,8 @@ struct GenerationJob {
   offload::MachineInfo machine;
   std::vector<offload::Preset> presets;
   bool streamAll = false;  // the demo: every block from disk, whatever the machine holds
+  // The run's log (pipeline::RunLog) goes in this folder; empty: no log.
+  std::filesystem::path logFolder;
 };
 
 // One denoising step as the charts and the status bar show it.
@@ -79,7 +82,8 @@ class GenerationWorker : public QObject {
   void loadFrames(const QString& video, int maxWidth);
 
  signals:
-  void started();
+  // `logPath`: the run's log, empty when none could be written.
+  void started(const QString& logPath);
   void stageChanged(int stage, const QString& name);
   void step(const ferry::gui::StepInfo& info);
   void preview(const QImage& image);

@@ -328,6 +328,11 @@ void MainWindow::buildMenus() {
   help->addAction(tr("&Check this machine…"), this, &MainWindow::showMachineCheck);
   help->addAction(tr("Open the &data folder"), this,
                   [this] { QDesktopServices::openUrl(QUrl::fromLocalFile(dataFolder_)); });
+  help->addAction(tr("Open the run &logs"), this, [this] {
+    const QString logs = QDir(dataFolder_).filePath(QStringLiteral("logs"));
+    QDir().mkpath(logs);
+    QDesktopServices::openUrl(QUrl::fromLocalFile(logs));
+  });
   help->addAction(tr("&About Ferry"), this, [this] {
     // The installed tree keeps the licence texts in share/ferry beside bin/ (installer/).
     const QString notices = QDir(QCoreApplication::applicationDirPath())
@@ -533,6 +538,7 @@ void MainWindow::generate() {
   const auto& set = modelPanel_->modelSet();
   demoRun_ = set && isDemoModel(*set);
   job.streamAll = demoRun_;
+  job.logFolder = io::detail::path_from_utf8(QDir(dataFolder_).filePath(QStringLiteral("logs")).toStdString());
 
   // The engine's own checks (sizes, frames, image) before anything is queued: a message now
   // rather than an error later.
@@ -592,7 +598,8 @@ void MainWindow::setProgressText(const QString& text, const QString& title) {
   setWindowTitle(title.isEmpty() ? tr("Ferry") : tr("%1 — Ferry").arg(title));
 }
 
-void MainWindow::onStarted() {
+void MainWindow::onStarted(const QString& logPath) {
+  lastLog_ = logPath;
   progress_->setRange(0, 0);  // busy until the first step says how many
 }
 
@@ -656,7 +663,9 @@ void MainWindow::onFailed(const QString& message, int code) {
   const QString text = static_cast<ErrorCode>(code) == ErrorCode::kDoesNotFit
                            ? tr("This won't fit in memory: %1").arg(message)
                            : message;
-  showMessage(text);
+  // The message says what to do; the log has what a bug report needs.
+  showMessage(lastLog_.isEmpty() ? text
+                                 : tr("%1 (details: %2)").arg(text, QDir::toNativeSeparators(lastLog_)));
   setProgressText(tr("Failed: %1").arg(text), QString());
   player_->clear(tr("No video: %1").arg(text));
   emit generationEnded();

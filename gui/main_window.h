@@ -105,7 +105,7 @@ class MainWindow : public QMainWindow {
   void clearMessage();
   void setProgressText(const QString& text, const QString& title);
 
-  void onStarted();
+  void onStarted(const QString& logPath);
   void onStage(int stage, const QString& name);
   void onStep(const StepInfo& info);
   void onPreview(const QImage& image);
@@ -125,6 +125,7 @@ class MainWindow : public QMainWindow {
   State state_ = State::kIdle;
   QString lastMessage_;
   QString lastVideo_;
+  QString lastLog_;  // the running (or last) run's log
   QImage lastPreview_;
   std::optional<GenerationOutcome> pending_;  // finished, waiting for its frames for the history
   GenerationSettings runSettings_;

@@ -32,6 +32,7 @@ class GenerationWorkerTest : public QObject {
     j.request.seed = 7;
     j.request.preset = "cpu";
     j.request.output = toPath(output);
+    j.logFolder = toPath(QFileInfo(output).dir().filePath(QStringLiteral("logs")));
     j.machine = cpuMachine();
     j.presets = ferry::offload::builtin_presets();
     return j;
@@ -126,6 +127,15 @@ class GenerationWorkerTest : public QObject {
     const auto last = steps.back().front().value<StepInfo>();
     QVERIFY(last.ramBytes > 0);
     QVERIFY(last.secondsPerStep > 0);
+    // The run's log, in the job's log folder: the header, each step, the outcome.
+    const QStringList logs = filesEndingIn(out.filePath(QStringLiteral("logs")), QStringLiteral(".log"));
+    QCOMPARE(logs.size(), 1);
+    QFile log(logs.front());
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(log.readAll());
+    QVERIFY(text.contains(QLatin1String("backend: CPU (")));
+    QVERIFY(text.contains(QLatin1String("step 3/3 {")));
+    QVERIFY(text.contains(QLatin1String("finished: ")));
   }
 
   void a_bad_request_ends_with_failed_and_the_engines_message() {
@@ -133,13 +143,21 @@ class GenerationWorkerTest : public QObject {
     GenerationJob j = job(out.filePath(QStringLiteral("clip.mp4")));
     j.request.model = {toPath(out.filePath(QStringLiteral("no-such-model")))};
     QSignalSpy failed(worker_, &GenerationWorker::failed);
+    QSignalSpy started(worker_, &GenerationWorker::started);
     run(j);
     QVERIFY(waitForEnd());
     QCOMPARE(log_.front(), QStringLiteral("started"));
     QTRY_COMPARE(failed.count(), 1);
-    QVERIFY(!failed.front().at(0).toString().isEmpty());
+    const QString message = failed.front().at(0).toString();
+    QVERIFY(!message.isEmpty());
     QVERIFY(failed.front().at(1).toInt() != static_cast<int>(ferry::ErrorCode::kInternal));
     QVERIFY(filesEndingIn(out.path(), QStringLiteral(".mp4")).isEmpty());
+    // The log named by started() ends with the same message.
+    QTRY_COMPARE(started.count(), 1);
+    QFile log(started.front().front().toString());
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    const QString last = QString::fromUtf8(log.readAll()).trimmed().split(QLatin1Char('\n')).back();
+    QVERIFY2(last.contains(QLatin1String("failed (")) && last.contains(message), qPrintable(last));
   }
 
   void a_cancel_mid_run_ends_with_cancelled_and_writes_nothing() {

@@ -422,7 +422,22 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.windowTitle(), QStringLiteral("Ferry"));
     QVERIFY(w.generateEnabled());
     QVERIFY(w.ramChart()->sampleCount() < 40);
-    QCOMPARE(filesEndingIn(data.path(), QString()), before);  // nothing new, nothing partial
+    // Nothing new, nothing partial — but the run's log, which says it was cancelled.
+    QStringList now = filesEndingIn(data.path(), QString());
+    const QStringList newLogs = [&] {
+      QStringList logs;
+      for (const QString& f : now) {
+        if (!before.contains(f)) logs << f;
+      }
+      return logs;
+    }();
+    QCOMPARE(newLogs.size(), 1);
+    QVERIFY(newLogs.front().endsWith(QLatin1String(".log")));
+    QFile log(newLogs.front());
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    QVERIFY(QString::fromUtf8(log.readAll()).trimmed().endsWith(QLatin1String("cancelled")));
+    now.removeOne(newLogs.front());
+    QCOMPARE(now, before);
     QCOMPARE(w.historyPanel()->count(), 1);
     const quint64 after = residentBytes();
     QVERIFY2(

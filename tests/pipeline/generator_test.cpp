@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,6 +18,7 @@
 #include "core/media/video_reader.h"
 #include "core/memory/process_memory.h"
 #include "core/pipeline/demo_model.h"
+#include "core/pipeline/run_log.h"
 #include "tests/test_support.h"
 
 namespace ferry::pipeline {
@@ -169,6 +172,43 @@ TEST(Generator, AStartImageBecomesTheFirstLatentFrame) {
   EXPECT_EQ(info.height, result.settings.height);
   EXPECT_EQ(result.settings.width * 2, result.settings.height * 3);  // 3:2 like the image
   EXPECT_EQ(info.frames, 5);
+}
+
+// A real run through a RunLog: every stage and step is in the log as it happened, then the
+// stages' stats and the video; the caller's sink still sees every event.
+TEST(Generator, ARunLogRecordsTheWholeRun) {
+  test::ScratchDir dir;
+  Recorder sink;
+  RunLog log(dir / "logs", sink);
+  const GenerationRequest request = small_request(dir / "clip.mp4");
+  log.started(request, cpu_machine(), "cpu");
+  cpu::CpuBackend backend;
+  Generator generator(backend, cpu_machine(), offload::builtin_presets());
+  log.finished(generator.generate(request, log));
+
+  EXPECT_EQ(sink.steps, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(sink.previews, 3);
+  std::ifstream in(log.path(), std::ios::binary);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line.substr(line.find("] ") + 2));
+  const auto index_of = [&](const std::string& prefix) {
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].rfind(prefix, 0) == 0) return static_cast<int>(i);
+    }
+    ADD_FAILURE() << "no line starts with '" << prefix << "'";
+    return -1;
+  };
+  // In the order the run went.
+  const std::vector<int> order = {
+      index_of("Ferry "),           index_of("stage: encoding the prompt"),
+      index_of("stage: denoising"), index_of("step 1/3 {"),
+      index_of("step 2/3 {"),       index_of("step 3/3 {"),
+      index_of("stage: decoding"),  index_of("stage: writing"),
+      index_of("stage text {"),     index_of("stage denoise {"),
+      index_of("stage decode {"),   index_of("finished: ")};
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end()) && order.front() >= 0);
+  EXPECT_NE(lines[static_cast<std::size_t>(index_of("finished: "))].find("clip.mp4"),
+            std::string::npos);
 }
 
 TEST(Generator, CancelStopsWithinTheStepAndLeavesNothing) {
