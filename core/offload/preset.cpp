@@ -63,7 +63,7 @@ Preset parse_preset(std::string_view json, const std::string& source) {
   static const std::set<std::string> kKnown = {
       "name", "description", "device", "vram_budget_mib", "vram_headroom_mib", "ram_budget_mib",
       "max_pinned_fraction_of_ram", "staging_slots", "staging_slot_mib", "look_ahead",
-      "read_method", "ffn_chunk_tokens", "vae_tile_px"};
+      "read_method", "ffn_chunk_tokens", "vae_tile_px", "vae_activations"};
   for (const auto& [key, value] : j.items()) {
     if (kKnown.count(key) == 0) throw bad(source, "unknown field \"" + key + "\" (a typo?)");
   }
@@ -112,6 +112,11 @@ Preset parse_preset(std::string_view json, const std::string& source) {
   p.ffn_chunk_tokens = int_field(j, "ffn_chunk_tokens", source, 0, 1 << 20, 0);
   p.vae_tile_px = static_cast<int>(int_field(j, "vae_tile_px", source, 0, 4096, 0));
   if (p.vae_tile_px % 32 != 0) throw bad(source, "\"vae_tile_px\" must be a multiple of 32");
+  const std::string vae_activations = j.value("vae_activations", std::string("f32"));
+  if (vae_activations != "f32" && vae_activations != "bf16") {
+    throw bad(source, "\"vae_activations\" must be \"f32\" or \"bf16\"");
+  }
+  p.vae_activations = vae_activations == "bf16" ? DType::kBF16 : DType::kF32;
   return p;
 }
 

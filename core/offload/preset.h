@@ -29,6 +29,9 @@ struct Preset {
   ReadMethod read_method = ReadMethod::kDirect;
   std::int64_t ffn_chunk_tokens = 0;  // 0: no chunking
   int vae_tile_px = 0;                // 0: untiled
+  // The VAE's activations and frame caches: kF32 (the reference) or kBF16 (half the decode's
+  // arena, so larger tiles fit; within 0.1 of f32 on the tiny test VAEs).
+  DType vae_activations = DType::kF32;
   std::string source;                 // "built-in" or the file it came from
 };
 

@@ -36,7 +36,8 @@ struct Candidate {
 class Planner {
  public:
   Planner(const models::wan::VaeWeights& w, const Preset& p, const MachineInfo& m, Size s)
-      : weights_(w), preset_(p), size_(s), cpu_(p.device == Device::kCpu) {
+      : weights_(w), preset_(p), options_{p.vae_activations}, size_(s),
+        cpu_(p.device == Device::kCpu) {
     device_budget_ = usable_device_bytes(p, m);
     latent_bytes_ = static_cast<std::uint64_t>(w.config().z_dim * s.t * s.h * s.w) * sizeof(float);
   }
@@ -46,6 +47,7 @@ class Planner {
     VaePlan& p = c.plan;
     p.mode = mode;
     p.caches = caches;
+    p.activations = options_.activations;
     p.weight_bytes = weights_.bytes();
     p.latent_bytes = latent_bytes_;
     const std::int64_t s = size_.spatial, h = size_.h, w = size_.w;
@@ -53,7 +55,7 @@ class Planner {
       return static_cast<std::uint64_t>(n) * sizeof(float);
     };
     if (mode == VaeDecodeMode::kUntiled) {
-      p.arena_bytes = WanVae::decode_arena_bytes(weights_, h, w);
+      p.arena_bytes = WanVae::decode_arena_bytes(weights_, h, w, options_);
       p.host_bytes = floats(3 * 4 * h * s * w * s);  // one chunk, downloaded by the caller
     } else {
       p.tiling = VaeTiling{tile, std::min(tile - 1, std::max<std::int64_t>(2, tile / 4))};
@@ -61,12 +63,13 @@ class Planner {
       p.tiles = static_cast<std::int64_t>(models::wan::vae_tile_starts(h, p.tiling).size() *
                                           models::wan::vae_tile_starts(w, p.tiling).size());
       if (mode == VaeDecodeMode::kTiledStreamed) {
-        p.arena_bytes =
-            models::wan::tiled_chunks_decode_arena_bytes(weights_, p.tiling, h, w, caches);
-        p.host_bytes =
-            models::wan::tiled_chunks_decode_host_bytes(weights_, p.tiling, h, w, caches);
+        p.arena_bytes = models::wan::tiled_chunks_decode_arena_bytes(weights_, p.tiling, h, w,
+                                                                     caches, options_);
+        p.host_bytes = models::wan::tiled_chunks_decode_host_bytes(weights_, p.tiling, h, w,
+                                                                   caches, options_);
       } else {
-        p.arena_bytes = models::wan::tiled_decode_arena_bytes(weights_, p.tiling, size_.t, h, w);
+        p.arena_bytes =
+            models::wan::tiled_decode_arena_bytes(weights_, p.tiling, size_.t, h, w, options_);
         p.host_bytes = models::wan::tiled_decode_host_bytes(weights_, p.tiling, h, w) +
                        floats(3 * models::wan::vae_pixel_frames(size_.t) * h * s * w * s);
       }
@@ -100,6 +103,7 @@ class Planner {
  private:
   const models::wan::VaeWeights& weights_;
   const Preset& preset_;
+  models::wan::VaeOptions options_;
   Size size_;
   bool cpu_;
   std::uint64_t device_budget_ = 0;

@@ -29,6 +29,7 @@ struct VaePlan {
   int tile_px = 0;                // tiling.tile in pixels
   models::wan::VaeTileCaches caches = models::wan::VaeTileCaches::kDevice;
   std::int64_t tiles = 1;
+  DType activations = DType::kF32;  // the preset's vae_activations
 
   std::uint64_t weight_bytes = 0;  // the VAE's weights (F32) on the device
   std::uint64_t latent_bytes = 0;  // the latent being decoded, on the device

@@ -80,7 +80,7 @@ std::vector<umt5::TextEmbedding> encode_text(Backend& backend, const ModelSet& s
 
 // The start image as the official code prepares it (§B.8), encoded to z0 [z, 1, h, w].
 std::vector<float> encode_image(Backend& backend, const ModelSet& set, const ResolvedRequest& r,
-                                const media::RgbImage& image) {
+                                const offload::Preset& preset, const media::RgbImage& image) {
 #if defined(FERRY_HAVE_FFMPEG)
   const media::RgbImage fitted = media::resize_and_center_crop(image, r.width, r.height);
   const std::size_t plane = static_cast<std::size_t>(r.width) * r.height;
@@ -92,13 +92,15 @@ std::vector<float> encode_image(Backend& backend, const ModelSet& set, const Res
   }
   const io::SafetensorsSet vae_set = io::SafetensorsSet::open(set.vae);
   const wan::VaeWeights weights = wan::VaeWeights::load(backend, vae_set);
-  wan::WanVae vae(backend, weights);
+  const wan::VaeOptions options{preset.vae_activations};
+  wan::WanVae vae(backend, weights, options);
   DeviceTensor video = device_tensor(backend, DType::kF32, Shape{3, 1, r.height, r.width});
   backend.upload(video.tensor, pixels.data());
   const std::int64_t z = weights.config().z_dim;
   DeviceTensor latent =
       device_tensor(backend, DType::kF32, Shape{z, 1, r.latent_height, r.latent_width});
-  const std::size_t arena_bytes = wan::WanVae::encode_arena_bytes(weights, 1, r.height, r.width);
+  const std::size_t arena_bytes =
+      wan::WanVae::encode_arena_bytes(weights, 1, r.height, r.width, options);
   const auto arena_memory = backend.allocate(arena_bytes);
   memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
   vae.encode(video.tensor, arena, latent.tensor);
@@ -106,7 +108,7 @@ std::vector<float> encode_image(Backend& backend, const ModelSet& set, const Res
   backend.download(latent.tensor, z0.data());
   return z0;
 #else
-  (void)backend, (void)set, (void)r, (void)image;
+  (void)backend, (void)set, (void)r, (void)preset, (void)image;
   throw Error(ErrorCode::kUnsupported, "this build of Ferry reads no images (no FFmpeg)");
 #endif
 }
@@ -274,7 +276,7 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   std::vector<float> z0;
   if (image) {
     begin_stage(Stage::kImage, "image");
-    z0 = encode_image(backend_, set, r, *image);
+    z0 = encode_image(backend_, set, r, preset, *image);
     end_stage();
     check_cancelled();
   }
@@ -376,7 +378,7 @@ GenerationResult Generator::generate(const GenerationRequest& request, ProgressS
   {
     const io::SafetensorsSet vae_set = io::SafetensorsSet::open(set.vae);
     const wan::VaeWeights weights = wan::VaeWeights::load(backend_, vae_set);
-    wan::WanVae vae(backend_, weights);
+    wan::WanVae vae(backend_, weights, wan::VaeOptions{vae_plan.activations});
     DeviceTensor z = device_tensor(backend_, DType::kF32,
                                    Shape{grid.channels, grid.frames, grid.height, grid.width});
     backend_.upload(z.tensor, latent.data());

@@ -75,6 +75,7 @@ GenerationPlan plan_generation(const ModelSet& set, const offload::Preset& prese
                    ? "untiled"
                    : "tile " + std::to_string(g.vae_plan->tile_px) + " px, " +
                          std::to_string(g.vae_plan->tiles) + " tiles";
+    if (g.vae_plan->activations == DType::kBF16) s.detail += ", bf16 activations";
     g.vae = std::move(s);
   }
   for (const StagePlan* s : g.stages()) {

@@ -60,12 +60,16 @@ TEST(Presets, invalid_presets_are_refused_naming_the_field) {
   const std::string base =
       R"({"name": "mine", "description": "My laptop.", "vram_budget_mib": 4000, "ram_budget_mib": 8000)";
   EXPECT_NO_THROW(parse_preset(base + "}", "mine.json"));
+  EXPECT_EQ(parse_preset(base + "}", "mine.json").vae_activations, DType::kF32);
+  EXPECT_EQ(parse_preset(base + R"(, "vae_activations": "bf16"})", "mine.json").vae_activations,
+            DType::kBF16);
   const std::pair<std::string, std::string> broken[] = {
       {base + R"(, "look_ahead": 0})", "look_ahead"},
       {base + R"(, "read_method": "fast"})", "read_method"},
       {base + R"(, "vram_budget": 4000})", "unknown field"},
       {base + R"(, "max_pinned_fraction_of_ram": 0.9})", "max_pinned_fraction_of_ram"},
       {base + R"(, "vae_tile_px": 100})", "vae_tile_px"},
+      {base + R"(, "vae_activations": "fp16"})", "vae_activations"},
       {R"({"name": "Mine!", "description": "x", "vram_budget_mib": 1, "ram_budget_mib": 2000})",
        "name"},
       {R"({"name": "x", "description": "x", "vram_budget_mib": -5, "ram_budget_mib": 2000})",

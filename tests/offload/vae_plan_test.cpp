@@ -133,6 +133,40 @@ TEST(VaePlan, the_tile_shrinks_with_the_budget_and_is_the_largest_that_fits) {
   EXPECT_LT(previous, 16);
 }
 
+// A preset with bf16 VAE activations: every estimate is the bf16 one (half the f32 arena, so
+// on the same budget the tile is at least as large), and the plan says so.
+TEST(VaePlan, bf16_activations_plan_with_the_bf16_estimates_and_fit_larger_tiles) {
+  const VaeWeights vae = real_vae(VaeKind::kWan22);
+  Preset f32 = preset("desktop-24gb");
+  Preset bf16 = f32;
+  bf16.vae_activations = DType::kBF16;
+  const models::wan::VaeOptions bf16_options{DType::kBF16};
+
+  const VaePlan untiled = make_vae_plan(vae, bf16, laptop(24576), 832, 480, 81);
+  ASSERT_EQ(untiled.mode, VaeDecodeMode::kUntiled);
+  EXPECT_EQ(untiled.activations, DType::kBF16);
+  EXPECT_EQ(untiled.arena_bytes,
+            models::wan::WanVae::decode_arena_bytes(vae, 30, 52, bf16_options));
+  EXPECT_LT(untiled.arena_bytes, make_vae_plan(vae, f32, laptop(24576), 832, 480, 81).arena_bytes);
+
+  for (std::uint64_t vram_mib : {4096, 2560, 2048}) {
+    f32.vram_budget_bytes = bf16.vram_budget_bytes = vram_mib * kMiB;
+    const MachineInfo m = laptop(vram_mib + 600);
+    const VaePlan a = make_vae_plan(vae, f32, m, 1280, 704, 121);
+    const VaePlan b = make_vae_plan(vae, bf16, m, 1280, 704, 121);
+    EXPECT_EQ(a.activations, DType::kF32);
+    EXPECT_GE(b.tiling.tile, a.tiling.tile) << vram_mib;
+    EXPECT_LE(b.predicted_vram_peak, usable_device_bytes(bf16, m)) << vram_mib;
+    if (b.mode == VaeDecodeMode::kTiledStreamed) {
+      EXPECT_EQ(b.arena_bytes, models::wan::tiled_chunks_decode_arena_bytes(
+                                   vae, b.tiling, 44, 80, b.caches, bf16_options));
+    } else if (b.mode == VaeDecodeMode::kTiledWhole) {
+      EXPECT_EQ(b.arena_bytes, models::wan::tiled_decode_arena_bytes(vae, b.tiling, 31, 44, 80,
+                                                                     bf16_options));
+    }
+  }
+}
+
 TEST(VaePlan, is_deterministic) {
   const VaeWeights vae = real_vae(VaeKind::kWan21);
   const Preset p = preset("laptop-6gb");
