@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/io/safetensors_set.h"
@@ -45,12 +46,12 @@ namespace fs = std::filesystem;
 namespace wan = ferry::models::wan;
 using ferry::Error;
 using ferry::ErrorCode;
+using ferry::bench::Clock;
 using ferry::offload::Placement;
 using ferry::offload::Plan;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kTarget720p = 1.05;
 
@@ -108,19 +109,16 @@ Size parse_size(std::string_view text) {
 
 std::optional<Options> parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto text = [&]() -> std::string_view {
-      if (i + 1 >= argc) throw Error(ErrorCode::kBadArgument, std::string(arg) + " needs a value");
-      return argv[++i];
-    };
-    auto number = [&]() { return std::atoll(std::string(text()).c_str()); };
+  ferry::bench::Args args(argc, argv, print_usage);
+  while (args.next()) {
+    const std::string_view arg = args.option();
+    auto number = [&] { return std::atoll(args.value()); };
     if (arg == "--backend") {
-      const std::string_view b = text();
+      const std::string_view b = args.value();
       if (b != "cpu" && b != "cuda") throw Error(ErrorCode::kBadArgument, "--backend cpu|cuda");
       o.cuda = b == "cuda";
     } else if (arg == "--size") {
-      o.sizes.push_back(parse_size(text()));
+      o.sizes.push_back(parse_size(args.value()));
     } else if (arg == "--frames") {
       o.frames = std::max(1, static_cast<int>(number()));
     } else if (arg == "--blocks") {
@@ -138,16 +136,14 @@ std::optional<Options> parse(int argc, char** argv) {
     } else if (arg == "--ffn-chunk") {
       o.ffn_chunk_tokens = std::max(0ll, number());
     } else if (arg == "--file") {
-      o.file = std::string(text());
+      o.file = args.value();
     } else if (arg == "--keep") {
       o.keep = true;
-    } else if (arg == "--help" || arg == "-h") {
-      print_usage();
-      return std::nullopt;
     } else {
-      throw Error(ErrorCode::kBadArgument, "unknown option " + std::string(arg));
+      args.unknown();
     }
   }
+  if (args.help_asked()) return std::nullopt;
   if (o.sizes.empty()) {
     if (o.cuda) {
       o.sizes = {{832, 480, 81}, {1280, 704, 121}};
@@ -174,7 +170,7 @@ void write_checkpoint(const fs::path& path, const wan::DitConfig& config) {
   std::mt19937 rng(20261130);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (float& v : table) v = uniform(rng);
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  ferry::bench::create_parent_directories(path);
   std::vector<float> values;
   ferry::io::write_safetensors(
       path, specs, {{"format", "pt"}},
@@ -319,13 +315,7 @@ int main_checked(const Options& o) {
   config.layers = static_cast<std::uint64_t>(o.blocks);
   const auto written = Clock::now();
   write_checkpoint(o.file, config);
-  struct Cleanup {
-    const Options& o;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!o.keep) fs::remove(o.file, ec);
-    }
-  } cleanup{o};
+  const ferry::bench::ScratchFile scratch(o.file, o.keep);
   const ferry::io::SafetensorsSet set = ferry::io::SafetensorsSet::open(o.file);
   std::printf(
       "dit_step: Wan 2.2 TI2V-5B shapes (D %llu, F %llu), %d of %llu blocks, bf16 random weights "
@@ -336,10 +326,9 @@ int main_checked(const Options& o) {
       "(DirectReader)\n",
       static_cast<unsigned long long>(config.dim), static_cast<unsigned long long>(config.ffn_dim),
       o.blocks, static_cast<unsigned long long>(wan::kTI2V_5B.layers),
-      static_cast<double>(fs::file_size(o.file)) / kMiB,
-      std::chrono::duration<double>(Clock::now() - written).count(), o.file.string().c_str(),
-      backend->name().c_str(), std::thread::hardware_concurrency(), o.steps, o.rounds, o.look_ahead,
-      o.staging_slots, o.staging_mib);
+      static_cast<double>(fs::file_size(o.file)) / kMiB, ferry::bench::seconds_since(written),
+      o.file.string().c_str(), backend->name().c_str(), std::thread::hardware_concurrency(),
+      o.steps, o.rounds, o.look_ahead, o.staging_slots, o.staging_mib);
 
   for (const Size& size : o.sizes) {
     const ferry::offload::ModelLayout layout =
@@ -396,12 +385,9 @@ int main_checked(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return ferry::bench::report_errors("dit_step", [&] {
     const std::optional<Options> o = parse(argc, argv);
     if (!o) return 0;
     return main_checked(*o);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "dit_step: %s\n", e.what());
-    return ferry::exit_code(e.code());
-  }
+  });
 }

@@ -25,7 +25,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +37,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "core/error.h"
 #include "core/memory/arena.h"
 #include "core/tensor/convert.h"
@@ -50,17 +50,12 @@ namespace {
 using ferry::DType;
 using ferry::Shape;
 using ferry::Tensor;
+using ferry::bench::median;
 using ferry::cuda::check;
 
 constexpr std::int64_t kHeads = 24;
 constexpr std::int64_t kHeadDim = 128;
 constexpr std::int64_t kCheckRows = 256;  // result rows compared between the GEMM paths
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 != 0 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
 
 // Seconds of each of `calls` calls of `run`, queued back to back on `stream`, each between two
 // events; waits for the last.
@@ -205,7 +200,7 @@ struct GemmShape {
 };
 
 int run(int gemm_reps, double budget_s) {
-  const auto wall_start = std::chrono::steady_clock::now();
+  const auto wall_start = ferry::bench::Clock::now();
   std::string why;
   const auto info = ferry::cuda::query_device(&why);
   if (!info) {
@@ -443,8 +438,7 @@ int run(int gemm_reps, double budget_s) {
     }
   }
 
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const double wall = ferry::bench::seconds_since(wall_start);
   std::printf("\ngpu_ops: %s, %.1f s\n", status == 0 ? "done" : "MISMATCH", wall);
   return status;
 }

@@ -10,7 +10,6 @@
 //                   the kernel of MSVC builds and of CPUs without AVX2)
 // Exit code 1 when the own and OpenBLAS results disagree beyond f32 rounding.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "core/backend/cpu/gemm.h"
 #include "core/backend/cpu/gemm_kernels.h"
 #include "core/backend/cpu/thread_pool.h"
@@ -28,6 +28,7 @@
 
 namespace {
 
+using ferry::bench::median;
 using ferry::cpu::GemmPath;
 using ferry::cpu::ThreadPool;
 namespace detail = ferry::cpu::gemm_detail;
@@ -43,12 +44,6 @@ struct Variant {
   std::vector<double> seconds;
   std::vector<float> result;
 };
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 != 0 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
 
 // Largest |x - y| over the largest |y|: f32 GEMMs that agree sit near K * 2^-24 or below.
 double relative_difference(const std::vector<float>& x, const std::vector<float>& y) {
@@ -148,10 +143,9 @@ int main(int argc, char** argv) {
     for (auto& variant : variants) variant.run(variant.result.data());  // warm up
     for (int round = 0; round < reps; ++round) {
       for (auto& variant : variants) {
-        const auto start = std::chrono::steady_clock::now();
+        const auto start = ferry::bench::Clock::now();
         variant.run(variant.result.data());
-        variant.seconds.push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        variant.seconds.push_back(ferry::bench::seconds_since(start));
       }
     }
 

@@ -22,20 +22,18 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "core/backend/cpu/cpu_backend.h"
-#include "core/error.h"
 #include "core/io/safetensors.h"
 #include "core/io/safetensors_writer.h"
 #include "core/offload/streamer.h"
 
 namespace fs = std::filesystem;
-using ferry::Error;
-using ferry::ErrorCode;
+using ferry::bench::Clock;
 using namespace ferry::offload;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr double kTarget = 1.10;
 
@@ -69,15 +67,12 @@ void print_usage() {
 
 std::optional<Options> parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> double {
-      if (i + 1 >= argc) throw Error(ErrorCode::kBadArgument, std::string(arg) + " needs a value");
-      return std::strtod(argv[++i], nullptr);
-    };
+  ferry::bench::Args args(argc, argv, print_usage);
+  while (args.next()) {
+    const std::string_view arg = args.option();
+    auto value = [&] { return std::strtod(args.value(), nullptr); };
     if (arg == "--file") {
-      if (i + 1 >= argc) throw Error(ErrorCode::kBadArgument, "--file needs a value");
-      o.file = argv[++i];
+      o.file = args.value();
     } else if (arg == "--layers") {
       o.layers = std::max(1, static_cast<int>(value()));
     } else if (arg == "--layer-mib") {
@@ -92,13 +87,11 @@ std::optional<Options> parse(int argc, char** argv) {
       o.sleep = true;
     } else if (arg == "--keep") {
       o.keep = true;
-    } else if (arg == "--help" || arg == "-h") {
-      print_usage();
-      return std::nullopt;
     } else {
-      throw Error(ErrorCode::kBadArgument, "unknown option " + std::string(arg));
+      args.unknown();
     }
   }
+  if (args.help_asked()) return std::nullopt;
   return o;
 }
 
@@ -124,7 +117,7 @@ Model make_model(const Options& o) {
   for (int i = 0; i < o.layers; ++i) {
     specs.push_back({"layers." + std::to_string(i) + ".w", ferry::DType::kBF16, {rows, 4096}});
   }
-  fs::create_directories(o.file.has_parent_path() ? o.file.parent_path() : fs::path("."));
+  ferry::bench::create_parent_directories(o.file);
   ferry::io::write_safetensors(o.file, specs, {{"format", "pt"}},
                                [](std::size_t index, std::uint64_t, std::span<std::byte> out) {
                                  std::memset(out.data(), static_cast<int>(index + 1), out.size());
@@ -171,20 +164,14 @@ Run run(ferry::Backend& backend, const Model& m, const Plan& plan, double comput
     }
   }
   Run r;
-  r.step_seconds = std::chrono::duration<double>(Clock::now() - start).count() / (o.steps - 1);
+  r.step_seconds = ferry::bench::seconds_since(start) / (o.steps - 1);
   r.stats = streamer.stats();
   return r;
 }
 
 int main_checked(const Options& o) {
   const Model m = make_model(o);
-  struct Cleanup {
-    const Options& o;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!o.keep) fs::remove(o.file, ec);
-    }
-  } cleanup{o};
+  const ferry::bench::ScratchFile scratch(o.file, o.keep);
   ferry::cpu::CpuBackend backend;
   const Plan streamed = make_plan(m, Placement::kDisk, o);
   const Plan resident = make_plan(m, Placement::kDevice, o);
@@ -231,12 +218,9 @@ int main_checked(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return ferry::bench::report_errors("overlap", [&] {
     const std::optional<Options> o = parse(argc, argv);
     if (!o) return 0;
     return main_checked(*o);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "overlap: %s\n", e.what());
-    return ferry::exit_code(e.code());
-  }
+  });
 }

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "core/error.h"
 #include "core/io/direct_reader.h"
 #include "core/io/mapped_file.h"
@@ -52,6 +53,8 @@
 namespace fs = std::filesystem;
 using ferry::Error;
 using ferry::ErrorCode;
+using ferry::bench::Clock;
+using ferry::bench::median;
 
 namespace {
 
@@ -93,14 +96,11 @@ void print_usage() {
 
 std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw Error(ErrorCode::kBadArgument, std::string(arg) + " needs a value");
-      return argv[++i];
-    };
+  ferry::bench::Args args(argc, argv, print_usage);
+  while (args.next()) {
+    const std::string_view arg = args.option();
     auto number = [&](double low) {
-      const std::string text = value();
+      const std::string text = args.value();
       char* end = nullptr;
       const double v = std::strtod(text.c_str(), &end);
       if (end == text.c_str() || *end != '\0' || !(v >= low)) {
@@ -109,7 +109,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
       return v;
     };
     if (arg == "--file") {
-      o.file = value();
+      o.file = args.value();
     } else if (arg == "--size-gib") {
       o.size_gib = number(0.01);
     } else if (arg == "--slot-mib") {
@@ -122,13 +122,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
       o.evict_mib = static_cast<std::size_t>(number(0));
     } else if (arg == "--keep") {
       o.keep = true;
-    } else if (arg == "--help" || arg == "-h") {
-      print_usage();
-      return std::nullopt;
     } else {
-      throw Error(ErrorCode::kBadArgument, "unknown option " + std::string(arg));
+      args.unknown();
     }
   }
+  if (args.help_asked()) return std::nullopt;
   return o;
 }
 
@@ -229,16 +227,16 @@ bool ensure_file(const fs::path& path, const std::vector<ferry::io::TensorSpec>&
                 static_cast<double>(have) / kGiB);
     return false;
   }
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  ferry::bench::create_parent_directories(path);
   std::printf("file: %s: generating %.3f GiB (%zu tensors)...\n", path.string().c_str(),
               static_cast<double>(want) / kGiB, tensors.size());
   std::fflush(stdout);
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   ferry::io::write_safetensors(path, tensors, kMetadata, fill_pseudo_random);
   // Dirty pages cannot be dropped from the cache: put the data on disk first.
   fsync_path(path, O_RDONLY);
   fsync_path(path.has_parent_path() ? path.parent_path() : fs::path("."), O_RDONLY | O_DIRECTORY);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = ferry::bench::seconds_since(t0);
   std::printf("      written and fsynced in %.1f s (%.2f GB/s)\n", s, want / s / 1e9);
   return true;
 }
@@ -556,7 +554,7 @@ Measurement measure(const Bench& b, Method method) {
   m.hwm_reset = ferry::memory::reset_peak_resident();
   RssSampler sampler;
   const double cpu0 = process_cpu_seconds();
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   switch (method) {
     case Method::kRaw:
       m.checksum = read_raw(b);
@@ -571,19 +569,13 @@ Measurement measure(const Bench& b, Method method) {
       m.bytes = b.tensor_bytes;
       break;
   }
-  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.seconds = ferry::bench::seconds_since(t0);
   m.cpu_seconds = process_cpu_seconds() - cpu0;
   sampler.stop();
   const ferry::memory::ProcessMemory after = ferry::memory::sample_process_memory();
   m.peak_rss = std::max(m.hwm_reset ? after.peak_resident_bytes : 0, sampler.peak());
   m.peak_file_rss = sampler.peak_file();
   return m;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / kMiB; }
@@ -603,17 +595,8 @@ int run(const Options& o) {
   const std::vector<ferry::io::TensorSpec> specs =
       wan_like_tensors(static_cast<std::uint64_t>(o.size_gib * static_cast<double>(kGiB)));
   const bool generated = ensure_file(o.file, specs);
-  // Removes the file this run generated unless asked to keep it.
-  struct Cleanup {
-    const fs::path& path;
-    bool remove;
-    ~Cleanup() {
-      if (!remove) return;
-      std::error_code ec;
-      fs::remove(path, ec);
-      std::printf("removed %s%s\n", path.string().c_str(), ec ? " (FAILED)" : "");
-    }
-  } cleanup{o.file, generated && !o.keep};
+  const ferry::bench::ScratchFile scratch(o.file, !generated || o.keep,
+                                          ferry::bench::ScratchFile::Report::kPrinted);
 
   const ferry::memory::ProcessMemory before_ring = ferry::memory::sample_process_memory();
   const ferry::io::SafetensorsFile file = ferry::io::SafetensorsFile::open(o.file);
@@ -750,13 +733,13 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Besides a ferry::Error, what the standard library throws (std::filesystem, allocation).
   try {
-    const std::optional<Options> options = parse_options(argc, argv);
-    if (!options) return 0;
-    return run(*options);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "stream_read: %s\n", e.what());
-    return ferry::exit_code(e.code());
+    return ferry::bench::report_errors("stream_read", [&] {
+      const std::optional<Options> options = parse_options(argc, argv);
+      if (!options) return 0;
+      return run(*options);
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stream_read: %s\n", e.what());
     return 1;

@@ -21,12 +21,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/io/safetensors_set.h"
@@ -79,21 +82,30 @@ offload::MachineInfo laptop() {
   return offload::MachineInfo{true, 8 * gb, 8 * gb, 32 * gb, 24 * gb};
 }
 
+offload::Preset laptop_preset() {
+  return offload::find_preset(offload::builtin_presets(), "laptop-8gb", laptop());
+}
+
+// How `p` decodes: "tiled, ..., tile 256 px (16), overlap 4, 28 tiles (caches parked in RAM)".
+std::string plan_text(const offload::VaePlan& p) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%s, tile %d px (%lld), overlap %lld, %lld tiles%s",
+                offload::vae_decode_mode_name(p.mode), p.tile_px,
+                static_cast<long long>(p.tiling.tile), static_cast<long long>(p.tiling.overlap),
+                static_cast<long long>(p.tiles),
+                p.mode == offload::VaeDecodeMode::kTiledStreamed
+                    ? (p.caches == VaeTileCaches::kHost ? " (caches parked in RAM)"
+                                                        : " (caches on the device)")
+                    : "");
+  return text;
+}
+
 void print_plan(const VaeWeights& w, const char* name, int width, int height, int frames) {
-  const offload::Preset preset =
-      offload::find_preset(offload::builtin_presets(), "laptop-8gb", laptop());
+  const offload::Preset preset = laptop_preset();
   const offload::VaePlan p = offload::make_vae_plan(w, preset, laptop(), width, height, frames);
   const std::int64_t s = w.config().spatial, h = height / s, wd = width / s;
-  std::printf(
-      "%s %dx%dx%d, laptop-8gb (usable VRAM %.2f GiB): %s, tile %d px (%lld), overlap "
-      "%lld, %lld tiles%s\n",
-      name, width, height, frames, gib(offload::usable_device_bytes(preset, laptop())),
-      offload::vae_decode_mode_name(p.mode), p.tile_px, static_cast<long long>(p.tiling.tile),
-      static_cast<long long>(p.tiling.overlap), static_cast<long long>(p.tiles),
-      p.mode == offload::VaeDecodeMode::kTiledStreamed
-          ? (p.caches == VaeTileCaches::kHost ? " (caches parked in RAM)"
-                                              : " (caches on the device)")
-          : "");
+  std::printf("%s %dx%dx%d, laptop-8gb (usable VRAM %.2f GiB): %s\n", name, width, height, frames,
+              gib(offload::usable_device_bytes(preset, laptop())), plan_text(p).c_str());
   std::printf(
       "    VRAM %.2f GiB (weights %.2f, latent %.3f, arena %.2f), RAM %.2f GiB (decode "
       "buffers %.2f)\n",
@@ -162,6 +174,58 @@ std::uint64_t rss_peak() {
   return memory::sample_process_memory().peak_resident_bytes;
 }
 
+struct Size {
+  int width, height, frames;
+};
+
+// A latent [48, t, h, w] of standard normal values (the same seed at every size) on `backend`,
+// with the host values it was uploaded from.
+struct Latent {
+  std::vector<float> host;
+  std::unique_ptr<DeviceBuffer> memory;
+  Tensor tensor;
+};
+
+Latent random_latent(Backend& backend, std::int64_t t, std::int64_t h, std::int64_t w) {
+  Latent latent;
+  latent.host.resize(static_cast<std::size_t>(48 * t * h * w));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : latent.host) v = normal(rng);
+  latent.memory = backend.allocate(latent.host.size() * sizeof(float));
+  latent.tensor.data = latent.memory->data();
+  latent.tensor.shape = Shape{48, t, h, w};
+  latent.tensor.device = backend.device();
+  backend.upload(latent.tensor, latent.host.data());
+  return latent;
+}
+
+// Where a decode's pixels land (untiled: each chunk over the last; tile-major: the whole video),
+// held by the caller, who decides whether freeing them is timed with the decode.
+struct Pixels {
+  std::vector<float> chunk, video;
+};
+
+// One decode of `latent` of a `size` video as `mode` runs it (tiled: at `tiling`; tiled with
+// frames streamed: caches per `caches`); `frames_left` runs each time frames leave the decode.
+void decode(WanVae& vae, Backend& backend, const Tensor& latent, memory::Arena& arena,
+            offload::VaeDecodeMode mode, const VaeTiling& tiling, VaeTileCaches caches,
+            const Size& size, Pixels& out, const std::function<void()>& frames_left) {
+  if (mode == offload::VaeDecodeMode::kUntiled) {
+    vae.decode_chunks(latent, arena, [&](std::int64_t, const Tensor& px) {
+      out.chunk.resize(static_cast<std::size_t>(px.numel()));
+      backend.download(px, out.chunk.data());
+      frames_left();
+    });
+  } else if (mode == offload::VaeDecodeMode::kTiledStreamed) {
+    decode_tiled_chunks(vae, latent, arena, tiling, caches,
+                        [&](std::int64_t, const Shape&, std::span<const float>) { frames_left(); });
+  } else {
+    out.video.resize(static_cast<std::size_t>(3) * size.frames * size.height * size.width);
+    decode_tiled(vae, backend, latent, arena, tiling, out.video);
+  }
+}
+
 void run(const Options& o) {
   std::printf("\n== run: Wan 2.2 decoder, real widths, random weights, %dx%d, %d frames, CPU\n",
               o.width, o.height, o.frames);
@@ -171,23 +235,12 @@ void run(const Options& o) {
   if (!o.keep) fs::remove(path);
   WanVae vae(backend, weights);
   const std::int64_t s = 16, h = o.height / s, w = o.width / s, t = vae_latent_frames(o.frames);
-  std::vector<float> host(static_cast<std::size_t>(48 * t * h * w));
-  std::mt19937 rng(2);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (float& v : host) v = normal(rng);
-  auto latent_buffer = backend.allocate(host.size() * sizeof(float));
-  Tensor latent;
-  latent.data = latent_buffer->data();
-  latent.shape = Shape{48, t, h, w};
-  latent.device = backend.device();
-  backend.upload(latent, host.data());
+  const Latent latent = random_latent(backend, t, h, w);
 
   int tile_px = o.tile_px;
   if (tile_px == 0) {
-    const offload::Preset preset =
-        offload::find_preset(offload::builtin_presets(), "laptop-8gb", laptop());
     const offload::VaePlan p =
-        offload::make_vae_plan(weights, preset, laptop(), o.width, o.height, o.frames);
+        offload::make_vae_plan(weights, laptop_preset(), laptop(), o.width, o.height, o.frames);
     std::printf("laptop-8gb plans this size as: %s, tile %d px\n",
                 offload::vae_decode_mode_name(p.mode), p.tile_px);
     tile_px = p.mode == offload::VaeDecodeMode::kUntiled ? 192 : p.tile_px;
@@ -201,13 +254,16 @@ void run(const Options& o) {
   struct Case {
     const char* name;
     std::size_t estimate;
-    int kind;  // 0 untiled decode_chunks, 1 tiled chunk-major (caches parked), 2 tile-major
+    offload::VaeDecodeMode mode;  // tiled with frames streamed: caches parked
   };
   const Case cases[] = {
-      {"untiled, frames streamed", WanVae::decode_arena_bytes(weights, h, w), 0},
+      {"untiled, frames streamed", WanVae::decode_arena_bytes(weights, h, w),
+       offload::VaeDecodeMode::kUntiled},
       {"tiled, frames streamed, caches parked",
-       tiled_chunks_decode_arena_bytes(weights, tiling, h, w, VaeTileCaches::kHost), 1},
-      {"tiled, whole video (tile-major)", tiled_decode_arena_bytes(weights, tiling, t, h, w), 2},
+       tiled_chunks_decode_arena_bytes(weights, tiling, h, w, VaeTileCaches::kHost),
+       offload::VaeDecodeMode::kTiledStreamed},
+      {"tiled, whole video (tile-major)", tiled_decode_arena_bytes(weights, tiling, t, h, w),
+       offload::VaeDecodeMode::kTiledWhole},
   };
   std::printf("tile %lld positions (%d px), overlap %lld\n", static_cast<long long>(tiling.tile),
               tile_px, static_cast<long long>(tiling.overlap));
@@ -216,22 +272,11 @@ void run(const Options& o) {
     memory::Arena arena(buffer->data(), c.estimate, backend.device());
     memory::reset_peak_resident();
     const std::uint64_t before = memory::sample_process_memory().resident_bytes;
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<float> chunk, video;
-    if (c.kind == 0) {
-      vae.decode_chunks(latent, arena, [&](std::int64_t, const Tensor& px) {
-        chunk.resize(static_cast<std::size_t>(px.numel()));
-        backend.download(px, chunk.data());
-      });
-    } else if (c.kind == 1) {
-      decode_tiled_chunks(vae, latent, arena, tiling, VaeTileCaches::kHost,
-                          [&](std::int64_t, const Shape&, std::span<const float>) {});
-    } else {
-      video.resize(static_cast<std::size_t>(3 * o.frames * o.height * o.width));
-      decode_tiled(vae, backend, latent, arena, tiling, video);
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto start = bench::Clock::now();
+    Pixels pixels;
+    decode(vae, backend, latent.tensor, arena, c.mode, tiling, VaeTileCaches::kHost,
+           {o.width, o.height, o.frames}, pixels, [] {});
+    const double seconds = bench::seconds_since(start);
     std::printf(
         "%-40s arena peak %.3f GiB, estimate %.3f GiB, measured/estimate %.3f; host RSS "
         "peak %.2f GiB (+%.3f GiB over the start); %.1f s\n",
@@ -286,9 +331,6 @@ void run_cuda(const Options& o) {
     std::printf("\n== run on CUDA: no CUDA device (%s); nothing measured\n", why.c_str());
     return;
   }
-  struct Size {
-    int width, height, frames;
-  };
   std::vector<Size> sizes{{832, 480, 81}, {1280, 704, 121}};
   if (o.size_given) sizes = {{o.width, o.height, o.frames}};
   std::printf(
@@ -310,61 +352,31 @@ void run_cuda(const Options& o) {
       "workspaces, %.3f GiB with the weights (%.3f GiB of tensors)\n",
       gib(context), gib(with_backend), gib(with_weights), gib(weights.bytes()));
 
-  const offload::Preset preset =
-      offload::find_preset(offload::builtin_presets(), "laptop-8gb", laptop());
+  const offload::Preset preset = laptop_preset();
   for (const Size& size : sizes) {
     const offload::VaePlan p =
         offload::make_vae_plan(weights, preset, laptop(), size.width, size.height, size.frames);
     const std::int64_t s = 16, h = size.height / s, w = size.width / s;
     const std::int64_t t = vae_latent_frames(size.frames);
-    std::printf("\n%dx%dx%d: %s, tile %d px (%lld), overlap %lld, %lld tiles%s\n", size.width,
-                size.height, size.frames, offload::vae_decode_mode_name(p.mode), p.tile_px,
-                static_cast<long long>(p.tiling.tile), static_cast<long long>(p.tiling.overlap),
-                static_cast<long long>(p.tiles),
-                p.mode == offload::VaeDecodeMode::kTiledStreamed
-                    ? (p.caches == VaeTileCaches::kHost ? " (caches parked in RAM)"
-                                                        : " (caches on the device)")
-                    : "");
-    std::vector<float> host(static_cast<std::size_t>(48 * t * h * w));
-    std::mt19937 rng(2);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (float& v : host) v = normal(rng);
-    auto latent_buffer = backend.allocate(host.size() * sizeof(float));
-    Tensor latent;
-    latent.data = latent_buffer->data();
-    latent.shape = Shape{48, t, h, w};
-    latent.device = backend.device();
-    backend.upload(latent, host.data());
+    std::printf("\n%dx%dx%d: %s\n", size.width, size.height, size.frames, plan_text(p).c_str());
+    const Latent latent = random_latent(backend, t, h, w);
     auto arena_buffer = backend.allocate(p.arena_bytes);
     memory::Arena arena(arena_buffer->data(), p.arena_bytes, backend.device());
 
     memory::reset_peak_resident();
     const std::uint64_t rss_before = memory::sample_process_memory().resident_bytes;
     std::uint64_t vram_peak = 0;
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = bench::Clock::now();
     {
       VramPeak sampler;
-      std::vector<float> chunk, video;
-      if (p.mode == offload::VaeDecodeMode::kUntiled) {
-        vae.decode_chunks(latent, arena, [&](std::int64_t, const Tensor& px) {
-          chunk.resize(static_cast<std::size_t>(px.numel()));
-          backend.download(px, chunk.data());
-          sampler.sample();
-        });
-      } else if (p.mode == offload::VaeDecodeMode::kTiledStreamed) {
-        decode_tiled_chunks(
-            vae, latent, arena, p.tiling, p.caches,
-            [&](std::int64_t, const Shape&, std::span<const float>) { sampler.sample(); });
-      } else {
-        video.resize(static_cast<std::size_t>(3) * size.frames * size.height * size.width);
-        decode_tiled(vae, backend, latent, arena, p.tiling, video);
-      }
+      Pixels pixels;
+      decode(vae, backend, latent.tensor, arena, p.mode, p.tiling, p.caches, size, pixels,
+             [&] { sampler.sample(); });
       backend.synchronize();
       sampler.sample();
       vram_peak = sampler.peak();
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = bench::seconds_since(start);
     // What the decode added to the VRAM in use before it (the backend's): weights, latent, arena
     // and anything the runtime took on the side; the plan predicts the first three.
     const std::uint64_t decode_vram = vram_peak > with_backend ? vram_peak - with_backend : 0;

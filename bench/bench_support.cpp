@@ -1,0 +1,63 @@
+#include "bench/bench_support.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <system_error>
+
+namespace ferry::bench {
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 != 0 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+bool Args::next() {
+  if (++i_ >= argc_) return false;
+  if (option() == "--help" || option() == "-h") {
+    print_usage_();
+    help_asked_ = true;
+    return false;
+  }
+  return true;
+}
+
+const char* Args::value() {
+  if (i_ + 1 >= argc_) {
+    throw Error(ErrorCode::kBadArgument, std::string(option()) + " needs a value");
+  }
+  return argv_[++i_];
+}
+
+void Args::unknown() const {
+  throw Error(ErrorCode::kBadArgument, "unknown option " + std::string(option()));
+}
+
+void create_parent_directories(const std::filesystem::path& path) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+}
+
+ScratchFile::~ScratchFile() {
+  if (keep_) return;
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);
+  if (report_ == Report::kPrinted) {
+    std::printf("removed %s%s\n", path_.string().c_str(), ec ? " (FAILED)" : "");
+  }
+}
+
+int report_errors(const char* name, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return exit_code(e.code());
+  }
+}
+
+}  // namespace ferry::bench
