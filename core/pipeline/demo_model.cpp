@@ -11,6 +11,7 @@
 #include "core/io/detail/os_file.h"
 #include "core/io/safetensors.h"
 #include "core/models/umt5/tokenizer.h"
+#include "core/models/wan/vae_synth.h"
 #include "core/tensor/convert.h"
 
 namespace ferry::pipeline {
@@ -214,7 +215,8 @@ std::vector<Part> demo_parts() {
                             models::wan::dit_tensors(DemoModel::kDit, DType::kBF16), &dit_init));
   parts.push_back(make_part(
       DemoModel::kVaeFile,
-      wan22_vae_tensors(DemoModel::kVaeEncoderDim, DemoModel::kVaeDecoderDim, DType::kF16),
+      sorted(models::wan::wan22_vae_tensor_specs(DemoModel::kVaeEncoderDim,
+                                                 DemoModel::kVaeDecoderDim, DType::kF16)),
       &vae_init));
   return parts;
 }
@@ -246,76 +248,7 @@ bool is_current(const fs::path& path, const Part& part) {
   }
 }
 
-// ---- The Wan 2.2 VAE's structure -------------------------------------------------------------
-
-void add_conv(std::vector<TensorSpec>& out, const std::string& prefix,
-              std::vector<std::uint64_t> shape, DType dtype) {
-  const std::uint64_t rows = shape[0];
-  out.push_back({prefix + ".weight", dtype, std::move(shape)});
-  out.push_back({prefix + ".bias", dtype, {rows}});
-}
-
-void add_residual(std::vector<TensorSpec>& out, const std::string& prefix, std::uint64_t in,
-                  std::uint64_t channels, DType dtype) {
-  out.push_back({prefix + "residual.0.gamma", dtype, {in, 1, 1, 1}});
-  add_conv(out, prefix + "residual.2", {channels, in, 3, 3, 3}, dtype);
-  out.push_back({prefix + "residual.3.gamma", dtype, {channels, 1, 1, 1}});
-  add_conv(out, prefix + "residual.6", {channels, channels, 3, 3, 3}, dtype);
-  if (in != channels) add_conv(out, prefix + "shortcut", {channels, in, 1, 1, 1}, dtype);
-}
-
-void add_middle(std::vector<TensorSpec>& out, const std::string& side, std::uint64_t c,
-                DType dtype) {
-  add_residual(out, side + "middle.0.", c, c, dtype);
-  out.push_back({side + "middle.1.norm.gamma", dtype, {c, 1, 1}});
-  add_conv(out, side + "middle.1.to_qkv", {3 * c, c, 1, 1}, dtype);
-  add_conv(out, side + "middle.1.proj", {c, c, 1, 1}, dtype);
-  add_residual(out, side + "middle.2.", c, c, dtype);
-}
-
 }  // namespace
-
-std::vector<TensorSpec> wan22_vae_tensors(std::uint64_t dim, std::uint64_t dec_dim, DType dtype) {
-  constexpr std::uint64_t z = 48;
-  constexpr std::uint64_t pixels = 12;  // 3 colours × the 2×2 patch
-  std::vector<TensorSpec> out;
-
-  // Encoder: stages of two residual blocks; a spatial downsample after stages 0–2, temporal too
-  // after 1 and 2.
-  const std::uint64_t enc[] = {dim, dim, 2 * dim, 4 * dim, 4 * dim};
-  add_conv(out, "encoder.conv1", {dim, pixels, 3, 3, 3}, dtype);
-  for (std::size_t s = 0; s < 4; ++s) {
-    const std::string p = "encoder.downsamples." + std::to_string(s) + ".downsamples.";
-    add_residual(out, p + "0.", enc[s], enc[s + 1], dtype);
-    add_residual(out, p + "1.", enc[s + 1], enc[s + 1], dtype);
-    const std::uint64_t c = enc[s + 1];
-    if (s < 3) add_conv(out, p + "2.resample.1", {c, c, 3, 3}, dtype);
-    if (s == 1 || s == 2) add_conv(out, p + "2.time_conv", {c, c, 3, 1, 1}, dtype);
-  }
-  add_middle(out, "encoder.", 4 * dim, dtype);
-  out.push_back({"encoder.head.0.gamma", dtype, {4 * dim, 1, 1, 1}});
-  add_conv(out, "encoder.head.2", {2 * z, 4 * dim, 3, 3, 3}, dtype);
-  add_conv(out, "conv1", {2 * z, 2 * z, 1, 1, 1}, dtype);
-
-  // Decoder: stages of three residual blocks; a spatial upsample after stages 0–2, temporal too
-  // (doubling the channels of its time conv) after 0 and 1.
-  add_conv(out, "conv2", {z, z, 1, 1, 1}, dtype);
-  const std::uint64_t dec[] = {4 * dec_dim, 4 * dec_dim, 4 * dec_dim, 2 * dec_dim, dec_dim};
-  add_conv(out, "decoder.conv1", {dec[0], z, 3, 3, 3}, dtype);
-  add_middle(out, "decoder.", dec[0], dtype);
-  for (std::size_t s = 0; s < 4; ++s) {
-    const std::string p = "decoder.upsamples." + std::to_string(s) + ".upsamples.";
-    add_residual(out, p + "0.", dec[s], dec[s + 1], dtype);
-    add_residual(out, p + "1.", dec[s + 1], dec[s + 1], dtype);
-    add_residual(out, p + "2.", dec[s + 1], dec[s + 1], dtype);
-    const std::uint64_t c = dec[s + 1];
-    if (s < 3) add_conv(out, p + "3.resample.1", {c, c, 3, 3}, dtype);
-    if (s < 2) add_conv(out, p + "3.time_conv", {2 * c, c, 3, 1, 1}, dtype);
-  }
-  out.push_back({"decoder.head.0.gamma", dtype, {dec_dim, 1, 1, 1}});
-  add_conv(out, "decoder.head.2", {pixels, dec_dim, 3, 3, 3}, dtype);
-  return sorted(std::move(out));
-}
 
 fs::path write_demo_model(const fs::path& folder) {
   std::error_code ec;

@@ -52,11 +52,4 @@ std::filesystem::path write_demo_model(const std::filesystem::path& folder);
 // into the library).
 std::span<const std::byte> demo_tokenizer_model();
 
-// The tensors of a Wan 2.2 VAE (official = ComfyUI names, sorted as safetensors writers sort
-// them) with encoder base width `dim` and decoder base width `dec_dim` (the real VAE: 160, 256),
-// z = 48, dim_mult [1, 2, 4, 4], two residual blocks per encoder stage and three per decoder
-// stage (wan.md §C.3, §F.3).
-std::vector<io::TensorSpec> wan22_vae_tensors(std::uint64_t dim, std::uint64_t dec_dim,
-                                              DType dtype);
-
 }  // namespace ferry::pipeline

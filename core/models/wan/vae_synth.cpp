@@ -97,9 +97,9 @@ void wan21(Specs& s) {
   s.conv("decoder.head.2", 3, 96, {3, 3, 3});
 }
 
-void wan22(Specs& s) {
+void wan22(Specs& s, std::uint64_t dim, std::uint64_t dec_dim) {
   const std::uint64_t z = 48;
-  const Dims enc{160, 160, 320, 640, 640};
+  const Dims enc{dim, dim, 2 * dim, 4 * dim, 4 * dim};
   s.conv("encoder.conv1", enc[0], 12, {3, 3, 3});
   for (std::uint64_t stage = 0; stage < 4; ++stage) {
     const std::string p = "encoder.downsamples." + idx(stage) + "downsamples.";
@@ -108,14 +108,14 @@ void wan22(Specs& s) {
       s.residual(p + idx(k), in, enc[stage + 1]);
     if (stage != 3) s.resample(p + idx(2), enc[stage + 1], enc[stage + 1], stage > 0, false);
   }
-  s.middle_and_head("encoder.", 640, 2 * z);
+  s.middle_and_head("encoder.", enc[4], 2 * z);
   s.conv("conv1", 2 * z, 2 * z, {1, 1, 1});
   s.conv("conv2", z, z, {1, 1, 1});
-  const Dims dec{1024, 1024, 1024, 512, 256};
+  const Dims dec{4 * dec_dim, 4 * dec_dim, 4 * dec_dim, 2 * dec_dim, dec_dim};
   s.conv("decoder.conv1", dec[0], z, {3, 3, 3});
-  s.residual("decoder.middle.0.", 1024, 1024);
-  s.attention("decoder.middle.1.", 1024);
-  s.residual("decoder.middle.2.", 1024, 1024);
+  s.residual("decoder.middle.0.", dec[0], dec[0]);
+  s.attention("decoder.middle.1.", dec[0]);
+  s.residual("decoder.middle.2.", dec[0], dec[0]);
   for (std::uint64_t stage = 0; stage < 4; ++stage) {
     const std::string p = "decoder.upsamples." + idx(stage) + "upsamples.";
     std::uint64_t in = dec[stage];
@@ -123,8 +123,8 @@ void wan22(Specs& s) {
       s.residual(p + idx(k), in, dec[stage + 1]);
     if (stage != 3) s.resample(p + idx(3), dec[stage + 1], dec[stage + 1], stage < 2, true);
   }
-  s.add("decoder.head.0.gamma", {256, 1, 1, 1});
-  s.conv("decoder.head.2", 12, 256, {3, 3, 3});
+  s.add("decoder.head.0.gamma", {dec_dim, 1, 1, 1});
+  s.conv("decoder.head.2", 12, dec_dim, {3, 3, 3});
 }
 
 }  // namespace
@@ -134,8 +134,15 @@ std::vector<io::TensorSpec> wan_vae_tensor_specs(VaeKind kind, DType dtype) {
   if (kind == VaeKind::kWan21) {
     wan21(s);
   } else {
-    wan22(s);
+    wan22(s, 160, 256);
   }
+  return s.take();
+}
+
+std::vector<io::TensorSpec> wan22_vae_tensor_specs(std::uint64_t dim, std::uint64_t dec_dim,
+                                                   DType dtype) {
+  Specs s(dtype);
+  wan22(s, dim, dec_dim);
   return s.take();
 }
 
