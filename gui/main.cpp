@@ -10,6 +10,8 @@
 #include <QSettings>
 #include <QStyleFactory>
 
+#include "core/io/crash_report.h"
+#include "core/io/detail/os_file.h"
 #include "gui/main_window.h"
 #include "gui/screenshot_run.h"
 
@@ -91,6 +93,13 @@ int main(int argc, char** argv) {
     options.askBeforeClosing = false;
   }
   ferry::gui::MainWindow window(options);
+  // From here on a crash leaves a report in the logs folder, which the next start mentions.
+  try {
+    ferry::io::install_crash_reporter(
+        ferry::io::detail::path_from_utf8(window.logsFolder().toStdString()));
+  } catch (const std::exception&) {
+    // No report then; the app runs as before.
+  }
   window.show();
   if (parser.isSet(screenshots)) {
     ferry::gui::startScreenshotRun(window, parser.value(screenshots));

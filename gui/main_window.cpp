@@ -31,6 +31,7 @@
 #include <QVBoxLayout>
 
 #include "core/error.h"
+#include "core/io/crash_report.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/user_data.h"
 #include "core/offload/planner.h"
@@ -110,6 +111,24 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   if (options_.firstRunCheck && !store_->value(QStringLiteral("checkedMachine")).toBool()) {
     QMetaObject::invokeMethod(this, &MainWindow::showMachineCheck, Qt::QueuedConnection);
   }
+  noticePreviousCrash();
+}
+
+QString MainWindow::logsFolder() const {
+  return QDir(dataFolder_).filePath(QStringLiteral("logs"));
+}
+
+// A crash report (io::install_crash_reporter, main.cpp) newer than the last one shown: the user
+// hears once that Ferry closed unexpectedly, and where the report is.
+void MainWindow::noticePreviousCrash() {
+  const QString key = QStringLiteral("crashReportsSeenUntil");
+  const auto report = io::newest_crash_report(
+      io::detail::path_from_utf8(logsFolder().toStdString()), store_->value(key, 0).toLongLong());
+  store_->setValue(key, QDateTime::currentSecsSinceEpoch());
+  if (!report) return;
+  showMessage(tr("Ferry closed unexpectedly the last time it ran. A report was saved: %1 "
+                 "(Help → Open the run logs).")
+                  .arg(QDir::toNativeSeparators(QString::fromStdString(io::detail::display(*report)))));
 }
 
 MainWindow::~MainWindow() {
@@ -329,7 +348,7 @@ void MainWindow::buildMenus() {
   help->addAction(tr("Open the &data folder"), this,
                   [this] { QDesktopServices::openUrl(QUrl::fromLocalFile(dataFolder_)); });
   help->addAction(tr("Open the run &logs"), this, [this] {
-    const QString logs = QDir(dataFolder_).filePath(QStringLiteral("logs"));
+    const QString logs = logsFolder();
     QDir().mkpath(logs);
     QDesktopServices::openUrl(QUrl::fromLocalFile(logs));
   });
@@ -538,7 +557,7 @@ void MainWindow::generate() {
   const auto& set = modelPanel_->modelSet();
   demoRun_ = set && isDemoModel(*set);
   job.streamAll = demoRun_;
-  job.logFolder = io::detail::path_from_utf8(QDir(dataFolder_).filePath(QStringLiteral("logs")).toStdString());
+  job.logFolder = io::detail::path_from_utf8(logsFolder().toStdString());
 
   // The engine's own checks (sizes, frames, image) before anything is queued: a message now
   // rather than an error later.

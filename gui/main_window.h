@@ -58,6 +58,8 @@ class MainWindow : public QMainWindow {
 
   // The message the window last showed about a problem (empty after a success), for tests.
   QString lastMessage() const { return lastMessage_; }
+  // <data folder>/logs: the runs' logs and crash reports.
+  QString logsFolder() const;
   QString lastVideo() const { return lastVideo_; }
   QString statusText() const;
   bool generateEnabled() const;
@@ -102,6 +104,7 @@ class MainWindow : public QMainWindow {
   void updateGenerateButton();
   void setState(State state);
   void showMessage(const QString& message);
+  void noticePreviousCrash();
   void clearMessage();
   void setProgressText(const QString& text, const QString& title);
 

@@ -396,6 +396,26 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.settings().seed, quint64{42});
   }
 
+  // ---- a crash report from the last run ----
+
+  void a_crash_report_from_the_last_run_is_mentioned_once() {
+    QTemporaryDir data;
+    QVERIFY(QDir().mkpath(data.filePath(QStringLiteral("logs"))));
+    const QString report = data.filePath(
+        QStringLiteral("logs/crash-%1-42.txt").arg(QDateTime::currentSecsSinceEpoch() - 60));
+    QFile file(report);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("Ferry crashed: signal 11\n");
+    file.close();
+    {
+      MainWindow w(options(data, cpuMachine()));
+      QVERIFY2(w.lastMessage().contains(QLatin1String("closed unexpectedly")), qPrintable(w.lastMessage()));
+      QVERIFY(w.lastMessage().contains(QDir::toNativeSeparators(report)));
+    }
+    MainWindow again(options(data, cpuMachine()));
+    QVERIFY2(again.lastMessage().isEmpty(), qPrintable(again.lastMessage()));
+  }
+
   // ---- cancel ----
 
   void cancel_mid_run_returns_to_idle_with_memory_back_and_nothing_written() {

@@ -1,0 +1,40 @@
+#include "core/io/crash_report.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <system_error>
+
+namespace ferry::io {
+
+namespace detail {
+
+int crash_report_stem(char* out, long long seconds, long long pid) {
+  return std::snprintf(out, 64, "crash-%lld-%lld", seconds, pid);
+}
+
+}  // namespace detail
+
+std::optional<std::filesystem::path> newest_crash_report(const std::filesystem::path& folder,
+                                                         long long after) {
+  std::optional<std::filesystem::path> newest;
+  long long newest_seconds = after;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    long long seconds = 0, pid = 0;
+    char tail[8] = {};
+    // crash-<seconds>-<pid>.txt
+    if (std::sscanf(name.c_str(), "crash-%lld-%lld.%3s", &seconds, &pid, tail) != 3 ||
+        std::string(tail) != "txt") {
+      continue;
+    }
+    if (seconds > newest_seconds) {
+      newest_seconds = seconds;
+      newest = entry.path();
+    }
+  }
+  return newest;
+}
+
+}  // namespace ferry::io

@@ -1,0 +1,35 @@
+// A report when the process dies anyway. Ferry's own failures are typed errors with messages
+// (architecture.md §5) and never reach this; it is for the crash that should not happen — an
+// access violation, an illegal instruction, an exception nobody caught — so that the user has a
+// file to send instead of a window that vanished.
+//
+// The report goes into `folder` (the per-user logs folder): crash-<unix time>-<pid>.txt says
+// what happened (the signal or exception code and address, or the uncaught exception's
+// message), Ferry's version and, where the platform gives one, a backtrace; on Windows a
+// minidump (.dmp) for a debugger goes beside it. The process then ends as it would have
+// without the reporter (POSIX: the same signal, default action; Windows: the exception code as
+// the exit code). Writing a report allocates nothing: the folder's name is prepared when the
+// reporter is installed.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+namespace ferry::io {
+
+// Installs the handlers for the whole process and creates `folder`. A second call only changes
+// the folder. Error(kIo) when the folder cannot be created.
+void install_crash_reporter(const std::filesystem::path& folder);
+
+// The newest crash-*.txt in `folder` written after `after` (seconds since the Unix epoch), if
+// any: what the app shows at its next start.
+std::optional<std::filesystem::path> newest_crash_report(const std::filesystem::path& folder,
+                                                         long long after);
+
+namespace detail {
+// The report's file name without extension, "crash-<seconds>-<pid>", written into `out`
+// (at least 64 bytes) without allocating; returns its length.
+int crash_report_stem(char* out, long long seconds, long long pid);
+}  // namespace detail
+
+}  // namespace ferry::io
