@@ -181,25 +181,8 @@ std::vector<TensorSpec> sorted(std::vector<TensorSpec> tensors) {
 
 // umt5_xxl_fp16's layout: Hugging Face names in F16, sorted, then the tokenizer as U8 bytes.
 std::vector<TensorSpec> text_encoder_tensors() {
-  using models::umt5::BlockTensor;
-  const auto& c = DemoModel::kTextEncoder;
-  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-  const std::uint64_t dim = u(c.dim), inner = u(c.inner()), ff = u(c.ffn_dim);
-  const std::vector<std::uint64_t> shapes[models::umt5::kBlockTensorCount] = {
-      {dim},        {inner, dim}, {inner, dim},
-      {inner, dim}, {dim, inner}, {u(models::umt5::kRelativeBuckets), u(c.heads)},
-      {dim},        {ff, dim},    {ff, dim},
-      {dim, ff}};
-  std::vector<TensorSpec> out;
-  out.push_back({"shared.weight", DType::kF16, {u(c.vocab_rows), dim}});
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    for (std::size_t t = 0; t < models::umt5::kBlockTensorCount; ++t) {
-      out.push_back({models::umt5::block_tensor_name(models::umt5::KeyLayout::kHuggingFace, l,
-                                                     BlockTensor(t)),
-                     DType::kF16, shapes[t]});
-    }
-  }
-  out.push_back({"encoder.final_layer_norm.weight", DType::kF16, {dim}});
+  std::vector<TensorSpec> out = models::umt5::encoder_tensor_specs(
+      DemoModel::kTextEncoder, models::umt5::KeyLayout::kHuggingFace, DType::kF16);
   out = sorted(std::move(out));
   out.push_back({std::string(models::umt5::kSpieceModelTensor),
                  DType::kU8,

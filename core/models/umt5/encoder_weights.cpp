@@ -230,4 +230,25 @@ offload::ModelLayout EncoderWeights::model_layout() const {
   return layout;
 }
 
+std::vector<io::TensorSpec> encoder_tensor_specs(const EncoderConfig& c, KeyLayout layout,
+                                                 DType dtype) {
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const std::uint64_t dim = u(c.dim), inner = u(c.inner()), ff = u(c.ffn_dim);
+  const std::vector<std::uint64_t> shapes[kBlockTensorCount] = {
+      {dim},        {inner, dim}, {inner, dim},
+      {inner, dim}, {dim, inner}, {u(kRelativeBuckets), u(c.heads)},
+      {dim},        {ff, dim},    {ff, dim},
+      {dim, ff}};
+  const bool official = layout == KeyLayout::kOfficial;
+  std::vector<io::TensorSpec> out;
+  out.push_back({official ? "token_embedding.weight" : "shared.weight", dtype, {u(c.vocab_rows), dim}});
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    for (std::size_t t = 0; t < kBlockTensorCount; ++t) {
+      out.push_back({block_tensor_name(layout, l, BlockTensor(t)), dtype, shapes[t]});
+    }
+  }
+  out.push_back({official ? "norm.weight" : "encoder.final_layer_norm.weight", dtype, {dim}});
+  return out;
+}
+
 }  // namespace ferry::models::umt5

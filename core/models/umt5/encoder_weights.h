@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/io/safetensors_set.h"
+#include "core/io/safetensors_writer.h"
 #include "core/offload/layer_group.h"
 
 namespace ferry::models::umt5 {
@@ -100,5 +101,11 @@ class EncoderWeights {
 // The name a block tensor has in a key layout ("blocks.3.attn.q.weight",
 // "encoder.block.3.layer.0.SelfAttention.q.weight").
 std::string block_tensor_name(KeyLayout layout, std::int64_t layer, BlockTensor t);
+
+// Every tensor of an encoder of configuration `c` as a checkpoint in `layout` names holds it, in
+// `dtype` (the embedding, each block's tensors in BlockTensor order, the final norm), for
+// synthetic checkpoints: the demo model, and the full-size umT5-XXL of bench/umt5_stream.
+std::vector<io::TensorSpec> encoder_tensor_specs(const EncoderConfig& c, KeyLayout layout,
+                                                 DType dtype);
 
 }  // namespace ferry::models::umt5
