@@ -34,7 +34,10 @@ std::uint64_t always_resident_bytes(const ModelLayout& layout) {
 }  // namespace
 
 std::uint64_t usable_device_bytes(const Preset& preset, const MachineInfo& machine) {
-  if (preset.device == Device::kCpu) return preset.ram_budget_bytes;
+  if (preset.device == Device::kCpu) {
+    return preset.ram_budget_bytes > kProcessBaseBytes ? preset.ram_budget_bytes - kProcessBaseBytes
+                                                       : 0;
+  }
   const std::uint64_t free_after_headroom =
       machine.free_vram_bytes > preset.vram_headroom_bytes
           ? machine.free_vram_bytes - preset.vram_headroom_bytes
@@ -61,6 +64,12 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
   plan.activation_bytes = layout.activation_bytes;
 
   const std::uint64_t device_budget = usable_device_bytes(preset, machine);
+  // On the CPU the "device" is host RAM, which a streamed plan shares with its staging ring.
+  const std::uint64_t ring_bytes = preset.staging_slots * preset.staging_slot_bytes;
+  const std::uint64_t streaming_budget =
+      preset.device != Device::kCpu ? device_budget
+      : device_budget > ring_bytes  ? device_budget - ring_bytes
+                                    : 0;
   const std::uint64_t always = always_resident_bytes(layout);
   const std::uint64_t slot = largest_group_slot(layout);
   const std::uint64_t minimum = minimum_device_bytes(layout, preset);
@@ -81,7 +90,7 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
     for (std::size_t i : streamable) plan.placement[i] = Placement::kDevice;
     plan.resident_bytes = always + all_streamable_bytes;
   } else {
-    if (minimum > device_budget) {
+    if (minimum > streaming_budget) {
       std::string fits;
       for (const Preset& p : builtin_presets()) {
         if (p.device == preset.device && p.vram_budget_bytes >= minimum) {
@@ -95,7 +104,7 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
               (preset.device == Device::kCpu ? "RAM" : "VRAM") + " at this size (" +
               mib(layout.activation_bytes) + " working memory, " + mib(always) +
               " always-resident weights, " + std::to_string(preset.look_ahead + 1) + " slots of " +
-              mib(slot) + "), but preset '" + preset.name + "' has " + mib(device_budget) +
+              mib(slot) + "), but preset '" + preset.name + "' has " + mib(streaming_budget) +
               " here" +
               (fits.empty() ? ": choose a smaller size or fewer frames"
                             : ": choose a smaller size, or preset '" + fits + "' on a larger GPU"));
@@ -103,7 +112,7 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
     // Resident blocks, as many as the rest of the budget holds, spread evenly through the stack.
     plan.device_slots = preset.look_ahead + 1;
     plan.device_slot_bytes = slot;
-    const std::uint64_t spare = device_budget - minimum;
+    const std::uint64_t spare = streaming_budget - minimum;
     std::uint64_t average = all_streamable_bytes / std::max<std::size_t>(streamable.size(), 1);
     std::size_t resident =
         average == 0 ? 0 : static_cast<std::size_t>(spare / std::max<std::uint64_t>(average, 1));

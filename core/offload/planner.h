@@ -22,7 +22,8 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
 Plan streamed_plan(const ModelLayout& layout, const Preset& preset);
 
 // The device memory a preset may use on this machine: its budget, less headroom below what the
-// driver reports free. For the CPU preset, the RAM budget (the "device" is host memory).
+// driver reports free. For the CPU preset, the RAM budget less the process's own base (the
+// "device" is host memory; a streamed plan's staging ring comes out of it too).
 std::uint64_t usable_device_bytes(const Preset& preset, const MachineInfo& machine);
 
 // The smallest device budget that runs `layout` with everything streamed.

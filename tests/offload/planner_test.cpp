@@ -181,6 +181,24 @@ TEST(Planner, streamed_blocks_come_from_disk_once_the_pinned_cache_is_full) {
   EXPECT_LE(plan.pinned_cache_bytes, static_cast<std::uint64_t>(0.35 * 16 * kGiB));
 }
 
+// On the CPU the blocks, the slots, the staging ring and the process itself all share the RAM
+// budget: a model larger than the budget streams, and the whole plan fits the budget. (The
+// umT5-XXL under a 4 GB cpu preset was refused before the ring and the process base were taken
+// out of what the blocks may use.)
+TEST(Planner, a_cpu_plan_for_a_model_larger_than_the_ram_budget_streams_within_it) {
+  const FakeModel m(24, 368, 36);  // umT5-XXL's blocks in F16
+  for (std::uint64_t budget_mib : {4096, 6144, 8192}) {  // the blocks alone: 8832 MiB
+    Preset p = preset("cpu");
+    p.ram_budget_bytes = budget_mib * kMiB;
+    const Plan plan = make_plan(m.layout, p, MachineInfo{false, 0, 0, 24 * kGiB, 20 * kGiB});
+    EXPECT_GT(plan.count(Placement::kDisk), 0u) << budget_mib;
+    EXPECT_GT(plan.count(Placement::kDevice), 2u) << budget_mib;  // blocks besides the small groups
+    EXPECT_LE(plan.predicted_ram_peak, p.ram_budget_bytes) << budget_mib;
+    // And not far below it: what does not fit is one block more.
+    EXPECT_GT(plan.predicted_ram_peak + 368 * kMiB + 4096, p.ram_budget_bytes) << budget_mib;
+  }
+}
+
 TEST(Planner, an_impossible_budget_is_refused_with_what_would_fit) {
   const FakeModel m(30, 312, 6000);  // 1080p-sized working memory
   try {
