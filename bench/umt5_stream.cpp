@@ -117,18 +117,19 @@ void write_checkpoint(const fs::path& path) {
       });
 }
 
-// Seconds to read every byte range of the streamed groups with plain sequential unbuffered
-// reads of up to 64 MiB: the floor the streamer's IO thread is compared with.
+// Seconds to read every byte range of the groups the plan streams from disk with plain
+// sequential unbuffered reads of up to 64 MiB: the floor the streamer's IO thread is compared
+// with.
 double raw_read_seconds(const fs::path& file, const ferry::offload::ModelLayout& layout,
-                        std::uint64_t& bytes) {
+                        const ferry::offload::Plan& plan, std::uint64_t& bytes) {
   const ferry::io::DirectReader reader = ferry::io::DirectReader::open(file);
   ferry::memory::AlignedBuffer buffer(ferry::io::DirectReader::kMaxReadBytes + reader.alignment(),
                                       reader.alignment());
   bytes = 0;
   const auto start = Clock::now();
-  for (const auto& group : layout.groups) {
-    if (group.always_resident) continue;
-    for (const ferry::offload::WeightRef& w : group.weights) {
+  for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+    if (plan.placement[g] != ferry::offload::Placement::kDisk) continue;
+    for (const ferry::offload::WeightRef& w : layout.groups[g].weights) {
       for (std::uint64_t done = 0; done < w.tensor->bytes;) {
         const std::uint64_t offset = w.tensor->offset + done;
         const std::uint64_t length = std::min<std::uint64_t>(
@@ -180,7 +181,7 @@ int main_checked(const Options& o) {
       std::thread::hardware_concurrency());
 
   std::uint64_t raw_bytes = 0;
-  const double raw_seconds = raw_read_seconds(o.file, layout, raw_bytes);
+  const double raw_seconds = raw_read_seconds(o.file, layout, plan, raw_bytes);
   std::printf("raw read of the streamed bytes: %.2f GiB in %.2f s (%.2f GB/s)\n",
               static_cast<double>(raw_bytes) / kGiB, raw_seconds,
               static_cast<double>(raw_bytes) / raw_seconds / 1e9);
