@@ -2,10 +2,40 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <system_error>
 
+#include "core/tensor/convert.h"
+
 namespace ferry::bench {
+
+void write_random_checkpoint(const std::filesystem::path& path,
+                             const std::vector<io::TensorSpec>& specs,
+                             const std::function<RandomRange(const io::TensorSpec&)>& range) {
+  std::vector<float> table(65521);
+  std::mt19937 rng(20261130);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (float& v : table) v = uniform(rng);
+  create_parent_directories(path);
+  std::vector<float> values;
+  io::write_safetensors(
+      path, specs, {{"format", "pt"}},
+      [&](std::size_t index, std::uint64_t offset, std::span<std::byte> out) {
+        const io::TensorSpec& spec = specs[index];
+        if (dtype_size(spec.dtype) != 2) {
+          throw Error(ErrorCode::kInternal,
+                      "write_random_checkpoint: " + spec.name + " is not a 16-bit float tensor");
+        }
+        const RandomRange r = range(spec);
+        const std::size_t n = out.size() / 2, first = static_cast<std::size_t>(offset / 2);
+        values.resize(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          values[i] = r.bias + r.scale * table[(first + i + 7919 * index) % table.size()];
+        }
+        convert_from_f32(values.data(), spec.dtype, out.data(), n);
+      });
+}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/io/safetensors_writer.h"
 
 namespace ferry::bench {
 
@@ -52,6 +53,20 @@ class Args {
 
 // Creates the folder `path` goes in, when it names one.
 void create_parent_directories(const std::filesystem::path& path);
+
+// Where one tensor's random values lie: uniform in [bias - scale, bias + scale].
+struct RandomRange {
+  float scale = 0;
+  float bias = 0;
+};
+
+// A synthetic checkpoint of `specs` (each in a 16-bit float dtype) with random values of a
+// plausible size, so that activations stay finite and a NaN or a denormal never times something
+// else than the real model. `range` says where each tensor's values lie. The values come from a
+// fixed table (a prime length, so rows do not repeat it in step): the same file on every run.
+void write_random_checkpoint(const std::filesystem::path& path,
+                             const std::vector<io::TensorSpec>& specs,
+                             const std::function<RandomRange(const io::TensorSpec&)>& range);
 
 // A file the benchmark wrote for itself (a synthetic checkpoint, a file to read), removed when
 // this dies unless kept (--keep, or a file found in place), so that a run an error cuts short

@@ -161,39 +161,19 @@ std::optional<Options> parse(int argc, char** argv) {
   return o;
 }
 
-// Random bf16 weights of a plausible size (uniform with variance 1/fan-in; norms near 1), so the
-// activations stay finite: a NaN or denormal would time something else than the real model.
-// Values come from a fixed table (a prime length, so rows do not repeat it in step).
+// Random bf16 weights, uniform with variance 1/fan-in; norms near 1, modulations and biases small.
 void write_checkpoint(const fs::path& path, const wan::DitConfig& config) {
-  const std::vector<ferry::io::TensorSpec> specs = wan::dit_tensors(config, ferry::DType::kBF16);
-  std::vector<float> table(65521);
-  std::mt19937 rng(20261130);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (float& v : table) v = uniform(rng);
-  ferry::bench::create_parent_directories(path);
-  std::vector<float> values;
-  ferry::io::write_safetensors(
-      path, specs, {{"format", "pt"}},
-      [&](std::size_t index, std::uint64_t offset, std::span<std::byte> out) {
-        const ferry::io::TensorSpec& spec = specs[index];
+  ferry::bench::write_random_checkpoint(
+      path, wan::dit_tensors(config, ferry::DType::kBF16), [](const ferry::io::TensorSpec& spec) {
         const std::string& name = spec.name;
         std::uint64_t fan_in = 1;
         for (std::size_t d = 1; d < spec.shape.size(); ++d) fan_in *= spec.shape[d];
-        float scale = std::sqrt(3.0f / static_cast<float>(fan_in)), bias = 0.0f;
-        if (name.ends_with("modulation")) {
-          scale = 0.1f;
-        } else if (name.find("norm") != std::string::npos && name.ends_with(".weight")) {
-          scale = 0.1f;
-          bias = 1.0f;
-        } else if (name.ends_with(".bias")) {
-          scale = 0.01f;
+        if (name.ends_with("modulation")) return ferry::bench::RandomRange{0.1f, 0.0f};
+        if (name.find("norm") != std::string::npos && name.ends_with(".weight")) {
+          return ferry::bench::RandomRange{0.1f, 1.0f};
         }
-        const std::size_t n = out.size() / 2, first = static_cast<std::size_t>(offset / 2);
-        values.resize(n);
-        for (std::size_t i = 0; i < n; ++i) {
-          values[i] = bias + scale * table[(first + i + 7919 * index) % table.size()];
-        }
-        ferry::convert_from_f32(values.data(), ferry::DType::kBF16, out.data(), n);
+        if (name.ends_with(".bias")) return ferry::bench::RandomRange{0.01f, 0.0f};
+        return ferry::bench::RandomRange{std::sqrt(3.0f / static_cast<float>(fan_in)), 0.0f};
       });
 }
 

@@ -83,37 +83,20 @@ std::optional<Options> parse(int argc, char** argv) {
   return o;
 }
 
-// Random F16 weights of a plausible size (uniform with variance 1/fan-in; norms near 1), so that
-// the activations stay finite through 24 blocks: a NaN would time something else than the model.
-// Values come from a fixed table (a prime length, so rows do not repeat it in step).
+// Random F16 weights, uniform with variance 1/fan-in, so that the activations stay finite
+// through 24 blocks; the RMSNorms' gains near 1.
 void write_checkpoint(const fs::path& path) {
-  const std::vector<ferry::io::TensorSpec> specs = umt5::encoder_tensor_specs(
-      umt5::kUmt5Xxl, umt5::KeyLayout::kHuggingFace, ferry::DType::kF16);
-  std::vector<float> table(65521);
-  std::mt19937 rng(20261130);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (float& v : table) v = uniform(rng);
-  ferry::bench::create_parent_directories(path);
-  std::vector<float> values;
-  ferry::io::write_safetensors(
-      path, specs, {{"format", "pt"}},
-      [&](std::size_t index, std::uint64_t offset, std::span<std::byte> out) {
-        const ferry::io::TensorSpec& spec = specs[index];
-        float scale = std::sqrt(3.0f / static_cast<float>(spec.shape.back())), bias = 0.0f;
-        if (spec.shape.size() == 1) {  // the RMSNorms' gains
-          scale = 0.1f;
-          bias = 1.0f;
-        } else if (spec.name.find("relative_attention_bias") != std::string::npos) {
-          scale = 0.5f;
-        } else if (spec.name == "shared.weight") {
-          scale = 1.0f;
+  ferry::bench::write_random_checkpoint(
+      path,
+      umt5::encoder_tensor_specs(umt5::kUmt5Xxl, umt5::KeyLayout::kHuggingFace, ferry::DType::kF16),
+      [](const ferry::io::TensorSpec& spec) {
+        if (spec.shape.size() == 1) return ferry::bench::RandomRange{0.1f, 1.0f};
+        if (spec.name.find("relative_attention_bias") != std::string::npos) {
+          return ferry::bench::RandomRange{0.5f, 0.0f};
         }
-        const std::size_t n = out.size() / 2, first = static_cast<std::size_t>(offset / 2);
-        values.resize(n);
-        for (std::size_t i = 0; i < n; ++i) {
-          values[i] = bias + scale * table[(first + i + 7919 * index) % table.size()];
-        }
-        ferry::convert_from_f32(values.data(), ferry::DType::kF16, out.data(), n);
+        if (spec.name == "shared.weight") return ferry::bench::RandomRange{1.0f, 0.0f};
+        return ferry::bench::RandomRange{std::sqrt(3.0f / static_cast<float>(spec.shape.back())),
+                                         0.0f};
       });
 }
 
@@ -154,8 +137,8 @@ int main_checked(const Options& o) {
   const umt5::EncoderWeights weights = umt5::EncoderWeights::from(set);
   const ferry::offload::ModelLayout layout = weights.model_layout();
 
-  ferry::offload::Preset preset = ferry::offload::find_preset(
-      ferry::offload::builtin_presets(), "cpu", ferry::offload::MachineInfo{});
+  ferry::offload::Preset preset = ferry::offload::find_preset(ferry::offload::builtin_presets(),
+                                                              "cpu", ferry::offload::MachineInfo{});
   preset.ram_budget_bytes = o.ram_mib << 20;
   const ferry::memory::SystemMemory system = ferry::memory::sample_system_memory();
   const ferry::offload::MachineInfo machine{false, 0, 0, system.total_bytes,
@@ -173,9 +156,8 @@ int main_checked(const Options& o) {
       static_cast<long long>(umt5::kUmt5Xxl.layers), static_cast<long long>(umt5::kUmt5Xxl.dim),
       static_cast<long long>(umt5::kUmt5Xxl.ffn_dim),
       static_cast<long long>(umt5::kUmt5Xxl.vocab_rows),
-      static_cast<double>(fs::file_size(o.file)) / kGiB,
-      found ? "found at" : "written in", found ? o.file.string().c_str()
-                                               : (std::to_string(write_seconds) + " s").c_str(),
+      static_cast<double>(fs::file_size(o.file)) / kGiB, found ? "found at" : "written in",
+      found ? o.file.string().c_str() : (std::to_string(write_seconds) + " s").c_str(),
       static_cast<unsigned long long>(o.ram_mib), disk_groups,
       static_cast<std::size_t>(umt5::kUmt5Xxl.layers), plan.look_ahead, o.tokens,
       std::thread::hardware_concurrency());
@@ -189,7 +171,8 @@ int main_checked(const Options& o) {
   // Token ids spread over the table, EOS (1) last, as the tokenizer gives them.
   std::vector<std::int32_t> ids(static_cast<std::size_t>(o.tokens));
   std::mt19937 rng(7);
-  std::uniform_int_distribution<std::int32_t> id(2, static_cast<std::int32_t>(umt5::kUmt5Xxl.vocab_rows - 1));
+  std::uniform_int_distribution<std::int32_t> id(
+      2, static_cast<std::int32_t>(umt5::kUmt5Xxl.vocab_rows - 1));
   for (auto& v : ids) v = id(rng);
   ids.back() = 1;
   const std::vector<std::vector<std::int32_t>> prompts = {ids};
@@ -212,7 +195,8 @@ int main_checked(const Options& o) {
       sum += std::abs(v);
     }
   }
-  const double peak = static_cast<double>(std::max(after.peak_resident_bytes, before.resident_bytes));
+  const double peak =
+      static_cast<double>(std::max(after.peak_resident_bytes, before.resident_bytes));
   const double budget = static_cast<double>(o.ram_mib) * kMiB;
   std::printf(
       "encode: %.1f s; read %.2f GiB in %.2f s of IO-thread time (%.2f x the raw read), compute "

@@ -110,7 +110,8 @@ void print_vae_stage(const io::SafetensorsSet& set, const offload::Preset& prese
                                                                   : " (tile caches on the device)");
   std::printf("working memory: %s (%s activations); host buffers: %s\n",
               human_bytes(plan.arena_bytes).c_str(),
-              plan.activations == DType::kBF16 ? "bf16" : "f32", human_bytes(plan.host_bytes).c_str());
+              plan.activations == DType::kBF16 ? "bf16" : "f32",
+              human_bytes(plan.host_bytes).c_str());
   std::printf("predicted peaks: VRAM %s, RAM %s\n", human_bytes(plan.predicted_vram_peak).c_str(),
               human_bytes(plan.predicted_ram_peak).c_str());
 }

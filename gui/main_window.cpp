@@ -126,9 +126,10 @@ void MainWindow::noticePreviousCrash() {
       io::detail::path_from_utf8(logsFolder().toStdString()), store_->value(key, 0).toLongLong());
   store_->setValue(key, QDateTime::currentSecsSinceEpoch());
   if (!report) return;
-  showMessage(tr("Ferry closed unexpectedly the last time it ran. A report was saved: %1 "
-                 "(Help → Open the run logs).")
-                  .arg(QDir::toNativeSeparators(QString::fromStdString(io::detail::display(*report)))));
+  showMessage(
+      tr("Ferry closed unexpectedly the last time it ran. A report was saved: %1 "
+         "(Help → Open the run logs).")
+          .arg(QDir::toNativeSeparators(QString::fromStdString(io::detail::display(*report)))));
 }
 
 MainWindow::~MainWindow() {
@@ -354,8 +355,9 @@ void MainWindow::buildMenus() {
   });
   help->addAction(tr("&About Ferry"), this, [this] {
     // The installed tree keeps the licence texts in share/ferry beside bin/ (installer/).
-    const QString notices = QDir(QCoreApplication::applicationDirPath())
-                                .absoluteFilePath(QStringLiteral("../share/ferry/THIRD-PARTY-NOTICES.txt"));
+    const QString notices =
+        QDir(QCoreApplication::applicationDirPath())
+            .absoluteFilePath(QStringLiteral("../share/ferry/THIRD-PARTY-NOTICES.txt"));
     QString text =
         tr("<b>Ferry %1</b><p>Videos from a prompt and an optional start image with Wan "
            "diffusion models, streaming weights from disk so they fit a laptop GPU.</p>"
@@ -683,8 +685,9 @@ void MainWindow::onFailed(const QString& message, int code) {
                            ? tr("This won't fit in memory: %1").arg(message)
                            : message;
   // The message says what to do; the log has what a bug report needs.
-  showMessage(lastLog_.isEmpty() ? text
-                                 : tr("%1 (details: %2)").arg(text, QDir::toNativeSeparators(lastLog_)));
+  showMessage(lastLog_.isEmpty()
+                  ? text
+                  : tr("%1 (details: %2)").arg(text, QDir::toNativeSeparators(lastLog_)));
   setProgressText(tr("Failed: %1").arg(text), QString());
   player_->clear(tr("No video: %1").arg(text));
   emit generationEnded();

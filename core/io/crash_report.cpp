@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <system_error>
 
@@ -11,6 +12,18 @@ namespace detail {
 
 int crash_report_stem(char* out, long long seconds, long long pid) {
   return std::snprintf(out, 64, "crash-%lld-%lld", seconds, pid);
+}
+
+std::string terminate_reason() {
+  const std::exception_ptr e = std::current_exception();
+  if (!e) return "std::terminate called without an exception";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return std::string("an exception nobody caught: ") + x.what();
+  } catch (...) {
+    return "an exception nobody caught (not a std::exception)";
+  }
 }
 
 }  // namespace detail

@@ -14,6 +14,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 
 namespace ferry::io {
 
@@ -30,6 +31,8 @@ namespace detail {
 // The report's file name without extension, "crash-<seconds>-<pid>", written into `out`
 // (at least 64 bytes) without allocating; returns its length.
 int crash_report_stem(char* out, long long seconds, long long pid);
+// Why std::terminate was called, for the terminate handlers: "an exception nobody caught: what()".
+std::string terminate_reason();
 }  // namespace detail
 
 }  // namespace ferry::io

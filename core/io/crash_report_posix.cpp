@@ -3,8 +3,6 @@
 // uncaught exceptions. The signal handler uses only async-signal-safe calls (open, write, close,
 // time, getpid; glibc's backtrace after a first call made at install time, which loads what it
 // needs then).
-#include "core/io/crash_report.h"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -14,9 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <exception>
 #include <string>
 #include <system_error>
+
+#include "core/io/crash_report.h"
 
 #if __has_include(<execinfo.h>)
 #include <execinfo.h>
@@ -59,11 +58,16 @@ void put_number(int fd, std::uintptr_t value, unsigned base) {
 
 const char* signal_name(int sig) {
   switch (sig) {
-    case SIGSEGV: return "SIGSEGV, invalid memory access";
-    case SIGBUS: return "SIGBUS, bus error";
-    case SIGILL: return "SIGILL, illegal instruction";
-    case SIGFPE: return "SIGFPE, arithmetic error";
-    case SIGABRT: return "SIGABRT, aborted";
+    case SIGSEGV:
+      return "SIGSEGV, invalid memory access";
+    case SIGBUS:
+      return "SIGBUS, bus error";
+    case SIGILL:
+      return "SIGILL, illegal instruction";
+    case SIGFPE:
+      return "SIGFPE, arithmetic error";
+    case SIGABRT:
+      return "SIGABRT, aborted";
   }
   return "fatal signal";
 }
@@ -74,8 +78,9 @@ int open_report() {
   const std::size_t folder = std::strlen(g_folder);
   std::memcpy(path, g_folder, folder);
   path[folder] = '/';
-  const int stem = detail::crash_report_stem(path + folder + 1, static_cast<long long>(std::time(nullptr)),
-                                             static_cast<long long>(::getpid()));
+  const int stem =
+      detail::crash_report_stem(path + folder + 1, static_cast<long long>(std::time(nullptr)),
+                                static_cast<long long>(::getpid()));
   std::memcpy(path + folder + 1 + stem, ".txt", 5);
   return ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 }
@@ -118,19 +123,7 @@ void on_signal(int sig, siginfo_t* info, void*) {
 }
 
 void on_terminate() {
-  std::string what = "an exception nobody caught";
-  if (const std::exception_ptr e = std::current_exception()) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      what += ": ";
-      what += x.what();
-    } catch (...) {
-      what += " (not a std::exception)";
-    }
-  } else {
-    what = "std::terminate called without an exception";
-  }
+  const std::string what = detail::terminate_reason();
   g_reporting = 1;  // the abort below is this report's, not another
   const int fd = open_report();
   if (fd >= 0) {
@@ -150,8 +143,8 @@ void install_crash_reporter(const std::filesystem::path& folder) {
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec) {
-    throw Error(ErrorCode::kIo, "cannot create the logs folder " + detail::display(folder) + ": " +
-                                    ec.message());
+    throw Error(ErrorCode::kIo,
+                "cannot create the logs folder " + detail::display(folder) + ": " + ec.message());
   }
   const std::string path = folder.string();
   if (path.size() >= sizeof g_folder) {

@@ -2,9 +2,9 @@
 // (dbghelp's MiniDumpWriteDump: every thread's stack and registers, enough for a debugger with
 // the matching .pdb), and a terminate handler for uncaught C++ exceptions. The filter formats
 // into stack buffers and calls only Win32 functions.
-#include "core/io/crash_report.h"
-
 #include <windows.h>
+
+#include "core/io/crash_report.h"
 // dbghelp.h after windows.h, which it needs.
 #include <dbghelp.h>
 
@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <exception>
 #include <string>
 #include <system_error>
 
@@ -55,12 +54,15 @@ LONG WINAPI on_exception(EXCEPTION_POINTERS* e) {
   const long long seconds = static_cast<long long>(std::time(nullptr));
   const EXCEPTION_RECORD* r = e->ExceptionRecord;
   char text[512];
-  int n = std::snprintf(text, sizeof text, "Ferry " FERRY_VERSION " crashed: exception 0x%08lX at address %p",
+  int n = std::snprintf(text, sizeof text,
+                        "Ferry " FERRY_VERSION " crashed: exception 0x%08lX at address %p",
                         static_cast<unsigned long>(r->ExceptionCode), r->ExceptionAddress);
   if (r->ExceptionCode == EXCEPTION_ACCESS_VIOLATION && r->NumberParameters >= 2 && n > 0) {
     const ULONG_PTR kind = r->ExceptionInformation[0];
     n += std::snprintf(text + n, sizeof text - static_cast<std::size_t>(n), " (%s %p)",
-                       kind == 0 ? "reading" : kind == 1 ? "writing" : "executing",
+                       kind == 0   ? "reading"
+                       : kind == 1 ? "writing"
+                                   : "executing",
                        reinterpret_cast<void*>(r->ExceptionInformation[1]));
   }
   if (n > 0 && static_cast<std::size_t>(n) < sizeof text - 64) {
@@ -88,19 +90,7 @@ LONG WINAPI on_exception(EXCEPTION_POINTERS* e) {
 }
 
 void on_terminate() {
-  std::string what = "an exception nobody caught";
-  if (const std::exception_ptr e = std::current_exception()) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      what += ": ";
-      what += x.what();
-    } catch (...) {
-      what += " (not a std::exception)";
-    }
-  } else {
-    what = "std::terminate called without an exception";
-  }
+  const std::string what = detail::terminate_reason();
   InterlockedExchange(&g_reporting, 1);
   write_text_report(static_cast<long long>(std::time(nullptr)),
                     ("Ferry " FERRY_VERSION " stopped: " + what + "\n").c_str());
@@ -113,8 +103,8 @@ void install_crash_reporter(const std::filesystem::path& folder) {
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec) {
-    throw Error(ErrorCode::kIo, "cannot create the logs folder " + detail::display(folder) + ": " +
-                                    ec.message());
+    throw Error(ErrorCode::kIo,
+                "cannot create the logs folder " + detail::display(folder) + ": " + ec.message());
   }
   const std::wstring path = folder.wstring();
   if (path.size() >= sizeof g_folder / sizeof g_folder[0]) {

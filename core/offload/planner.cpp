@@ -66,10 +66,9 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
   const std::uint64_t device_budget = usable_device_bytes(preset, machine);
   // On the CPU the "device" is host RAM, which a streamed plan shares with its staging ring.
   const std::uint64_t ring_bytes = preset.staging_slots * preset.staging_slot_bytes;
-  const std::uint64_t streaming_budget =
-      preset.device != Device::kCpu ? device_budget
-      : device_budget > ring_bytes  ? device_budget - ring_bytes
-                                    : 0;
+  const std::uint64_t streaming_budget = preset.device != Device::kCpu ? device_budget
+                                         : device_budget > ring_bytes  ? device_budget - ring_bytes
+                                                                       : 0;
   const std::uint64_t always = always_resident_bytes(layout);
   const std::uint64_t slot = largest_group_slot(layout);
   const std::uint64_t minimum = minimum_device_bytes(layout, preset);

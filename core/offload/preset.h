@@ -32,7 +32,7 @@ struct Preset {
   // The VAE's activations and frame caches: kF32 (the reference) or kBF16 (half the decode's
   // arena, so larger tiles fit; within 0.1 of f32 on the tiny test VAEs).
   DType vae_activations = DType::kF32;
-  std::string source;                 // "built-in" or the file it came from
+  std::string source;  // "built-in" or the file it came from
 };
 
 // The machine the plan is for.

@@ -36,7 +36,10 @@ struct Candidate {
 class Planner {
  public:
   Planner(const models::wan::VaeWeights& w, const Preset& p, const MachineInfo& m, Size s)
-      : weights_(w), preset_(p), options_{p.vae_activations}, size_(s),
+      : weights_(w),
+        preset_(p),
+        options_{p.vae_activations},
+        size_(s),
         cpu_(p.device == Device::kCpu) {
     device_budget_ = usable_device_bytes(p, m);
     latent_bytes_ = static_cast<std::uint64_t>(w.config().z_dim * s.t * s.h * s.w) * sizeof(float);
@@ -65,8 +68,8 @@ class Planner {
       if (mode == VaeDecodeMode::kTiledStreamed) {
         p.arena_bytes = models::wan::tiled_chunks_decode_arena_bytes(weights_, p.tiling, h, w,
                                                                      caches, options_);
-        p.host_bytes = models::wan::tiled_chunks_decode_host_bytes(weights_, p.tiling, h, w,
-                                                                   caches, options_);
+        p.host_bytes =
+            models::wan::tiled_chunks_decode_host_bytes(weights_, p.tiling, h, w, caches, options_);
       } else {
         p.arena_bytes =
             models::wan::tiled_decode_arena_bytes(weights_, p.tiling, size_.t, h, w, options_);

@@ -196,11 +196,10 @@ std::vector<Part> demo_parts() {
       make_part(DemoModel::kTextEncoderFile, text_encoder_tensors(), &text_encoder_init));
   parts.push_back(make_part(DemoModel::kDitFile,
                             models::wan::dit_tensors(DemoModel::kDit, DType::kBF16), &dit_init));
-  parts.push_back(make_part(
-      DemoModel::kVaeFile,
-      sorted(models::wan::wan22_vae_tensor_specs(DemoModel::kVaeEncoderDim,
-                                                 DemoModel::kVaeDecoderDim, DType::kF16)),
-      &vae_init));
+  parts.push_back(make_part(DemoModel::kVaeFile,
+                            sorted(models::wan::wan22_vae_tensor_specs(
+                                DemoModel::kVaeEncoderDim, DemoModel::kVaeDecoderDim, DType::kF16)),
+                            &vae_init));
   return parts;
 }
 

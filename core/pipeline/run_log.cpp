@@ -98,10 +98,9 @@ void RunLog::line(std::string_view text) {
 void RunLog::started(const GenerationRequest& r, const offload::MachineInfo& machine,
                      std::string_view backend) {
   line(cat({"Ferry " FERRY_VERSION " run started ", format_time("%Y-%m-%d %H:%M:%S %z")}));
-  const std::string gpu =
-      machine.has_gpu ? cat({"GPU with ", gib(machine.total_vram_bytes), " VRAM (",
-                             gib(machine.free_vram_bytes), " free)"})
-                      : std::string("no usable GPU");
+  const std::string gpu = machine.has_gpu ? cat({"GPU with ", gib(machine.total_vram_bytes),
+                                                 " VRAM (", gib(machine.free_vram_bytes), " free)"})
+                                          : std::string("no usable GPU");
   line(cat({"machine: ", gpu, ", RAM ", gib(machine.total_ram_bytes), " (",
             gib(machine.available_ram_bytes), " available)"}));
   line(cat({"backend: ", backend, ", preset: ", r.preset}));
@@ -109,9 +108,9 @@ void RunLog::started(const GenerationRequest& r, const offload::MachineInfo& mac
   for (const fs::path& p : r.model) model += cat({" ", io::detail::display(p)});
   line(model);
   line(cat({"prompt: ", r.prompt}));
-  line(cat({"negative prompt: ",
-            r.negative_prompt.empty() ? std::string_view("(the model's default)")
-                                      : std::string_view(r.negative_prompt)}));
+  line(cat({"negative prompt: ", r.negative_prompt.empty()
+                                     ? std::string_view("(the model's default)")
+                                     : std::string_view(r.negative_prompt)}));
   if (r.image) line(cat({"start image: ", io::detail::display(*r.image)}));
   // 0 and unset values are the model's defaults, resolved by the generator.
   std::string s = cat({"asked for: ", std::to_string(r.width), "x", std::to_string(r.height), ", ",
@@ -124,7 +123,9 @@ void RunLog::started(const GenerationRequest& r, const offload::MachineInfo& mac
   line(cat({"output: ", io::detail::display(r.output)}));
 }
 
-void RunLog::note(std::string_view text) { line(text); }
+void RunLog::note(std::string_view text) {
+  line(text);
+}
 
 void RunLog::stage(Stage stage) {
   line(cat({"stage: ", stage_name(stage)}));
@@ -137,7 +138,9 @@ void RunLog::step(const StepProgress& p) {
   forward_.step(p);
 }
 
-void RunLog::preview(const media::RgbImage& image) { forward_.preview(image); }
+void RunLog::preview(const media::RgbImage& image) {
+  forward_.preview(image);
+}
 
 void RunLog::finished(const GenerationResult& result) {
   for (const offload::StageStats& s : result.stages) {
@@ -154,8 +157,12 @@ void RunLog::failed(const Error& error) {
   line(cat({"failed (", to_string(error.code()), "): ", error.what()}));
 }
 
-void RunLog::failed(std::string_view what) { line(cat({"failed: ", what})); }
+void RunLog::failed(std::string_view what) {
+  line(cat({"failed: ", what}));
+}
 
-void RunLog::cancelled() { line("cancelled"); }
+void RunLog::cancelled() {
+  line("cancelled");
+}
 
 }  // namespace ferry::pipeline

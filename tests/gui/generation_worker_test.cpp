@@ -128,7 +128,8 @@ class GenerationWorkerTest : public QObject {
     QVERIFY(last.ramBytes > 0);
     QVERIFY(last.secondsPerStep > 0);
     // The run's log, in the job's log folder: the header, each step, the outcome.
-    const QStringList logs = filesEndingIn(out.filePath(QStringLiteral("logs")), QStringLiteral(".log"));
+    const QStringList logs =
+        filesEndingIn(out.filePath(QStringLiteral("logs")), QStringLiteral(".log"));
     QCOMPARE(logs.size(), 1);
     QFile log(logs.front());
     QVERIFY(log.open(QIODevice::ReadOnly));

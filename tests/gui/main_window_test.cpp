@@ -409,7 +409,8 @@ class MainWindowTest : public QObject {
     file.close();
     {
       MainWindow w(options(data, cpuMachine()));
-      QVERIFY2(w.lastMessage().contains(QLatin1String("closed unexpectedly")), qPrintable(w.lastMessage()));
+      QVERIFY2(w.lastMessage().contains(QLatin1String("closed unexpectedly")),
+               qPrintable(w.lastMessage()));
       QVERIFY(w.lastMessage().contains(QDir::toNativeSeparators(report)));
     }
     MainWindow again(options(data, cpuMachine()));

@@ -76,7 +76,8 @@ std::string text_of(const fs::path& path) {
 
 #ifdef _WIN32
 // How each death ends the child: the exception code as its exit code; abort()'s exit code 3.
-const auto kEndedByTheFault = ::testing::ExitedWithCode(static_cast<int>(EXCEPTION_ACCESS_VIOLATION));
+const auto kEndedByTheFault =
+    ::testing::ExitedWithCode(static_cast<int>(EXCEPTION_ACCESS_VIOLATION));
 const auto kEndedByAbort = ::testing::ExitedWithCode(3);
 #else
 // ... killed by the signal itself.
@@ -131,10 +132,10 @@ TEST(CrashReportDeathTest, AnExceptionNobodyCaughtIsReportedWithItsMessage) {
   const auto reports = folder.files(".txt");
   ASSERT_EQ(reports.size(), 1u);
   const std::string text = text_of(reports.front());
-  EXPECT_EQ(text.rfind("Ferry " FERRY_VERSION
-                       " stopped: an exception nobody caught: the engine broke\n",
-                       0),
-            0u)
+  EXPECT_EQ(
+      text.rfind("Ferry " FERRY_VERSION " stopped: an exception nobody caught: the engine broke\n",
+                 0),
+      0u)
       << text;
 }
 

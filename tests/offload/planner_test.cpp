@@ -186,7 +186,7 @@ TEST(Planner, streamed_blocks_come_from_disk_once_the_pinned_cache_is_full) {
 // umT5-XXL under a 4 GB cpu preset was refused before the ring and the process base were taken
 // out of what the blocks may use.)
 TEST(Planner, a_cpu_plan_for_a_model_larger_than_the_ram_budget_streams_within_it) {
-  const FakeModel m(24, 368, 36);  // umT5-XXL's blocks in F16
+  const FakeModel m(24, 368, 36);                        // umT5-XXL's blocks in F16
   for (std::uint64_t budget_mib : {4096, 6144, 8192}) {  // the blocks alone: 8832 MiB
     Preset p = preset("cpu");
     p.ram_budget_bytes = budget_mib * kMiB;

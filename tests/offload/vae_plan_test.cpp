@@ -161,8 +161,8 @@ TEST(VaePlan, bf16_activations_plan_with_the_bf16_estimates_and_fit_larger_tiles
       EXPECT_EQ(b.arena_bytes, models::wan::tiled_chunks_decode_arena_bytes(
                                    vae, b.tiling, 44, 80, b.caches, bf16_options));
     } else if (b.mode == VaeDecodeMode::kTiledWhole) {
-      EXPECT_EQ(b.arena_bytes, models::wan::tiled_decode_arena_bytes(vae, b.tiling, 31, 44, 80,
-                                                                     bf16_options));
+      EXPECT_EQ(b.arena_bytes,
+                models::wan::tiled_decode_arena_bytes(vae, b.tiling, 31, 44, 80, bf16_options));
     }
   }
 }

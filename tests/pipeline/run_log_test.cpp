@@ -53,8 +53,8 @@ TEST(RunLog, LogsEachEventAndPassesItOn) {
   EXPECT_EQ(log.path().parent_path(), dir / "logs");
   EXPECT_EQ(log.path().extension(), ".log");
 
-  log.started(request(), offload::MachineInfo{true, 8ull << 30, 7ull << 30, 24ull << 30, 16ull << 30},
-              "cuda");
+  log.started(request(),
+              offload::MachineInfo{true, 8ull << 30, 7ull << 30, 24ull << 30, 16ull << 30}, "cuda");
   log.stage(Stage::kDenoise);
   StepProgress p;
   p.step = 1;

@@ -241,7 +241,8 @@ std::vector<io::TensorSpec> encoder_tensor_specs(const EncoderConfig& c, KeyLayo
       {dim, ff}};
   const bool official = layout == KeyLayout::kOfficial;
   std::vector<io::TensorSpec> out;
-  out.push_back({official ? "token_embedding.weight" : "shared.weight", dtype, {u(c.vocab_rows), dim}});
+  out.push_back(
+      {official ? "token_embedding.weight" : "shared.weight", dtype, {u(c.vocab_rows), dim}});
   for (std::int64_t l = 0; l < c.layers; ++l) {
     for (std::size_t t = 0; t < kBlockTensorCount; ++t) {
       out.push_back({block_tensor_name(layout, l, BlockTensor(t)), dtype, shapes[t]});
