@@ -40,7 +40,7 @@
 #include "core/models/wan/vae_synth.h"
 #include "core/models/wan/vae_tiling.h"
 #include "core/offload/planner.h"
-#include "core/offload/vae_plan.h"
+#include "core/models/wan/vae_plan.h"
 #include "core/tensor/convert.h"
 #ifdef FERRY_HAVE_CUDA
 #include "cuda/cuda_backend.h"
@@ -87,13 +87,13 @@ offload::Preset laptop_preset() {
 }
 
 // How `p` decodes: "tiled, ..., tile 256 px (16), overlap 4, 28 tiles (caches parked in RAM)".
-std::string plan_text(const offload::VaePlan& p) {
+std::string plan_text(const models::wan::VaePlan& p) {
   char text[160];
   std::snprintf(text, sizeof text, "%s, tile %d px (%lld), overlap %lld, %lld tiles%s",
-                offload::vae_decode_mode_name(p.mode), p.tile_px,
+                models::wan::vae_decode_mode_name(p.mode), p.tile_px,
                 static_cast<long long>(p.tiling.tile), static_cast<long long>(p.tiling.overlap),
                 static_cast<long long>(p.tiles),
-                p.mode == offload::VaeDecodeMode::kTiledStreamed
+                p.mode == models::wan::VaeDecodeMode::kTiledStreamed
                     ? (p.caches == VaeTileCaches::kHost ? " (caches parked in RAM)"
                                                         : " (caches on the device)")
                     : "");
@@ -102,7 +102,7 @@ std::string plan_text(const offload::VaePlan& p) {
 
 void print_plan(const VaeWeights& w, const char* name, int width, int height, int frames) {
   const offload::Preset preset = laptop_preset();
-  const offload::VaePlan p = offload::make_vae_plan(w, preset, laptop(), width, height, frames);
+  const models::wan::VaePlan p = models::wan::make_vae_plan(w, preset, laptop(), width, height, frames);
   const std::int64_t s = w.config().spatial, h = height / s, wd = width / s;
   std::printf("%s %dx%dx%d, laptop-8gb (usable VRAM %.2f GiB): %s\n", name, width, height, frames,
               gib(offload::usable_device_bytes(preset, laptop())), plan_text(p).c_str());
@@ -111,7 +111,7 @@ void print_plan(const VaeWeights& w, const char* name, int width, int height, in
       "buffers %.2f)\n",
       gib(p.predicted_vram_peak), gib(p.weight_bytes), gib(p.latent_bytes), gib(p.arena_bytes),
       gib(p.predicted_ram_peak), gib(p.host_bytes));
-  if (p.mode == offload::VaeDecodeMode::kUntiled) return;
+  if (p.mode == models::wan::VaeDecodeMode::kUntiled) return;
   const std::int64_t t = vae_latent_frames(frames);
   const auto video = static_cast<std::uint64_t>(3 * frames * height * width) * sizeof(float);
   std::printf(
@@ -209,15 +209,15 @@ struct Pixels {
 // One decode of `latent` of a `size` video as `mode` runs it (tiled: at `tiling`; tiled with
 // frames streamed: caches per `caches`); `frames_left` runs each time frames leave the decode.
 void decode(WanVae& vae, Backend& backend, const Tensor& latent, memory::Arena& arena,
-            offload::VaeDecodeMode mode, const VaeTiling& tiling, VaeTileCaches caches,
+            models::wan::VaeDecodeMode mode, const VaeTiling& tiling, VaeTileCaches caches,
             const Size& size, Pixels& out, const std::function<void()>& frames_left) {
-  if (mode == offload::VaeDecodeMode::kUntiled) {
+  if (mode == models::wan::VaeDecodeMode::kUntiled) {
     vae.decode_chunks(latent, arena, [&](std::int64_t, const Tensor& px) {
       out.chunk.resize(static_cast<std::size_t>(px.numel()));
       backend.download(px, out.chunk.data());
       frames_left();
     });
-  } else if (mode == offload::VaeDecodeMode::kTiledStreamed) {
+  } else if (mode == models::wan::VaeDecodeMode::kTiledStreamed) {
     decode_tiled_chunks(vae, latent, arena, tiling, caches,
                         [&](std::int64_t, const Shape&, std::span<const float>) { frames_left(); });
   } else {
@@ -239,11 +239,11 @@ void run(const Options& o) {
 
   int tile_px = o.tile_px;
   if (tile_px == 0) {
-    const offload::VaePlan p =
-        offload::make_vae_plan(weights, laptop_preset(), laptop(), o.width, o.height, o.frames);
+    const models::wan::VaePlan p =
+        models::wan::make_vae_plan(weights, laptop_preset(), laptop(), o.width, o.height, o.frames);
     std::printf("laptop-8gb plans this size as: %s, tile %d px\n",
-                offload::vae_decode_mode_name(p.mode), p.tile_px);
-    tile_px = p.mode == offload::VaeDecodeMode::kUntiled ? 192 : p.tile_px;
+                models::wan::vae_decode_mode_name(p.mode), p.tile_px);
+    tile_px = p.mode == models::wan::VaeDecodeMode::kUntiled ? 192 : p.tile_px;
   }
   const std::int64_t tile = tile_px / s;
   const VaeTiling tiling{tile,
@@ -254,16 +254,16 @@ void run(const Options& o) {
   struct Case {
     const char* name;
     std::size_t estimate;
-    offload::VaeDecodeMode mode;  // tiled with frames streamed: caches parked
+    models::wan::VaeDecodeMode mode;  // tiled with frames streamed: caches parked
   };
   const Case cases[] = {
       {"untiled, frames streamed", WanVae::decode_arena_bytes(weights, h, w),
-       offload::VaeDecodeMode::kUntiled},
+       models::wan::VaeDecodeMode::kUntiled},
       {"tiled, frames streamed, caches parked",
        tiled_chunks_decode_arena_bytes(weights, tiling, h, w, VaeTileCaches::kHost),
-       offload::VaeDecodeMode::kTiledStreamed},
+       models::wan::VaeDecodeMode::kTiledStreamed},
       {"tiled, whole video (tile-major)", tiled_decode_arena_bytes(weights, tiling, t, h, w),
-       offload::VaeDecodeMode::kTiledWhole},
+       models::wan::VaeDecodeMode::kTiledWhole},
   };
   std::printf("tile %lld positions (%d px), overlap %lld\n", static_cast<long long>(tiling.tile),
               tile_px, static_cast<long long>(tiling.overlap));
@@ -354,8 +354,8 @@ void run_cuda(const Options& o) {
 
   const offload::Preset preset = laptop_preset();
   for (const Size& size : sizes) {
-    const offload::VaePlan p =
-        offload::make_vae_plan(weights, preset, laptop(), size.width, size.height, size.frames);
+    const models::wan::VaePlan p =
+        models::wan::make_vae_plan(weights, preset, laptop(), size.width, size.height, size.frames);
     const std::int64_t s = 16, h = size.height / s, w = size.width / s;
     const std::int64_t t = vae_latent_frames(size.frames);
     std::printf("\n%dx%dx%d: %s\n", size.width, size.height, size.frames, plan_text(p).c_str());

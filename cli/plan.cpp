@@ -19,7 +19,7 @@
 #include "core/models/wan/dit_layout.h"
 #include "core/models/wan/vae_weights.h"
 #include "core/offload/planner.h"
-#include "core/offload/vae_plan.h"
+#include "core/models/wan/vae_plan.h"
 
 namespace ferry::cli {
 namespace {
@@ -93,9 +93,9 @@ void print_vae_stage(const io::SafetensorsSet& set, const offload::Preset& prese
   std::printf("\n== VAE decode: %s, %s of weights on the device\n",
               std::string(models::wan::vae_kind_name(weights.config().kind)).c_str(),
               human_bytes(weights.bytes()).c_str());
-  const offload::VaePlan plan =
-      offload::make_vae_plan(weights, preset, machine, width, height, frames);
-  if (plan.mode == offload::VaeDecodeMode::kUntiled) {
+  const models::wan::VaePlan plan =
+      models::wan::make_vae_plan(weights, preset, machine, width, height, frames);
+  if (plan.mode == models::wan::VaeDecodeMode::kUntiled) {
     std::printf("tile: none (the whole frame at once)\n");
   } else {
     const long long s = weights.config().spatial;
@@ -104,8 +104,8 @@ void print_vae_stage(const io::SafetensorsSet& set, const offload::Preset& prese
                 static_cast<long long>(plan.tiling.overlap) * s,
                 static_cast<long long>(plan.tiles));
   }
-  std::printf("mode: %s%s\n", offload::vae_decode_mode_name(plan.mode),
-              plan.mode != offload::VaeDecodeMode::kTiledStreamed ? ""
+  std::printf("mode: %s%s\n", models::wan::vae_decode_mode_name(plan.mode),
+              plan.mode != models::wan::VaeDecodeMode::kTiledStreamed ? ""
               : plan.caches == models::wan::VaeTileCaches::kHost  ? " (tile caches parked in RAM)"
                                                                   : " (tile caches on the device)");
   std::printf("working memory: %s (%s activations); host buffers: %s\n",

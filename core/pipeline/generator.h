@@ -1,36 +1,36 @@
-// The main job: prompt (+ start image) → MP4. Stages run one after another and each frees
-// everything it allocated before the next plans (architecture.md §3.5):
-//   text      the prompt and the negative prompt tokenized and encoded together (umT5 streamed)
-//   image     TI2V only: the start image resized, cropped and encoded by the VAE to z0
-//   denoise   the sampler's steps, each a CFG pair of DiT passes on every loaded block (the DiT
-//             streamed under the preset's plan); per-step telemetry and a preview
-//   decode    the VAE decode (tiled as the preset says), frames to 8-bit RGB
-//   write     H.264 MP4 with the settings in its metadata, and a JSON sidecar, both written to a
-//             temporary name and renamed
-// Cancellation (any thread) is honoured within one layer: the running stage's weight streamer is
-// cancelled, its acquire() throws Error(kCancelled), and nothing is left half-written.
+// The main job, driven generically for any model family (core/models/family.h): the request
+// resolved by the family, every stage planned before any work, then the family's stages one after
+// another — each freeing everything it allocated before the next plans (architecture.md §3.5) —
+// with the pipeline's part around them:
+//   telemetry   a JSON line per step and per stage in the stats file, steps to the sink
+//   video       decoded frames to 8-bit RGB into the video writer, written to a temporary name
+//               and renamed when complete, with the settings in its metadata
+//   sidecar     the same settings as JSON next to the video (written atomically)
+// Cancellation is the run's CancelToken, honoured within one layer.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/backend/backend.h"
 #include "core/media/image.h"
+#include "core/models/family.h"
+#include "core/models/request.h"
+#include "core/offload/cancel.h"
 #include "core/offload/preset.h"
 #include "core/offload/streamer.h"
 #include "core/offload/telemetry.h"
-#include "core/pipeline/request.h"
 
 namespace ferry::pipeline {
 
-enum class Stage { kText, kImage, kDenoise, kDecode, kWrite };
-std::string_view stage_name(Stage stage);  // "encoding the prompt", ...
+using models::GenerationRequest;
+using models::ResolvedRequest;
+using Stage = models::StageKind;
+using models::stage_name;
 
 struct StepProgress {
   int step = 0;  // 1-based
@@ -40,21 +40,24 @@ struct StepProgress {
   offload::StepStats stats;
 };
 
-// Called on the thread that runs generate(); the GUI re-posts them to its own thread.
+// Called on the thread that runs the job; the GUI re-posts them to its own thread.
 class ProgressSink {
  public:
   virtual ~ProgressSink() = default;
   virtual void stage(Stage) {}
   virtual void step(const StepProgress&) {}
-  // The denoised estimate's first frame, small and cheap (a channel projection of the latent,
-  // not a VAE decode).
+  // The denoised estimate's first frame, small and cheap (not a VAE decode).
   virtual void preview(const media::RgbImage&) {}
+  // Something the user should know that is not an error ("no usable GPU: the cpu preset runs").
+  virtual void note(const std::string&) {}
 };
 
 struct GenerationResult {
   std::filesystem::path video;
   std::filesystem::path sidecar;
   ResolvedRequest settings;
+  std::string model;    // the model's name ("ti2v-5b")
+  std::string preset;   // the preset that ran
   std::string encoder;  // "libx264", ...
   std::vector<offload::StepStats> steps;
   std::vector<offload::StageStats> stages;  // text, [image,] denoise, decode (with the write)
@@ -79,32 +82,13 @@ struct GeneratorOptions {
       decoded_frames;
 };
 
-class Generator {
- public:
-  // `backend` runs every stage; `machine` and `presets` are what the plan is made for.
-  Generator(Backend& backend, offload::MachineInfo machine, std::vector<offload::Preset> presets,
-            GeneratorOptions options = {});
-
-  // Runs the whole job. Throws Error: kBadArgument (request), kBadModelFile / kMissingTensor
-  // (model parts), kDoesNotFit (a stage's plan does not fit the preset), kIo, kOutOfMemory,
-  // kCancelled, kUnsupported (no video encoder, no tokenizer in this build).
-  GenerationResult generate(const GenerationRequest& request, ProgressSink& sink);
-
-  // From any thread: the running generate() stops within one layer with Error(kCancelled).
-  void cancel();
-
- private:
-  // The streamer of the running stage, for cancel().
-  void set_active(offload::WeightStreamer* streamer);
-  void check_cancelled() const;
-
-  Backend& backend_;
-  offload::MachineInfo machine_;
-  std::vector<offload::Preset> presets_;
-  GeneratorOptions options_;
-  std::atomic<bool> cancelled_{false};
-  std::mutex active_mutex_;
-  offload::WeightStreamer* active_ = nullptr;
-};
+// Runs one job on `backend` for `machine` under `preset`: `parts` is the opened model set.
+// Throws Error: kBadArgument (request), kBadModelFile / kMissingTensor (model parts), kDoesNotFit
+// (a stage's plan does not fit the preset), kIo, kOutOfMemory, kCancelled (through `cancel`),
+// kUnsupported (no video encoder, no image reader in this build).
+GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
+                          const offload::Preset& preset, const models::ModelParts& parts,
+                          const GenerationRequest& request, ProgressSink& sink,
+                          offload::CancelToken& cancel, const GeneratorOptions& options = {});
 
 }  // namespace ferry::pipeline

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/io/detail/os_file.h"
-#include "core/models/wan/sampler.h"
 
 namespace ferry::pipeline {
 namespace fs = std::filesystem;
@@ -118,13 +117,14 @@ void RunLog::started(const GenerationRequest& r, const offload::MachineInfo& mac
                        " steps, seed ", std::to_string(r.seed)});
   if (r.guide_scale) s += cat({", guide scale ", std::to_string(*r.guide_scale)});
   if (r.shift) s += cat({", shift ", std::to_string(*r.shift)});
-  if (r.sampler) s += cat({", sampler ", models::wan::to_string(*r.sampler)});
+  if (r.sampler) s += cat({", sampler ", *r.sampler});
   line(cat({s, " (0: the model's default)"}));
   line(cat({"output: ", io::detail::display(r.output)}));
 }
 
-void RunLog::note(std::string_view text) {
+void RunLog::note(const std::string& text) {
   line(text);
+  forward_.note(text);
 }
 
 void RunLog::stage(Stage stage) {

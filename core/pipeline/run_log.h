@@ -35,7 +35,7 @@ class RunLog final : public ProgressSink {
   void started(const GenerationRequest& request, const offload::MachineInfo& machine,
                std::string_view backend);
   // Any other line worth keeping (a fallback to the CPU, a setting the caller changed).
-  void note(std::string_view text);
+  void note(const std::string& text) override;
   void finished(const GenerationResult& result);
   void failed(const Error& error);
   void failed(std::string_view what);  // a failure that is not a ferry::Error

@@ -1,14 +1,14 @@
-#include "core/pipeline/request.h"
+#include "core/models/wan/request_rules.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "core/error.h"
-#include "core/io/detail/os_file.h"
-#include "core/media/video_writer.h"
+#include "core/models/wan/flow_schedule.h"
+#include "core/models/wan/sampler.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 namespace {
 
 namespace fs = std::filesystem;
@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 }
 
 // The default size of a model's videos (wan.md §D.4): TI2V-5B 1280×704, the others 832×480.
-void default_size(const models::wan::DitConfig& c, int& width, int& height) {
+void default_size(const DitConfig& c, int& width, int& height) {
   if (c.in_dim == 48) {
     width = 1280;
     height = 704;
@@ -57,27 +57,59 @@ void best_output_size(int image_width, int image_height, std::int64_t area, int&
   }
 }
 
+RequestRules request_rules(const ModelSet& set) {
+  const DitConfig& c = set.dit_config;
+  const SamplingDefaults* found = find_sampling_defaults(c.name);
+  const SamplingDefaults d =
+      found != nullptr ? *found : (c.in_dim == 48 ? kSamplingTI2V_5B : kSamplingT2V_1_3B);
+  RequestRules rules;
+  rules.size_multiple = rules.min_size = c.in_dim == 48 ? 32 : 16;
+  rules.max_size = 4096;
+  rules.frames_step = 4;
+  rules.max_frames = 1001;
+  rules.max_shift = kMaxFlowShift;
+  rules.takes_start_image = c.in_dim == 48;
+  rules.sampler = std::string(to_string(d.sampler));
+  rules.samplers = {rules.sampler};
+  for (const SamplerKind kind : {SamplerKind::kUniPC, SamplerKind::kEuler}) {
+    if (kind != d.sampler) rules.samplers.emplace_back(to_string(kind));
+  }
+  default_size(c, rules.width, rules.height);
+  rules.frames = d.frames;
+  rules.fps = d.fps;
+  rules.steps = d.steps;
+  rules.guide_scale = d.guide_scale;
+  rules.shift = d.shift;
+  if (set.is_demo()) {
+    rules.width = rules.height = 256;
+    rules.frames = 17;
+    rules.steps = 8;
+  }
+  // The official sizes first (wan.md §D.4), then smaller ones for quick tries.
+  const std::pair<int, int> official[] = {{1280, 704}, {704, 1280}, {832, 480}, {480, 832},
+                                          {1024, 1024}, {640, 640}, {512, 512}, {256, 256}};
+  for (const auto& [w, h] : official) {
+    if (rules.size_allowed(w, h)) rules.sizes.emplace_back(w, h);
+  }
+  return rules;
+}
+
 ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
                         std::optional<std::pair<int, int>> image_size) {
+  const DitConfig& c = set.dit_config;
+  const RequestRules rules = request_rules(set);
   ResolvedRequest r;
   r.request = request;
-  const models::wan::DitConfig& c = set.dit_config;
-  const auto* defaults = models::wan::find_sampling_defaults(c.name);
-  const models::wan::SamplingDefaults d =
-      defaults != nullptr
-          ? *defaults
-          : (c.in_dim == 48 ? models::wan::kSamplingTI2V_5B : models::wan::kSamplingT2V_1_3B);
-
   if (request.prompt.find_first_not_of(" \t\r\n") == std::string::npos) {
     bad("the prompt is empty: describe the video to make");
   }
   r.negative_prompt = request.negative_prompt.empty() ? std::string(kWanDefaultNegativePrompt)
                                                       : request.negative_prompt;
-
-  if (request.image && c.in_dim != 48) {
+  if (request.image && !rules.takes_start_image) {
     bad("a start image needs an image-to-video model (Wan 2.2 TI2V-5B); " + std::string(c.name) +
         " makes videos from text only");
   }
+  // Defaults are the model's own, not the demo's: a request says what it wants.
   default_size(c, r.width, r.height);
   if (request.width != 0 || request.height != 0) {
     if (request.width <= 0 || request.height <= 0) bad("give both --width and --height");
@@ -89,44 +121,17 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
     best_output_size(image_size->first, image_size->second,
                      static_cast<std::int64_t>(r.width) * r.height, r.width, r.height);
   }
-  const int multiple = c.in_dim == 48 ? 32 : 16;
-  if (r.width % multiple != 0 || r.height % multiple != 0 || r.width < multiple ||
-      r.height < multiple || r.width > 4096 || r.height > 4096) {
-    bad("width and height must be multiples of " + std::to_string(multiple) + " between " +
-        std::to_string(multiple) + " and 4096 for " + std::string(c.name) + ", not " +
-        std::to_string(r.width) + "x" + std::to_string(r.height));
-  }
+  const SamplingDefaults* found = find_sampling_defaults(c.name);
+  const SamplingDefaults d =
+      found != nullptr ? *found : (c.in_dim == 48 ? kSamplingTI2V_5B : kSamplingT2V_1_3B);
   r.frames = request.frames != 0 ? request.frames : d.frames;
-  if (r.frames < 1 || r.frames > 1001 || (r.frames - 1) % 4 != 0) {
-    bad("frames must be of the form 4k+1 (1, 5, …, 81, 121) up to 1001, not " +
-        std::to_string(r.frames));
-  }
   r.fps = request.fps != 0 ? request.fps : d.fps;
-  if (r.fps < 1 || r.fps > 120) bad("fps must be 1 to 120, not " + std::to_string(r.fps));
   r.steps = request.steps != 0 ? request.steps : d.steps;
-  if (r.steps < 1 || r.steps > 1000) bad("steps must be 1 to 1000, not " + std::to_string(r.steps));
   r.guide_scale = request.guide_scale.value_or(d.guide_scale);
-  if (!(r.guide_scale >= 0.0f && r.guide_scale <= 50.0f)) {
-    bad("the guide scale (--cfg) must be 0 to 50, not " + std::to_string(r.guide_scale));
-  }
   r.shift = request.shift.value_or(d.shift);
-  if (!(r.shift > 0.0 && r.shift <= models::wan::kMaxFlowShift)) {
-    bad("shift must be above 0 and at most " + std::to_string(models::wan::kMaxFlowShift) +
-        ", not " + std::to_string(r.shift));
-  }
-  r.sampler = request.sampler.value_or(d.sampler);
-
-  const std::string extension(media::video_extension());
-  if (request.output.empty()) bad("no output file given (--out FILE" + extension + ")");
-  if (request.output.extension() != extension) {
-    bad("this build writes " + extension + " videos: the output must end in " + extension +
-        ", not " + io::detail::display(request.output));
-  }
-  const fs::path folder = request.output.has_parent_path() ? request.output.parent_path() : ".";
-  std::error_code ec;
-  if (!fs::is_directory(folder, ec)) {
-    bad("the output folder " + io::detail::display(folder) + " does not exist");
-  }
+  r.sampler = request.sampler.value_or(rules.sampler);
+  check_request(r, rules, std::string(c.name));
+  check_output(request.output);
 
   const int spatial = c.in_dim == 48 ? 16 : 8;
   r.latent_frames = (r.frames - 1) / 4 + 1;
@@ -135,4 +140,4 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
   return r;
 }
 
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

@@ -1,4 +1,4 @@
-#include "core/pipeline/model_set.h"
+#include "core/models/wan/model_set.h"
 
 #include <algorithm>
 #include <string_view>
@@ -9,8 +9,9 @@
 #include "core/io/safetensors_set.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/umt5/tokenizer.h"
+#include "core/models/wan/demo_model.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 namespace {
 
 namespace fs = std::filesystem;
@@ -57,8 +58,8 @@ void take(fs::path& slot, const fs::path& candidate, const char* part) {
 fs::path find_tokenizer(const fs::path& text_encoder, const std::vector<fs::path>& roots) {
   std::error_code ec;
   for (fs::path dir = text_encoder.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    for (const fs::path& candidate : {dir / models::umt5::kSpieceModelFile,
-                                      dir / "tokenizer" / models::umt5::kSpieceModelFile}) {
+    for (const fs::path& candidate : {dir / umt5::kSpieceModelFile,
+                                      dir / "tokenizer" / umt5::kSpieceModelFile}) {
       if (fs::is_regular_file(candidate, ec)) return candidate;
     }
     const bool at_root = std::any_of(roots.begin(), roots.end(),
@@ -71,6 +72,10 @@ fs::path find_tokenizer(const fs::path& text_encoder, const std::vector<fs::path
 }  // namespace
 
 ModelSet find_model_set(const std::vector<fs::path>& paths) {
+  return find_model_set(paths, nullptr);
+}
+
+ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened) {
   if (paths.empty()) throw Error(ErrorCode::kBadArgument, "no model folder or files given");
   ModelSet m;
   std::vector<fs::path> sets;
@@ -88,17 +93,19 @@ ModelSet find_model_set(const std::vector<fs::path>& paths) {
   }
 
   for (const fs::path& path : sets) {
-    const io::SafetensorsSet set = io::SafetensorsSet::open(path);
+    io::SafetensorsSet set = io::SafetensorsSet::open(path);
+    io::SafetensorsSet* keep = nullptr;  // where the caller wants this part's opened set
     switch (classify(set)) {
       case Part::kDit:
         take(m.dit, path, "diffusion model");
-        m.dit_config = models::wan::infer_dit_config(set);
+        m.dit_config = infer_dit_config(set);
+        if (opened != nullptr) keep = &opened->dit;
         break;
       case Part::kTextEncoder: {
         take(m.text_encoder, path, "text encoder");
-        const auto weights = models::umt5::EncoderWeights::from(set);
+        const auto weights = umt5::EncoderWeights::from(set);
         m.text_dim = weights.config().dim;
-        const bool embedded = set.find(models::umt5::kSpieceModelTensor) != nullptr;
+        const bool embedded = set.find(umt5::kSpieceModelTensor) != nullptr;
         if (!embedded) {
           m.tokenizer_model = find_tokenizer(path, paths);
           if (m.tokenizer_model.empty()) {
@@ -107,19 +114,22 @@ ModelSet find_model_set(const std::vector<fs::path>& paths) {
                 "single-file umT5 that carries one (umt5_xxl_fp16, umt5_xxl_fp8_e4m3fn_scaled)");
           }
         }
+        if (opened != nullptr) keep = &opened->text_encoder;
         break;
       }
       case Part::kVae: {
         take(m.vae, path, "VAE");
         std::vector<std::string_view> names;
         for (const auto& e : set.entries()) names.push_back(e.tensor->name);
-        m.vae_kind = models::wan::detect_vae_kind(names);
+        m.vae_kind = detect_vae_kind(names);
+        if (opened != nullptr) keep = &opened->vae;
         break;
       }
       case Part::kNone:
         m.ignored.push_back(path);
         break;
     }
+    if (keep != nullptr) *keep = std::move(set);
   }
 
   const std::string where = paths.size() == 1 ? display(paths.front()) : "the files given";
@@ -133,8 +143,8 @@ ModelSet find_model_set(const std::vector<fs::path>& paths) {
   if (m.vae.empty()) bad("no Wan VAE (a vae/ folder or wan_2.1_vae / wan2.2_vae) in " + where);
 
   // The parts must belong together: the VAE's latent channels are the DiT's input channels.
-  const models::wan::VaeKind needed =
-      m.dit_config.in_dim == 48 ? models::wan::VaeKind::kWan22 : models::wan::VaeKind::kWan21;
+  const VaeKind needed =
+      m.dit_config.in_dim == 48 ? VaeKind::kWan22 : VaeKind::kWan21;
   if (m.vae_kind != needed) {
     bad("the VAE " + display(m.vae) + " is a " + std::string(vae_kind_name(m.vae_kind)) +
         ", but the diffusion model " + std::string(m.dit_config.name) + " (" +
@@ -160,7 +170,7 @@ std::vector<std::string> describe(const ModelSet& set) {
   lines.push_back("tokenizer: " + (set.tokenizer_embedded()
                                        ? std::string("inside the text encoder file")
                                        : display(set.tokenizer_model)));
-  lines.push_back("VAE: " + std::string(models::wan::vae_kind_name(set.vae_kind)) + " in " +
+  lines.push_back("VAE: " + std::string(vae_kind_name(set.vae_kind)) + " in " +
                   display(set.vae));
   for (const auto& p : set.ignored) lines.push_back("ignored (not a Wan part): " + display(p));
   for (const auto& p : set.pickles)
@@ -168,4 +178,8 @@ std::vector<std::string> describe(const ModelSet& set) {
   return lines;
 }
 
-}  // namespace ferry::pipeline
+bool ModelSet::is_demo() const {
+  return dit.filename() == fs::path(DemoModel::kDitFile);
+}
+
+}  // namespace ferry::models::wan

@@ -16,12 +16,12 @@
 #include "core/models/wan/ti2v.h"
 #include "core/offload/streamer.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 
 struct DenoiseSettings {
   int steps = 50;
   double shift = 5.0;
-  models::wan::SamplerKind sampler = models::wan::SamplerKind::kUniPC;
+  SamplerKind sampler = SamplerKind::kUniPC;
   float guide_scale = 5.0f;
   std::int64_t ffn_chunk_tokens = 0;
 };
@@ -40,10 +40,10 @@ struct DenoiseHooks {
 // streamer must have been built for at least `settings.steps` passes over the DiT's layout; the
 // arena must hold dit_activation_bytes for the grid's tokens, two branches and the distinct
 // timesteps (2 in image-to-video, else 1).
-void denoise(Backend& backend, models::wan::WanDit& dit, offload::WeightStreamer& streamer,
+void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer,
              memory::Arena& arena, std::span<const Tensor> contexts,
-             const models::wan::LatentGrid& grid, std::span<const float> z0,
+             const LatentGrid& grid, std::span<const float> z0,
              const DenoiseSettings& settings, std::span<float> latent,
              const DenoiseHooks& hooks = {});
 
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

@@ -3,16 +3,17 @@
 // chunk by chunk or as one whole video, and the predicted VRAM and RAM peaks. The arena figures
 // are the VAE's own estimates (shape-only runs of the real code), so the prediction is the
 // measured peak. Deterministic; Error(kDoesNotFit) with the budget that would fit when even the
-// smallest sensible tile does not.
+// smallest sensible tile does not. Wan policy on top of the generic offload::Budget.
 #pragma once
 
 #include <cstdint>
 
 #include "core/models/wan/vae_tiling.h"
 #include "core/models/wan/vae_weights.h"
+#include "core/offload/budget.h"
 #include "core/offload/preset.h"
 
-namespace ferry::offload {
+namespace ferry::models::wan {
 
 // The smallest tile the planner considers, in pixels: below it the tiles' seams dominate.
 inline constexpr int kMinVaeTilePx = 128;
@@ -25,9 +26,9 @@ enum class VaeDecodeMode {
 
 struct VaePlan {
   VaeDecodeMode mode = VaeDecodeMode::kUntiled;
-  models::wan::VaeTiling tiling;  // tile and overlap in latent positions; tile 0 when untiled
+  VaeTiling tiling;  // tile and overlap in latent positions; tile 0 when untiled
   int tile_px = 0;                // tiling.tile in pixels
-  models::wan::VaeTileCaches caches = models::wan::VaeTileCaches::kDevice;
+  VaeTileCaches caches = VaeTileCaches::kDevice;
   std::int64_t tiles = 1;
   DType activations = DType::kF32;  // the preset's vae_activations
 
@@ -48,9 +49,24 @@ struct VaePlan {
 // no tile and the whole decode fits. Among the ways to run a tile it prefers, in order: every
 // tile's caches on the device; then, of caches parked in host RAM and the whole video on the
 // host, the one with the lower RAM peak.
-VaePlan make_vae_plan(const models::wan::VaeWeights& weights, const Preset& preset,
-                      const MachineInfo& machine, int width, int height, int frames);
+VaePlan make_vae_plan(const VaeWeights& weights, const offload::Preset& preset,
+                      const offload::MachineInfo& machine, int width, int height, int frames);
 
 const char* vae_decode_mode_name(VaeDecodeMode mode);
 
-}  // namespace ferry::offload
+// The encode of a start image (one frame of width × height pixels): the VAE's weights, the image
+// and its latent on the device, and the encode's arena (the VAE's own shape-only estimate).
+struct VaeEncodePlan {
+  DType activations = DType::kF32;
+  std::uint64_t weight_bytes = 0;
+  std::uint64_t arena_bytes = 0;
+  std::uint64_t io_bytes = 0;  // the image and its latent
+  std::uint64_t predicted_vram_peak = 0;
+  std::uint64_t predicted_ram_peak = 0;
+};
+
+// Error(kDoesNotFit) when the encode does not fit the preset's budget on `machine`.
+VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Preset& preset,
+                                   const offload::MachineInfo& machine, int width, int height);
+
+}  // namespace ferry::models::wan

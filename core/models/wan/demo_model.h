@@ -19,7 +19,7 @@
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/wan/dit_layout.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 
 struct DemoModel {
   // Bumped whenever anything below or the generator changes: a demo folder written by another
@@ -28,10 +28,10 @@ struct DemoModel {
 
   // umT5: 4 heads × 16, gated-GELU FFN, per-layer relative-position tables. The embedding table
   // has more rows than the built-in tokenizer's 1200 pieces, as umT5-XXL's does.
-  static constexpr models::umt5::EncoderConfig kTextEncoder{1280, 64, 4, 16, 96, 2};
+  static constexpr umt5::EncoderConfig kTextEncoder{1280, 64, 4, 16, 96, 2};
   // The TI2V DiT: 48 latent channels in and out, heads of 128 (2 of them), reading the umT5's
   // 64-wide output.
-  static constexpr models::wan::DitConfig kDit{"ti2v-demo", 256, 512, 2, 48, 48, 64, 256};
+  static constexpr DitConfig kDit{"ti2v-demo", 256, 512, 2, 48, 48, 64, 256};
   // The Wan 2.2 VAE with its base widths cut from 160 (encoder) and 256 (decoder).
   static constexpr std::uint64_t kVaeEncoderDim = 8;
   static constexpr std::uint64_t kVaeDecoderDim = 8;
@@ -52,4 +52,4 @@ std::filesystem::path write_demo_model(const std::filesystem::path& folder);
 // into the library).
 std::span<const std::byte> demo_tokenizer_model();
 
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

@@ -1,4 +1,4 @@
-#include "core/pipeline/demo_model.h"
+#include "core/models/wan/demo_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include "core/models/wan/vae_synth.h"
 #include "core/tensor/convert.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 namespace {
 
 namespace fs = std::filesystem;
@@ -157,7 +157,7 @@ Part make_part(std::string_view file, std::vector<TensorSpec> tensors,
   for (std::size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorSpec& t = p.tensors[i];
     std::byte* out = p.data.data() + p.offsets[i];
-    if (t.name == models::umt5::kSpieceModelTensor) {
+    if (t.name == umt5::kSpieceModelTensor) {
       const auto model = demo_tokenizer_model();
       std::copy(model.begin(), model.end(), out);
       continue;
@@ -181,10 +181,10 @@ std::vector<TensorSpec> sorted(std::vector<TensorSpec> tensors) {
 
 // umt5_xxl_fp16's layout: Hugging Face names in F16, sorted, then the tokenizer as U8 bytes.
 std::vector<TensorSpec> text_encoder_tensors() {
-  std::vector<TensorSpec> out = models::umt5::encoder_tensor_specs(
-      DemoModel::kTextEncoder, models::umt5::KeyLayout::kHuggingFace, DType::kF16);
+  std::vector<TensorSpec> out = umt5::encoder_tensor_specs(
+      DemoModel::kTextEncoder, umt5::KeyLayout::kHuggingFace, DType::kF16);
   out = sorted(std::move(out));
-  out.push_back({std::string(models::umt5::kSpieceModelTensor),
+  out.push_back({std::string(umt5::kSpieceModelTensor),
                  DType::kU8,
                  {static_cast<std::uint64_t>(demo_tokenizer_model().size())}});
   return out;
@@ -195,9 +195,9 @@ std::vector<Part> demo_parts() {
   parts.push_back(
       make_part(DemoModel::kTextEncoderFile, text_encoder_tensors(), &text_encoder_init));
   parts.push_back(make_part(DemoModel::kDitFile,
-                            models::wan::dit_tensors(DemoModel::kDit, DType::kBF16), &dit_init));
+                            dit_tensors(DemoModel::kDit, DType::kBF16), &dit_init));
   parts.push_back(make_part(DemoModel::kVaeFile,
-                            sorted(models::wan::wan22_vae_tensor_specs(
+                            sorted(wan22_vae_tensor_specs(
                                 DemoModel::kVaeEncoderDim, DemoModel::kVaeDecoderDim, DType::kF16)),
                             &vae_init));
   return parts;
@@ -251,4 +251,4 @@ fs::path write_demo_model(const fs::path& folder) {
   return folder;
 }
 
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

@@ -1,9 +1,9 @@
-#include "core/pipeline/noise.h"
+#include "core/models/noise.h"
 
 #include <cmath>
 #include <numbers>
 
-namespace ferry::pipeline {
+namespace ferry::models {
 namespace {
 
 constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
@@ -58,4 +58,4 @@ void normal_noise(std::uint64_t seed, std::uint64_t offset, std::span<float> out
   }
 }
 
-}  // namespace ferry::pipeline
+}  // namespace ferry::models

@@ -1,4 +1,4 @@
-#include "core/offload/vae_plan.h"
+#include "core/models/wan/vae_plan.h"
 
 #include <algorithm>
 #include <optional>
@@ -8,12 +8,8 @@
 #include "core/models/wan/vae.h"
 #include "core/offload/planner.h"
 
-namespace ferry::offload {
+namespace ferry::models::wan {
 namespace {
-
-using models::wan::VaeTileCaches;
-using models::wan::VaeTiling;
-using models::wan::WanVae;
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 
@@ -35,13 +31,8 @@ struct Candidate {
 
 class Planner {
  public:
-  Planner(const models::wan::VaeWeights& w, const Preset& p, const MachineInfo& m, Size s)
-      : weights_(w),
-        preset_(p),
-        options_{p.vae_activations},
-        size_(s),
-        cpu_(p.device == Device::kCpu) {
-    device_budget_ = usable_device_bytes(p, m);
+  Planner(const VaeWeights& w, const offload::Budget& budget, DType activations, Size s)
+      : weights_(w), budget_(budget), options_{activations}, size_(s) {
     latent_bytes_ = static_cast<std::uint64_t>(w.config().z_dim * s.t * s.h * s.w) * sizeof(float);
   }
 
@@ -63,30 +54,31 @@ class Planner {
     } else {
       p.tiling = VaeTiling{tile, std::min(tile - 1, std::max<std::int64_t>(2, tile / 4))};
       p.tile_px = static_cast<int>(tile * s);
-      p.tiles = static_cast<std::int64_t>(models::wan::vae_tile_starts(h, p.tiling).size() *
-                                          models::wan::vae_tile_starts(w, p.tiling).size());
+      p.tiles = static_cast<std::int64_t>(vae_tile_starts(h, p.tiling).size() *
+                                          vae_tile_starts(w, p.tiling).size());
       if (mode == VaeDecodeMode::kTiledStreamed) {
-        p.arena_bytes = models::wan::tiled_chunks_decode_arena_bytes(weights_, p.tiling, h, w,
+        p.arena_bytes = tiled_chunks_decode_arena_bytes(weights_, p.tiling, h, w,
                                                                      caches, options_);
         p.host_bytes =
-            models::wan::tiled_chunks_decode_host_bytes(weights_, p.tiling, h, w, caches, options_);
+            tiled_chunks_decode_host_bytes(weights_, p.tiling, h, w, caches, options_);
       } else {
         p.arena_bytes =
-            models::wan::tiled_decode_arena_bytes(weights_, p.tiling, size_.t, h, w, options_);
-        p.host_bytes = models::wan::tiled_decode_host_bytes(weights_, p.tiling, h, w) +
-                       floats(3 * models::wan::vae_pixel_frames(size_.t) * h * s * w * s);
+            tiled_decode_arena_bytes(weights_, p.tiling, size_.t, h, w, options_);
+        p.host_bytes = tiled_decode_host_bytes(weights_, p.tiling, h, w) +
+                       floats(3 * vae_pixel_frames(size_.t) * h * s * w * s);
       }
     }
+    const bool host = budget_.device_is_host;
     c.device_need = p.weight_bytes + p.latent_bytes + p.arena_bytes;
-    c.ram_need = kProcessBaseBytes + p.host_bytes + (cpu_ ? c.device_need : 0);
-    p.predicted_vram_peak = cpu_ ? 0 : c.device_need;
+    c.ram_need = offload::kProcessBaseBytes + p.host_bytes + (host ? c.device_need : 0);
+    p.predicted_vram_peak = host ? 0 : c.device_need;
     p.predicted_ram_peak = c.ram_need;
     return c;
   }
 
   bool fits(const Candidate& c) const {
-    if (cpu_) return c.ram_need <= preset_.ram_budget_bytes;
-    return c.device_need <= device_budget_ && c.ram_need <= preset_.ram_budget_bytes;
+    if (budget_.device_is_host) return c.ram_need <= budget_.ram_bytes;
+    return c.device_need <= budget_.device_bytes && c.ram_need <= budget_.ram_bytes;
   }
 
   // The best way to run tiles of `tile` positions, if one fits.
@@ -101,15 +93,13 @@ class Planner {
     return std::nullopt;
   }
 
-  std::uint64_t device_budget() const { return device_budget_; }
+  std::uint64_t device_budget() const { return budget_.device_bytes; }
 
  private:
-  const models::wan::VaeWeights& weights_;
-  const Preset& preset_;
-  models::wan::VaeOptions options_;
+  const VaeWeights& weights_;
+  const offload::Budget& budget_;
+  VaeOptions options_;
   Size size_;
-  bool cpu_;
-  std::uint64_t device_budget_ = 0;
   std::uint64_t latent_bytes_ = 0;
 };
 
@@ -127,26 +117,22 @@ const char* vae_decode_mode_name(VaeDecodeMode mode) {
   return "?";
 }
 
-VaePlan make_vae_plan(const models::wan::VaeWeights& weights, const Preset& preset,
-                      const MachineInfo& machine, int width, int height, int frames) {
-  const models::wan::VaeConfig& cfg = weights.config();
+VaePlan make_vae_plan(const VaeWeights& weights, const offload::Preset& preset,
+                      const offload::MachineInfo& machine, int width, int height, int frames) {
+  const VaeConfig& cfg = weights.config();
   if (!cfg.has_decoder) {
     throw Error(ErrorCode::kBadModelFile,
-                std::string(models::wan::vae_kind_name(cfg.kind)) + ": the file has no decoder");
+                std::string(vae_kind_name(cfg.kind)) + ": the file has no decoder");
   }
-  if (preset.device == Device::kCuda && !machine.has_gpu) {
-    throw Error(ErrorCode::kUnsupported, "preset '" + preset.name +
-                                             "' needs an NVIDIA GPU and none was found: use the "
-                                             "cpu preset (slow) or a machine with a GPU");
-  }
+  const offload::Budget budget = offload::budget_for(preset, machine);
   const std::int64_t s = cfg.spatial;
   if (width <= 0 || height <= 0 || width % s != 0 || height % s != 0) {
     throw Error(ErrorCode::kBadArgument, "the video's size (" + std::to_string(width) + "x" +
                                              std::to_string(height) + ") must be a multiple of " +
                                              std::to_string(s) + " for this VAE");
   }
-  const Size size{models::wan::vae_latent_frames(frames), height / s, width / s, s};
-  const Planner planner(weights, preset, machine, size);
+  const Size size{vae_latent_frames(frames), height / s, width / s, s};
+  const Planner planner(weights, budget, preset.vae_activations, size);
   const std::int64_t longest = std::max(size.h, size.w);
   const std::int64_t smallest = std::min(longest, std::max<std::int64_t>(1, kMinVaeTilePx / s));
   const std::int64_t cap =
@@ -166,9 +152,8 @@ VaePlan make_vae_plan(const models::wan::VaeWeights& weights, const Preset& pres
       planner.make(VaeDecodeMode::kTiledStreamed, smallest, VaeTileCaches::kHost);
   const Candidate whole =
       planner.make(VaeDecodeMode::kTiledWhole, smallest, VaeTileCaches::kDevice);
-  const bool cpu = preset.device == Device::kCpu;
   const bool device_short =
-      !cpu && std::min(least.device_need, whole.device_need) > planner.device_budget();
+      !budget.device_is_host && std::min(least.device_need, whole.device_need) > planner.device_budget();
   if (device_short) {
     const std::uint64_t need = std::min(least.device_need, whole.device_need);
     throw Error(ErrorCode::kDoesNotFit,
@@ -181,7 +166,40 @@ VaePlan make_vae_plan(const models::wan::VaeWeights& weights, const Preset& pres
   throw Error(ErrorCode::kDoesNotFit,
               "the VAE decode needs at least " + mib(need) + " of RAM at this size (tiles of " +
                   std::to_string(smallest * s) + " px), but preset '" + preset.name + "' allows " +
-                  mib(preset.ram_budget_bytes) + ": choose a smaller size or fewer frames");
+                  mib(budget.ram_bytes) + ": choose a smaller size or fewer frames");
 }
 
-}  // namespace ferry::offload
+VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Preset& preset,
+                                   const offload::MachineInfo& machine, int width, int height) {
+  const offload::Budget budget = offload::budget_for(preset, machine);
+  const VaeConfig& cfg = weights.config();
+  const std::int64_t s = cfg.spatial;
+  VaeEncodePlan p;
+  p.activations = preset.vae_activations;
+  p.weight_bytes = weights.bytes();
+  p.arena_bytes = WanVae::encode_arena_bytes(weights, 1, height, width, VaeOptions{p.activations});
+  p.io_bytes = static_cast<std::uint64_t>(3 * width * height + cfg.z_dim * (height / s) * (width / s)) *
+               sizeof(float);
+  const std::uint64_t device_need = p.weight_bytes + p.arena_bytes + p.io_bytes;
+  // The host holds the image's pixels and the latent it downloads.
+  const std::uint64_t ram_need =
+      offload::kProcessBaseBytes + p.io_bytes + (budget.device_is_host ? device_need : 0);
+  p.predicted_vram_peak = budget.device_is_host ? 0 : device_need;
+  p.predicted_ram_peak = ram_need;
+  if (!budget.device_is_host && device_need > budget.device_bytes) {
+    throw Error(ErrorCode::kDoesNotFit,
+                "encoding the start image needs " + mib(device_need) + " of VRAM at " +
+                    std::to_string(width) + "x" + std::to_string(height) + ", but preset '" +
+                    preset.name + "' has " + mib(budget.device_bytes) +
+                    " here: choose a smaller size");
+  }
+  if (ram_need > budget.ram_bytes) {
+    throw Error(ErrorCode::kDoesNotFit,
+                "encoding the start image needs " + mib(ram_need) + " of RAM at " +
+                    std::to_string(width) + "x" + std::to_string(height) + ", but preset '" +
+                    preset.name + "' allows " + mib(budget.ram_bytes) + ": choose a smaller size");
+  }
+  return p;
+}
+
+}  // namespace ferry::models::wan

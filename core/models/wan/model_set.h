@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "core/io/safetensors_set.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/models/wan/vae_keys.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 
 struct ModelSet {
   // The safetensors file or shard index of each part.
@@ -25,8 +26,8 @@ struct ModelSet {
   // (ComfyUI's `spiece_model` tensor).
   std::filesystem::path tokenizer_model;
 
-  models::wan::DitConfig dit_config;
-  models::wan::VaeKind vae_kind = models::wan::VaeKind::kWan22;
+  DitConfig dit_config;
+  VaeKind vae_kind = VaeKind::kWan22;
   std::int64_t text_dim = 0;  // the text encoder's d_model
 
   // Safetensors sets that are none of the parts (reported, not used), and pickle files skipped.
@@ -34,6 +35,8 @@ struct ModelSet {
   std::vector<std::filesystem::path> pickles;
 
   bool tokenizer_embedded() const { return tokenizer_model.empty(); }
+  // The built-in demo model (demo_model.h), recognised by its diffusion model's file name.
+  bool is_demo() const;
 };
 
 // Finds the parts in `paths` (folders are searched recursively; files are taken as they are).
@@ -43,8 +46,15 @@ struct ModelSet {
 // whose width is not the diffusion model's text width. Error(kIo) when a folder cannot be read.
 ModelSet find_model_set(const std::vector<std::filesystem::path>& paths);
 
+// The same, handing back the parts' sets as it opened them to recognise them (so nothing is
+// opened twice).
+struct OpenedParts {
+  io::SafetensorsSet dit, text_encoder, vae;
+};
+ModelSet find_model_set(const std::vector<std::filesystem::path>& paths, OpenedParts* opened);
+
 // One line per part, for `ferry-cli inspect`, the GUI's model panel and error reports:
 // "diffusion model: ti2v-5b (3072 wide, 30 blocks) in transformer/…".
 std::vector<std::string> describe(const ModelSet& set);
 
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

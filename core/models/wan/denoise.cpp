@@ -1,16 +1,16 @@
-#include "core/pipeline/denoise.h"
+#include "core/models/wan/denoise.h"
 
 #include <memory>
 #include <vector>
 
 #include "core/error.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 
-namespace wan = models::wan;
 
-void denoise(Backend& backend, wan::WanDit& dit, offload::WeightStreamer& streamer,
-             memory::Arena& arena, std::span<const Tensor> contexts, const wan::LatentGrid& grid,
+
+void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer,
+             memory::Arena& arena, std::span<const Tensor> contexts, const LatentGrid& grid,
              std::span<const float> z0, const DenoiseSettings& settings, std::span<float> latent,
              const DenoiseHooks& hooks) {
   if (contexts.size() != 2 || latent.size() != grid.size() ||
@@ -18,7 +18,7 @@ void denoise(Backend& backend, wan::WanDit& dit, offload::WeightStreamer& stream
     throw Error(ErrorCode::kInternal, "denoise: contexts, latent or z0 do not match the grid");
   }
   const bool image = !z0.empty();
-  const wan::Ti2vMode mode = image ? wan::Ti2vMode::kImageToVideo : wan::Ti2vMode::kTextToVideo;
+  const Ti2vMode mode = image ? Ti2vMode::kImageToVideo : Ti2vMode::kTextToVideo;
 
   const Shape shape{grid.channels, grid.frames, grid.height, grid.width};
   const std::size_t bytes = latent.size() * sizeof(float);
@@ -28,14 +28,14 @@ void denoise(Backend& backend, wan::WanDit& dit, offload::WeightStreamer& stream
   const Tensor velocities[2] = {Tensor{base + bytes, DType::kF32, shape, backend.device()},
                                 Tensor{base + 2 * bytes, DType::kF32, shape, backend.device()}};
 
-  wan::Sampler sampler(settings.steps, settings.shift, settings.sampler, latent.size());
+  Sampler sampler(settings.steps, settings.shift, settings.sampler, latent.size());
   std::vector<float> cond(latent.size()), uncond(latent.size()), velocity(latent.size());
   std::vector<float> timesteps(image ? grid.tokens() : 1);
   for (int i = 0; i < settings.steps; ++i) {
     if (hooks.before_step) hooks.before_step(i);
     const std::int64_t t = sampler.timestep();
     if (image) {
-      wan::ti2v_token_timesteps(grid, mode, t, timesteps);
+      ti2v_token_timesteps(grid, mode, t, timesteps);
     } else {
       timesteps[0] = static_cast<float>(t);
     }
@@ -43,15 +43,15 @@ void denoise(Backend& backend, wan::WanDit& dit, offload::WeightStreamer& stream
     dit.forward(streamer, arena, x, timesteps, contexts, velocities, settings.ffn_chunk_tokens);
     backend.download(velocities[0], cond.data());
     backend.download(velocities[1], uncond.data());
-    wan::apply_guidance(cond, uncond, settings.guide_scale, velocity);
+    apply_guidance(cond, uncond, settings.guide_scale, velocity);
     if (hooks.after_step) {
       const float sigma = sampler.sigmas()[static_cast<std::size_t>(i)];
       for (std::size_t k = 0; k < latent.size(); ++k) cond[k] = latent[k] - sigma * velocity[k];
     }
     sampler.step(velocity, latent);
-    if (image) wan::ti2v_insert_frame0(grid, z0, latent);
+    if (image) ti2v_insert_frame0(grid, z0, latent);
     if (hooks.after_step) hooks.after_step(i, cond);
   }
 }
 
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

@@ -3,7 +3,7 @@
 // are the VAE's own arena estimates, determinism, and impossible budgets refused with what would
 // fit. Real shapes come from header-only checkpoints (the data a sparse hole), so the tests read
 // and allocate no weights.
-#include "core/offload/vae_plan.h"
+#include "core/models/wan/vae_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -16,11 +16,15 @@
 #include "core/offload/planner.h"
 #include "tests/test_support.h"
 
-namespace ferry::offload {
+namespace ferry::models::wan {
 namespace {
 
-using models::wan::VaeKind;
-using models::wan::VaeWeights;
+using offload::builtin_presets;
+using offload::find_preset;
+using offload::kProcessBaseBytes;
+using offload::usable_device_bytes;
+using offload::MachineInfo;
+using offload::Preset;
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
@@ -28,7 +32,7 @@ constexpr std::uint64_t kGiB = 1ull << 30;
 VaeWeights real_vae(VaeKind kind, DType dtype = DType::kF16) {
   test::ScratchDir dir;
   const auto path = dir / "vae.safetensors";
-  models::wan::write_header_only_safetensors(path, models::wan::wan_vae_tensor_specs(kind, dtype));
+  write_header_only_safetensors(path, wan_vae_tensor_specs(kind, dtype));
   return VaeWeights::shapes_only(io::SafetensorsSet::open(path));
 }
 
@@ -79,7 +83,7 @@ TEST(VaePlan, laptop_8gb_tiles_the_720p_decode_within_its_budget) {
   EXPECT_LE(plan.predicted_ram_peak, p.ram_budget_bytes);
   EXPECT_EQ(plan.weight_bytes, vae.bytes());
   // The arena is the VAE's own estimate; the RAM holds the whole video in F32.
-  EXPECT_EQ(plan.arena_bytes, models::wan::tiled_decode_arena_bytes(vae, plan.tiling, 31, 44, 80));
+  EXPECT_EQ(plan.arena_bytes, tiled_decode_arena_bytes(vae, plan.tiling, 31, 44, 80));
   EXPECT_GE(plan.host_bytes, 3ull * 121 * 704 * 1280 * sizeof(float));
   EXPECT_FALSE(plan.streams_frames());
 }
@@ -91,7 +95,7 @@ TEST(VaePlan, tile_caches_stay_on_the_device_when_they_fit) {
   const Preset p = preset("desktop-12gb");
   const VaePlan plan = make_vae_plan(vae, p, laptop(12288), 832, 480, 81);
   EXPECT_EQ(plan.mode, VaeDecodeMode::kTiledStreamed);
-  EXPECT_EQ(plan.caches, models::wan::VaeTileCaches::kDevice);
+  EXPECT_EQ(plan.caches, VaeTileCaches::kDevice);
   EXPECT_TRUE(plan.streams_frames());
   EXPECT_LE(plan.predicted_vram_peak, usable_device_bytes(p, laptop(12288)));
   EXPECT_LT(plan.host_bytes, 3ull * 81 * 480 * 832 * sizeof(float));
@@ -105,7 +109,7 @@ TEST(VaePlan, untiled_when_the_whole_decode_fits_and_the_preset_has_no_tile) {
   const VaePlan plan = make_vae_plan(vae, p, laptop(24576), 832, 480, 81);
   EXPECT_EQ(plan.mode, VaeDecodeMode::kUntiled);
   EXPECT_EQ(plan.tiling.tile, 0);
-  EXPECT_EQ(plan.arena_bytes, models::wan::WanVae::decode_arena_bytes(vae, 30, 52));
+  EXPECT_EQ(plan.arena_bytes, WanVae::decode_arena_bytes(vae, 30, 52));
   EXPECT_TRUE(plan.streams_frames());
 }
 
@@ -124,9 +128,9 @@ TEST(VaePlan, the_tile_shrinks_with_the_budget_and_is_the_largest_that_fits) {
     EXPECT_LE(plan.predicted_vram_peak, usable_device_bytes(p, m)) << vram_mib;
     // The leanest way to run one position more (caches parked) would not have fitted.
     const std::int64_t bigger = plan.tiling.tile + 1;
-    const std::size_t arena = models::wan::tiled_chunks_decode_arena_bytes(
+    const std::size_t arena = tiled_chunks_decode_arena_bytes(
         vae, {bigger, std::max<std::int64_t>(2, bigger / 4)}, 44, 80,
-        models::wan::VaeTileCaches::kHost);
+        VaeTileCaches::kHost);
     EXPECT_GT(plan.weight_bytes + plan.latent_bytes + arena, usable_device_bytes(p, m)) << vram_mib;
     previous = plan.tiling.tile;
   }
@@ -140,13 +144,13 @@ TEST(VaePlan, bf16_activations_plan_with_the_bf16_estimates_and_fit_larger_tiles
   Preset f32 = preset("desktop-24gb");
   Preset bf16 = f32;
   bf16.vae_activations = DType::kBF16;
-  const models::wan::VaeOptions bf16_options{DType::kBF16};
+  const VaeOptions bf16_options{DType::kBF16};
 
   const VaePlan untiled = make_vae_plan(vae, bf16, laptop(24576), 832, 480, 81);
   ASSERT_EQ(untiled.mode, VaeDecodeMode::kUntiled);
   EXPECT_EQ(untiled.activations, DType::kBF16);
   EXPECT_EQ(untiled.arena_bytes,
-            models::wan::WanVae::decode_arena_bytes(vae, 30, 52, bf16_options));
+            WanVae::decode_arena_bytes(vae, 30, 52, bf16_options));
   EXPECT_LT(untiled.arena_bytes, make_vae_plan(vae, f32, laptop(24576), 832, 480, 81).arena_bytes);
 
   for (std::uint64_t vram_mib : {4096, 2560, 2048}) {
@@ -158,11 +162,11 @@ TEST(VaePlan, bf16_activations_plan_with_the_bf16_estimates_and_fit_larger_tiles
     EXPECT_GE(b.tiling.tile, a.tiling.tile) << vram_mib;
     EXPECT_LE(b.predicted_vram_peak, usable_device_bytes(bf16, m)) << vram_mib;
     if (b.mode == VaeDecodeMode::kTiledStreamed) {
-      EXPECT_EQ(b.arena_bytes, models::wan::tiled_chunks_decode_arena_bytes(
+      EXPECT_EQ(b.arena_bytes, tiled_chunks_decode_arena_bytes(
                                    vae, b.tiling, 44, 80, b.caches, bf16_options));
     } else if (b.mode == VaeDecodeMode::kTiledWhole) {
       EXPECT_EQ(b.arena_bytes,
-                models::wan::tiled_decode_arena_bytes(vae, b.tiling, 31, 44, 80, bf16_options));
+                tiled_decode_arena_bytes(vae, b.tiling, 31, 44, 80, bf16_options));
     }
   }
 }
@@ -213,4 +217,4 @@ TEST(VaePlan, the_cpu_preset_puts_everything_in_ram) {
 }
 
 }  // namespace
-}  // namespace ferry::offload
+}  // namespace ferry::models::wan

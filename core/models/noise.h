@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <span>
 
-namespace ferry::pipeline {
+namespace ferry::models {
 
 // out[i] = the (offset + i)-th standard normal sample of `seed`'s stream.
 void normal_noise(std::uint64_t seed, std::uint64_t offset, std::span<float> out);
@@ -19,4 +19,4 @@ void normal_noise(std::uint64_t seed, std::uint64_t offset, std::span<float> out
 // The raw generator, for tests: the four 32-bit outputs of block `counter` under `key`.
 void philox4x32_10(std::uint64_t counter, std::uint64_t key, std::uint32_t out[4]);
 
-}  // namespace ferry::pipeline
+}  // namespace ferry::models

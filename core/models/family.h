@@ -1,0 +1,128 @@
+// A model family (architecture.md §9): what the engine needs from a kind of model — Wan today,
+// MiniMax-H3 and others later — so that a new family is added by adding its folder
+// (core/models/<name>/) and nothing else. A family:
+//
+//   recognises its parts in what the user points at   ModelFamily::recognise → ModelParts
+//   says what a request may ask and fills defaults     ModelParts::rules / resolve
+//   plans every stage before any work                  ModelParts::plan → GenerationPlan
+//   runs its stages, one after another                 ModelParts::start → FamilyRun
+//   has a demo model (optional)                        ModelFamily::write_demo_model
+//
+// Registration: a folder's `family.cpp` defines `const ModelFamily& <name>_family()`; the build
+// lists every core/models/*/family.cpp and generates the registry (core/CMakeLists.txt), so no
+// switch anywhere names the families. The pipeline (core/pipeline/session.h) drives the stages
+// generically: it gives each a RunContext (backend, preset, cancel token, telemetry, where
+// previews and frames go) and owns everything around them (the stats file, the video file, its
+// metadata, the sidecar, the run log). A stage frees everything it allocated before the next one
+// plans (architecture.md §3.5); state that crosses stages (text embeddings, the latent) lives in
+// the FamilyRun.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/media/image.h"
+#include "core/models/request.h"
+#include "core/models/stage_plan.h"
+#include "core/offload/cancel.h"
+#include "core/offload/preset.h"
+#include "core/offload/streamer.h"
+#include "core/offload/telemetry.h"
+
+namespace ferry::models {
+
+// The stages a family may have, in the order the pipeline runs them.
+enum class StageKind { kText, kImage, kDenoise, kDecode, kWrite };
+std::string_view stage_name(StageKind stage);  // "encoding the prompt", ...
+std::string_view stage_key(StageKind stage);   // "text", "image", ... (stats and logs)
+
+// One file of a model set, as metadata and logs record it: no folder (a shared clip must not leak
+// the user's folder names), the size and a content fingerprint.
+struct PartFile {
+  std::string role;  // "diffusion model", "text encoder", "VAE"
+  std::filesystem::path path;
+  std::uint64_t bytes = 0;
+};
+
+// What the pipeline gives a running stage.
+struct RunContext {
+  Backend& backend;
+  const offload::Preset& preset;
+  const offload::MachineInfo& machine;
+  offload::CancelToken& cancel;
+  offload::Telemetry& telemetry;         // a denoise stage opens and closes a step per step
+  offload::StreamerOptions streamer;     // every stage's streamer options (tests add hooks)
+  bool stream_all = false;               // the demo: every block from disk
+  // A small image of the work so far, after each denoising step.
+  std::function<void(const media::RgbImage&)> preview;
+  // Decoded frames, [3, count, H, W] in [-1, 1], in order: the pipeline writes them.
+  std::function<void(std::int64_t count, std::span<const float> pixels)> frames;
+  // Tests and replays: fill the initial noise instead of the seed's, see the final latent.
+  std::function<void(std::span<float>)> initial_noise;
+  std::function<void(std::span<const float>)> final_latent;
+};
+
+// One generation's stages. run_stage is called once per stage of stages(), in that order.
+class FamilyRun {
+ public:
+  virtual ~FamilyRun() = default;
+  virtual std::vector<StageKind> stages() const = 0;
+  virtual void run_stage(StageKind stage, RunContext& context) = 0;
+};
+
+// A family's parts, found in a folder and opened once (headers parsed and validated): every later
+// call reads these, never the folder again.
+class ModelParts {
+ public:
+  virtual ~ModelParts() = default;
+  virtual std::string_view family() const = 0;  // "wan"
+  virtual std::string name() const = 0;         // "ti2v-5b"
+  virtual bool is_demo() const = 0;
+  // One line per part: "diffusion model: ti2v-5b (3072 wide, 30 blocks) in transformer/…".
+  virtual std::vector<std::string> describe() const = 0;
+  virtual std::vector<PartFile> files() const = 0;
+  virtual RequestRules rules() const = 0;
+  // Fills the defaults and checks the request (Error(kBadArgument) naming the setting).
+  // `image_size` is the start image's (width, height) when there is one.
+  virtual ResolvedRequest resolve(const GenerationRequest& request,
+                                  std::optional<std::pair<int, int>> image_size) const = 0;
+  // Every stage's plan (Error(kDoesNotFit) when one does not fit).
+  virtual GenerationPlan plan(const ResolvedRequest& request, const offload::Preset& preset,
+                              const offload::MachineInfo& machine, bool stream_all) const = 0;
+  // The stages of one generation; `plan` is what plan() returned for the same request.
+  virtual std::unique_ptr<FamilyRun> start(const ResolvedRequest& request,
+                                           const GenerationPlan& plan,
+                                           std::optional<media::RgbImage> image) const = 0;
+};
+
+class ModelFamily {
+ public:
+  virtual ~ModelFamily() = default;
+  virtual std::string_view name() const = 0;  // the folder's name: "wan"
+  // The family's parts in `paths` (folders searched recursively, files as they are), opened and
+  // validated. Error(kBadModelFile) naming what is missing or disagrees (no diffusion model of
+  // this family among them included); Error(kIo) when a folder cannot be read.
+  virtual std::unique_ptr<ModelParts> open(
+      const std::vector<std::filesystem::path>& paths) const = 0;
+  // Writes the family's demo model into `folder` and returns it; nullopt when it has none.
+  virtual std::optional<std::filesystem::path> write_demo_model(
+      const std::filesystem::path& folder) const = 0;
+};
+
+// Every family this build has (generated from core/models/*/family.cpp).
+const std::vector<const ModelFamily*>& model_families();
+const ModelFamily* find_family(std::string_view name);
+
+// The parts in `paths`, opened by the first family whose open() succeeds; when none does, the
+// first family's error (with one family, exactly its message).
+std::unique_ptr<ModelParts> open_model(const std::vector<std::filesystem::path>& paths);
+
+}  // namespace ferry::models

@@ -1,0 +1,77 @@
+#include "core/models/request.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/media/video_writer.h"
+
+namespace ferry::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void bad(const std::string& message) {
+  throw Error(ErrorCode::kBadArgument, message);
+}
+
+}  // namespace
+
+bool RequestRules::size_allowed(int w, int h) const {
+  const auto ok = [this](int v) {
+    return v % size_multiple == 0 && v >= min_size && v <= max_size;
+  };
+  return ok(w) && ok(h);
+}
+
+bool RequestRules::frames_allowed(int f) const {
+  return f >= 1 && f <= max_frames && (f - 1) % frames_step == 0;
+}
+
+void check_request(const ResolvedRequest& r, const RequestRules& rules, const std::string& model) {
+  if (!rules.size_allowed(r.width, r.height)) {
+    bad("width and height must be multiples of " + std::to_string(rules.size_multiple) +
+        " between " + std::to_string(rules.min_size) + " and " + std::to_string(rules.max_size) +
+        " for " + model + ", not " + std::to_string(r.width) + "x" + std::to_string(r.height));
+  }
+  if (!rules.frames_allowed(r.frames)) {
+    bad("frames must be of the form " + std::to_string(rules.frames_step) + "k+1 (1, " +
+        std::to_string(rules.frames_step + 1) + ", …) up to " + std::to_string(rules.max_frames) +
+        ", not " + std::to_string(r.frames));
+  }
+  if (r.fps < 1 || r.fps > 120) bad("fps must be 1 to 120, not " + std::to_string(r.fps));
+  if (r.steps < 1 || r.steps > rules.max_steps) {
+    bad("steps must be 1 to " + std::to_string(rules.max_steps) + ", not " +
+        std::to_string(r.steps));
+  }
+  if (!(r.guide_scale >= 0.0f && r.guide_scale <= rules.max_guide_scale)) {
+    bad("the guide scale (--cfg) must be 0 to " + std::to_string(rules.max_guide_scale) +
+        ", not " + std::to_string(r.guide_scale));
+  }
+  if (!(r.shift > 0.0 && r.shift <= rules.max_shift)) {
+    bad("shift must be above 0 and at most " + std::to_string(rules.max_shift) + ", not " +
+        std::to_string(r.shift));
+  }
+  if (std::find(rules.samplers.begin(), rules.samplers.end(), r.sampler) == rules.samplers.end()) {
+    std::string names;
+    for (const std::string& s : rules.samplers) names += (names.empty() ? "" : " or ") + s;
+    bad("--sampler is " + names + ", not '" + r.sampler + "'");
+  }
+}
+
+void check_output(const fs::path& output) {
+  const std::string extension(media::video_extension());
+  if (output.empty()) bad("no output file given (--out FILE" + extension + ")");
+  if (output.extension() != extension) {
+    bad("this build writes " + extension + " videos: the output must end in " + extension +
+        ", not " + io::detail::display(output));
+  }
+  const fs::path folder = output.has_parent_path() ? output.parent_path() : ".";
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) {
+    bad("the output folder " + io::detail::display(folder) + " does not exist");
+  }
+}
+
+}  // namespace ferry::models

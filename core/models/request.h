@@ -1,0 +1,80 @@
+// What a user asks for — prompt, optional start image, size, frames, sampling settings, preset,
+// output — whatever the model family, and the same request with every default filled in and
+// checked by the family (core/models/family.h) before any weight is read. The rules a family
+// applies are also published (RequestRules), so the app's inputs offer only what the engine
+// accepts.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ferry::models {
+
+struct GenerationRequest {
+  std::vector<std::filesystem::path> model;  // a folder, or the parts' files
+  std::string prompt;
+  std::string negative_prompt;                 // empty: the family's default
+  std::optional<std::filesystem::path> image;  // start image (PNG, JPEG, WebP)
+  // 0 (or unset) takes the model's default.
+  int width = 0;
+  int height = 0;
+  int frames = 0;
+  int fps = 0;
+  int steps = 0;
+  std::optional<float> guide_scale;
+  std::optional<double> shift;
+  std::optional<std::string> sampler;  // a name the family lists in RequestRules::samplers
+  std::uint64_t seed = 0;
+  std::string preset = "auto";
+  std::filesystem::path output;       // the video; a JSON sidecar goes next to it
+  std::filesystem::path stats_jsonl;  // one line per step; empty: none
+};
+
+// A request with nothing left to choose.
+struct ResolvedRequest {
+  GenerationRequest request;  // as given
+  std::string negative_prompt;
+  int width = 0, height = 0, frames = 0, fps = 0, steps = 0;
+  float guide_scale = 0;
+  double shift = 0;
+  std::string sampler;
+  std::int64_t latent_frames = 0, latent_height = 0, latent_width = 0;
+};
+
+// What a model accepts and what it does by default: the engine decides, front ends ask.
+struct RequestRules {
+  int size_multiple = 16;  // width and height are multiples of it ...
+  int min_size = 16;       // ... within [min_size, max_size]
+  int max_size = 4096;
+  int frames_step = 4;  // frames = frames_step·k + 1 ...
+  int max_frames = 1001;
+  int max_steps = 1000;
+  float max_guide_scale = 50;
+  double max_shift = 100;
+  bool takes_start_image = false;
+  std::vector<std::string> samplers;  // the first is the default
+  // The model's own defaults (a demo model's are small, so the demo runs in seconds).
+  int width = 0, height = 0, frames = 0, fps = 0, steps = 0;
+  float guide_scale = 0;
+  double shift = 0;
+  std::string sampler;
+  // Sizes to offer (the official ones first); each follows the rules above.
+  std::vector<std::pair<int, int>> sizes;
+
+  bool size_allowed(int w, int h) const;
+  bool frames_allowed(int f) const;
+};
+
+// Error(kBadArgument) naming the setting and what is allowed unless `r`'s generic settings
+// (size, frames, fps, steps, guide scale, shift, sampler) follow `rules`; `model` names the model
+// in the message.
+void check_request(const ResolvedRequest& r, const RequestRules& rules, const std::string& model);
+
+// Error(kBadArgument) unless `output` ends in the build's video extension (.mp4; .avi in builds
+// without FFmpeg: media::video_extension()) and its folder exists.
+void check_output(const std::filesystem::path& output);
+
+}  // namespace ferry::models

@@ -1,0 +1,118 @@
+// The Wan family (Wan 2.1 T2V, Wan 2.2 TI2V): its parts, rules, plans and demo model, behind the
+// interface of core/models/family.h. The stages themselves are in run.cpp.
+#include <any>
+#include <string>
+
+#include "core/error.h"
+#include "core/models/umt5/encoder_weights.h"
+#include "core/models/wan/demo_model.h"
+#include "core/models/wan/dit_layout.h"
+#include "core/models/wan/parts.h"
+#include "core/models/wan/request_rules.h"
+#include "core/models/wan/vae_plan.h"
+#include "core/models/wan/vae_weights.h"
+
+namespace ferry::models::wan {
+namespace {
+
+class WanFamily final : public ModelFamily {
+ public:
+  std::string_view name() const override { return "wan"; }
+  std::unique_ptr<ModelParts> open(const std::vector<std::filesystem::path>& paths) const override {
+    return std::make_unique<WanParts>(paths);
+  }
+  std::optional<std::filesystem::path> write_demo_model(
+      const std::filesystem::path& folder) const override {
+    return wan::write_demo_model(folder);
+  }
+};
+
+// The decode stage as the user reads it, from the VAE's plan.
+StagePlan decode_stage(const VaePlan& vae, const VaeConfig& config) {
+  StagePlan s;
+  s.stage = std::string(kDecodeStage);
+  s.layout = std::string(vae_kind_name(config.kind));
+  s.weight_bytes = vae.weight_bytes;
+  s.activation_bytes = vae.arena_bytes;
+  s.predicted_vram_peak = vae.predicted_vram_peak;
+  s.predicted_ram_peak = vae.predicted_ram_peak;
+  s.detail = vae.mode == VaeDecodeMode::kUntiled ? "untiled"
+                                                 : "tile " + std::to_string(vae.tile_px) + " px, " +
+                                                       std::to_string(vae.tiles) + " tiles";
+  if (vae.activations == DType::kBF16) s.detail += ", bf16 activations";
+  s.family_plan = vae;
+  return s;
+}
+
+StagePlan encode_stage(const VaeEncodePlan& vae, const VaeConfig& config) {
+  StagePlan s;
+  s.stage = std::string(kImageStage);
+  s.layout = std::string(vae_kind_name(config.kind));
+  s.weight_bytes = vae.weight_bytes;
+  s.activation_bytes = vae.arena_bytes;
+  s.predicted_vram_peak = vae.predicted_vram_peak;
+  s.predicted_ram_peak = vae.predicted_ram_peak;
+  s.detail = "the start image";
+  s.family_plan = vae;
+  return s;
+}
+
+}  // namespace
+
+const ModelFamily& family() {
+  static const WanFamily instance;
+  return instance;
+}
+
+WanParts::WanParts(const std::vector<std::filesystem::path>& paths) {
+  OpenedParts opened;
+  set_ = find_model_set(paths, &opened);
+  dit_ = std::move(opened.dit);
+  text_encoder_ = std::move(opened.text_encoder);
+  vae_ = std::move(opened.vae);
+}
+
+std::vector<std::string> WanParts::describe() const {
+  return wan::describe(set_);
+}
+
+std::vector<PartFile> WanParts::files() const {
+  std::vector<PartFile> files;
+  const auto add = [&](const char* role, const io::SafetensorsSet& set) {
+    for (const io::SafetensorsFile& f : set.files()) files.push_back({role, f.path(), f.file_size()});
+  };
+  add("diffusion model", dit_);
+  add("text encoder", text_encoder_);
+  add("VAE", vae_);
+  return files;
+}
+
+RequestRules WanParts::rules() const {
+  return request_rules(set_);
+}
+
+ResolvedRequest WanParts::resolve(const GenerationRequest& request,
+                                  std::optional<std::pair<int, int>> image_size) const {
+  return wan::resolve(request, set_, image_size);
+}
+
+GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& preset,
+                              const offload::MachineInfo& machine, bool stream_all) const {
+  GenerationPlan g;
+  g.preset = preset.name;
+  g.add(block_stage_plan(std::string(kTextStage), umt5::EncoderWeights::from(text_encoder_).model_layout(),
+                         preset, machine, stream_all));
+  const VaeWeights vae = VaeWeights::shapes_only(vae_);
+  if (r.request.image) {
+    g.add(encode_stage(make_vae_encode_plan(vae, preset, machine, r.width, r.height), vae.config()));
+  }
+  g.add(block_stage_plan(
+      std::string(kDitStage),
+      dit_model_layout(dit_, r.width, r.height, r.frames, preset.ffn_chunk_tokens),
+      preset, machine, stream_all));
+  g.add(decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames),
+                     vae.config()));
+  return g;
+}
+
+}  // namespace ferry::models::wan

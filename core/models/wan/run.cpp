@@ -1,0 +1,278 @@
+// One Wan generation's stages (core/models/family.h): text → [start image] → denoise → decode.
+// Each stage allocates what its plan says when it starts and frees all of it when it ends
+// (architecture.md §3.5); what crosses stages — the two text embeddings, z0, the latent — lives
+// in the run.
+#include <algorithm>
+#include <any>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/memory/arena.h"
+#include "core/models/noise.h"
+#include "core/models/umt5/encoder.h"
+#include "core/models/umt5/tokenizer.h"
+#include "core/models/wan/denoise.h"
+#include "core/models/wan/dit.h"
+#include "core/models/wan/parts.h"
+#include "core/models/wan/ti2v.h"
+#include "core/models/wan/vae.h"
+#include "core/models/wan/vae_plan.h"
+#include "core/models/wan/vae_tiling.h"
+
+namespace ferry::models::wan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A backend allocation with a tensor over it.
+struct DeviceTensor {
+  std::unique_ptr<DeviceBuffer> memory;
+  Tensor tensor;
+};
+
+DeviceTensor device_tensor(Backend& backend, DType dtype, const Shape& shape) {
+  DeviceTensor t;
+  t.memory = backend.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  t.tensor = Tensor{t.memory->data(), dtype, shape, backend.device()};
+  return t;
+}
+
+const StagePlan& stage_plan(const GenerationPlan& plan, std::string_view name) {
+  for (const StagePlan& s : plan.stages) {
+    if (s.stage == name) return s;
+  }
+  throw Error(ErrorCode::kInternal, "the plan has no " + std::string(name) + " stage");
+}
+
+// The first frame of a latent [C, T, h, w] as RGB: the channels in three groups, each group's
+// mean one colour, stretched to the frame's range. Cheap, and it shows the composition forming.
+media::RgbImage latent_preview(std::span<const float> latent, const LatentGrid& g) {
+  const std::size_t plane = static_cast<std::size_t>(g.height) * g.width;
+  const std::size_t frame_stride = static_cast<std::size_t>(g.frames) * plane;
+  std::vector<float> rgb(plane * 3, 0.0f);
+  for (int c = 0; c < g.channels; ++c) {
+    const int colour = std::min(2, c * 3 / g.channels);
+    for (std::size_t i = 0; i < plane; ++i) rgb[i * 3 + colour] += latent[c * frame_stride + i];
+  }
+  const auto [lo, hi] = std::minmax_element(rgb.begin(), rgb.end());
+  const float range = std::max(*hi - *lo, 1e-6f);
+  media::RgbImage image{g.width, g.height, std::vector<std::uint8_t>(plane * 3)};
+  for (std::size_t i = 0; i < rgb.size(); ++i) {
+    image.rgb[i] = static_cast<std::uint8_t>(std::lround((rgb[i] - *lo) / range * 255.0f));
+  }
+  return image;
+}
+
+class WanRun final : public FamilyRun {
+ public:
+  WanRun(const WanParts& parts, const ResolvedRequest& r, const GenerationPlan& plan,
+         std::optional<media::RgbImage> image)
+      : parts_(parts),
+        r_(r),
+        plan_(plan),
+        image_(std::move(image)),
+        grid_{static_cast<int>(parts.set().dit_config.in_dim), static_cast<int>(r.latent_frames),
+              static_cast<int>(r.latent_height), static_cast<int>(r.latent_width)} {}
+
+  std::vector<StageKind> stages() const override {
+    if (image_) return {StageKind::kText, StageKind::kImage, StageKind::kDenoise, StageKind::kDecode};
+    return {StageKind::kText, StageKind::kDenoise, StageKind::kDecode};
+  }
+
+  void run_stage(StageKind stage, RunContext& ctx) override {
+    switch (stage) {
+      case StageKind::kText:
+        return encode_text(ctx);
+      case StageKind::kImage:
+        return encode_image(ctx);
+      case StageKind::kDenoise:
+        return denoise_latent(ctx);
+      case StageKind::kDecode:
+        return decode(ctx);
+      case StageKind::kWrite:
+        break;
+    }
+    throw Error(ErrorCode::kInternal, "Wan has no " + std::string(stage_key(stage)) + " stage");
+  }
+
+ private:
+  // The prompt and the negative prompt, tokenized and encoded together (umT5 streamed).
+  void encode_text(RunContext& ctx) {
+    const ModelSet& set = parts_.set();
+    const umt5::Tokenizer tokenizer =
+        set.tokenizer_embedded() ? umt5::Tokenizer::from_checkpoint(parts_.text_encoder())
+                                 : umt5::Tokenizer::from_model_file(set.tokenizer_model);
+    const std::vector<std::vector<std::int32_t>> prompts = {
+        tokenizer.tokenize(r_.request.prompt).ids, tokenizer.tokenize(r_.negative_prompt).ids};
+    const auto weights = umt5::EncoderWeights::from(parts_.text_encoder());
+    umt5::EncodeOptions options;
+    options.streamer = ctx.streamer;
+    options.cancel = &ctx.cancel.flag();
+    text_ = umt5::encode(ctx.backend, weights, stage_plan(plan_, kTextStage).plan, prompts, options)
+                .embeddings;
+  }
+
+  // The start image as the official code prepares it (wan.md §B.8), encoded to z0 [z, 1, h, w].
+  void encode_image(RunContext& ctx) {
+    const VaeEncodePlan& plan = std::any_cast<const VaeEncodePlan&>(
+        stage_plan(plan_, kImageStage).family_plan);
+    Backend& backend = ctx.backend;
+#if defined(FERRY_HAVE_FFMPEG)
+    const media::RgbImage fitted = media::resize_and_center_crop(*image_, r_.width, r_.height);
+#else
+    // Builds without FFmpeg read no images, so no run of theirs has one.
+    const media::RgbImage& fitted = *image_;
+    throw Error(ErrorCode::kUnsupported, "this build of Ferry reads no images (no FFmpeg)");
+#endif
+    const std::size_t plane = static_cast<std::size_t>(r_.width) * r_.height;
+    std::vector<float> pixels(3 * plane);
+    for (std::size_t i = 0; i < plane; ++i) {
+      for (std::size_t c = 0; c < 3; ++c) {
+        pixels[c * plane + i] = (fitted.rgb[i * 3 + c] / 255.0f - 0.5f) / 0.5f;
+      }
+    }
+    const VaeWeights weights = VaeWeights::load(backend, parts_.vae());
+    WanVae vae(backend, weights, VaeOptions{plan.activations});
+    DeviceTensor video = device_tensor(backend, DType::kF32, Shape{3, 1, r_.height, r_.width});
+    backend.upload(video.tensor, pixels.data());
+    const std::int64_t z = weights.config().z_dim;
+    DeviceTensor latent =
+        device_tensor(backend, DType::kF32, Shape{z, 1, r_.latent_height, r_.latent_width});
+    const auto arena_memory = backend.allocate(static_cast<std::size_t>(plan.arena_bytes));
+    memory::Arena arena(arena_memory->data(), static_cast<std::size_t>(plan.arena_bytes),
+                        backend.device());
+    vae.encode(video.tensor, arena, latent.tensor);
+    z0_.resize(static_cast<std::size_t>(latent.tensor.numel()));
+    backend.download(latent.tensor, z0_.data());
+  }
+
+  // The sampler's steps, each a CFG pair of DiT passes on every loaded block (the DiT streamed
+  // under the plan), a telemetry step and a preview each.
+  void denoise_latent(RunContext& ctx) {
+    Backend& backend = ctx.backend;
+    latent_.resize(grid_.size());
+    if (ctx.initial_noise) {
+      ctx.initial_noise(latent_);
+    } else {
+      normal_noise(r_.request.seed, 0, latent_);
+    }
+    if (image_) ti2v_insert_frame0(grid_, z0_, latent_);
+
+    const offload::ModelLayout layout = dit_model_layout(
+        parts_.dit(), r_.width, r_.height, r_.frames, ctx.preset.ffn_chunk_tokens);
+    WanDit dit(backend, parts_.dit(), layout);
+    offload::StreamerOptions streamer_options = ctx.streamer;
+    streamer_options.passes = static_cast<std::size_t>(r_.steps);
+    offload::WeightStreamer streamer(backend, layout, stage_plan(plan_, kDitStage).plan,
+                                     streamer_options);
+    const auto watch = ctx.cancel.watch(streamer);
+
+    const std::int64_t tokens = static_cast<std::int64_t>(grid_.tokens());
+    const std::size_t arena_bytes = static_cast<std::size_t>(dit_activation_bytes(
+        parts_.set().dit_config, tokens, ctx.preset.ffn_chunk_tokens, 2, image_ ? 2 : 1));
+    const auto arena_memory = backend.allocate(arena_bytes);
+    memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
+
+    std::vector<DeviceTensor> contexts;
+    for (const umt5::TextEmbedding& e : text_) {
+      contexts.push_back(device_tensor(backend, DType::kBF16, Shape{e.rows, e.dim}));
+      backend.upload(contexts.back().tensor, e.bf16.data());
+    }
+    const Tensor context_tensors[2] = {contexts[0].tensor, contexts[1].tensor};
+
+    offload::StreamStats before;
+    Clock::time_point step_start;
+    DenoiseHooks hooks;
+    hooks.before_step = [&](int) {
+      ctx.cancel.throw_if_cancelled();
+      before = streamer.stats();
+      ctx.telemetry.begin_step();
+      step_start = Clock::now();
+    };
+    hooks.after_step = [&](int, std::span<const float> x0) {
+      const offload::StreamStats after = streamer.stats();
+      const double wait = after.acquire_wait_seconds - before.acquire_wait_seconds;
+      ctx.telemetry.end_step(seconds_since(step_start) - wait, wait,
+                             after.bytes_read - before.bytes_read);
+      if (ctx.preview) ctx.preview(latent_preview(x0, grid_));
+    };
+    DenoiseSettings settings;
+    settings.steps = r_.steps;
+    settings.shift = r_.shift;
+    settings.sampler = *parse_sampler_kind(r_.sampler);  // resolve() checked the name
+    settings.guide_scale = r_.guide_scale;
+    settings.ffn_chunk_tokens = ctx.preset.ffn_chunk_tokens;
+    denoise(backend, dit, streamer, arena, context_tensors, grid_, z0_, settings, latent_,
+            hooks);
+    text_.clear();
+    text_.shrink_to_fit();
+    if (ctx.final_latent) ctx.final_latent(latent_);
+  }
+
+  // The VAE decode as its plan says (untiled chunks, chunk-major tiles, or whole), frames handed
+  // to the pipeline as they come.
+  void decode(RunContext& ctx) {
+    const VaePlan& plan =
+        std::any_cast<const VaePlan&>(stage_plan(plan_, kDecodeStage).family_plan);
+    Backend& backend = ctx.backend;
+    const VaeWeights weights = VaeWeights::load(backend, parts_.vae());
+    WanVae vae(backend, weights, VaeOptions{plan.activations});
+    DeviceTensor z = device_tensor(backend, DType::kF32,
+                                   Shape{grid_.channels, grid_.frames, grid_.height, grid_.width});
+    backend.upload(z.tensor, latent_.data());
+    const auto arena_memory = backend.allocate(static_cast<std::size_t>(plan.arena_bytes));
+    memory::Arena arena(arena_memory->data(), static_cast<std::size_t>(plan.arena_bytes),
+                        backend.device());
+    switch (plan.mode) {
+      case VaeDecodeMode::kUntiled: {
+        std::vector<float> chunk;
+        vae.decode_chunks(z.tensor, arena, [&](std::int64_t, const Tensor& pixels) {
+          chunk.resize(static_cast<std::size_t>(pixels.numel()));
+          backend.download(pixels, chunk.data());
+          ctx.frames(pixels.shape[1], chunk);
+        });
+        break;
+      }
+      case VaeDecodeMode::kTiledStreamed:
+        decode_tiled_chunks(vae, z.tensor, arena, plan.tiling, plan.caches,
+                            [&](std::int64_t, const Shape& shape, std::span<const float> pixels) {
+                              ctx.frames(shape[1], pixels);
+                            });
+        break;
+      case VaeDecodeMode::kTiledWhole: {
+        const std::size_t plane = static_cast<std::size_t>(r_.width) * r_.height;
+        std::vector<float> pixels(3 * static_cast<std::size_t>(r_.frames) * plane);
+        decode_tiled(vae, backend, z.tensor, arena, plan.tiling, pixels);
+        ctx.frames(r_.frames, pixels);
+        break;
+      }
+    }
+  }
+
+  const WanParts& parts_;
+  const ResolvedRequest r_;
+  const GenerationPlan& plan_;
+  std::optional<media::RgbImage> image_;
+  const LatentGrid grid_;
+  std::vector<umt5::TextEmbedding> text_;
+  std::vector<float> z0_;
+  std::vector<float> latent_;
+};
+
+}  // namespace
+
+std::unique_ptr<FamilyRun> WanParts::start(const ResolvedRequest& request,
+                                           const GenerationPlan& plan,
+                                           std::optional<media::RgbImage> image) const {
+  return std::make_unique<WanRun>(*this, request, plan, std::move(image));
+}
+
+}  // namespace ferry::models::wan

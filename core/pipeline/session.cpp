@@ -1,0 +1,100 @@
+#include "core/pipeline/session.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "core/error.h"
+#include "core/offload/machine.h"
+
+namespace ferry::pipeline {
+namespace {
+
+std::string gib(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
+  return text;
+}
+
+std::optional<std::pair<int, int>> image_size(const GenerationRequest& request) {
+  if (!request.image) return std::nullopt;
+#if defined(FERRY_HAVE_FFMPEG)
+  const media::RgbImage image = media::load_image(*request.image);
+  return std::pair(image.width, image.height);
+#else
+  throw Error(ErrorCode::kUnsupported, "this build of Ferry reads no images (no FFmpeg)");
+#endif
+}
+
+}  // namespace
+
+Session::Session(SessionOptions options) : options_(std::move(options)) {
+  std::string why;
+  const bool gpu = offload::find_gpu(&why).has_value();
+  machine_ = options_.machine ? *options_.machine : offload::probe_machine();
+  if (!gpu) gpu_missing_ = why.empty() ? "no usable NVIDIA GPU" : why;
+  presets_ = options_.presets ? *options_.presets : offload::load_presets(options_.user_presets);
+}
+
+std::string Session::machine_summary() const {
+  std::string text = gpu_missing_.empty()
+                         ? "GPU with " + gib(machine_.total_vram_bytes) + " of VRAM (" +
+                               gib(machine_.free_vram_bytes) + " free)"
+                         : "no usable GPU (" + gpu_missing_ + ")";
+  return text + "; RAM " + gib(machine_.total_ram_bytes) + " (" +
+         gib(machine_.available_ram_bytes) + " available)";
+}
+
+RunTarget Session::target(std::string_view preset_name) const {
+  RunTarget t;
+  t.preset = offload::find_preset(presets_, preset_name, machine_);
+  if (t.preset.device != Device::kCuda) return t;
+  // A machine described by the caller is planned for as described; this one only when its GPU
+  // is usable (run() still falls back if the GPU will not start).
+  const bool gpu_usable = options_.machine ? machine_.has_gpu : machine_.has_gpu && gpu_missing_.empty();
+  if (gpu_usable) {
+    t.on_gpu = true;
+    return t;
+  }
+  t.fell_back_to_cpu = true;
+  t.reason = !gpu_missing_.empty() ? gpu_missing_ : "the machine described has no GPU";
+  t.preset = offload::find_preset(presets_, "cpu", machine_);
+  return t;
+}
+
+ModelHandle Session::find(const std::vector<std::filesystem::path>& paths) const {
+  return models::open_model(paths);
+}
+
+ResolvedRequest Session::validate(const models::ModelParts& model,
+                                  const GenerationRequest& request) const {
+  return model.resolve(request, image_size(request));
+}
+
+models::GenerationPlan Session::plan(const models::ModelParts& model,
+                                     const ResolvedRequest& request) const {
+  const RunTarget t = target(request.request.preset);
+  return model.plan(request, t.preset, machine_, options_.generator.stream_all);
+}
+
+GenerationResult Session::run(const models::ModelParts& model, const GenerationRequest& request,
+                              ProgressSink& sink, CancelToken& cancel) const {
+  cancel.throw_if_cancelled();
+  RunTarget t = target(request.preset);
+  offload::BackendChoice chosen = offload::choose_backend(t.preset, machine_);
+  if (chosen.fell_back_to_cpu && !t.fell_back_to_cpu) {  // the GPU would not start
+    t.fell_back_to_cpu = true;
+    t.reason = chosen.reason;
+    t.preset = offload::find_preset(presets_, "cpu", machine_);
+  }
+  if (t.fell_back_to_cpu) {
+    sink.note("no usable NVIDIA GPU (" + t.reason + "): running on the CPU with the cpu preset; "
+              "this will be slow");
+  }
+  GeneratorOptions options = options_.generator;
+  options.device_memory = chosen.device_memory;
+  GenerationRequest effective = request;
+  effective.preset = t.preset.name;
+  return generate(*chosen.backend, machine_, t.preset, model, effective, sink, cancel, options);
+}
+
+}  // namespace ferry::pipeline
