@@ -35,7 +35,7 @@
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/offload/planner.h"
-#include "core/pipeline/denoise.h"
+#include "core/models/wan/denoise.h"
 #include "core/tensor/convert.h"
 #ifdef FERRY_HAVE_CUDA
 #include "cuda/cuda_backend.h"
@@ -229,17 +229,17 @@ Result run_steps(ferry::Backend& backend, const ferry::io::SafetensorsSet& set,
   std::normal_distribution<float> normal;
   for (float& v : latent) v = normal(rng);
 
-  ferry::pipeline::DenoiseSettings settings;
+  ferry::models::wan::DenoiseSettings settings;
   settings.steps = o.steps + 1;
   settings.ffn_chunk_tokens = o.ffn_chunk_tokens;
   std::vector<Clock::time_point> starts;
   ferry::offload::StreamStats before;
-  ferry::pipeline::DenoiseHooks hooks;
+  ferry::models::wan::DenoiseHooks hooks;
   hooks.before_step = [&](int step) {
     starts.push_back(Clock::now());
     if (step == 1) before = streamer.stats();
   };
-  ferry::pipeline::denoise(backend, dit, streamer, arena, contexts, grid, {}, settings, latent,
+  ferry::models::wan::denoise(backend, dit, streamer, arena, contexts, grid, {}, settings, latent,
                            hooks);
   starts.push_back(Clock::now());
   const ferry::offload::StreamStats after = streamer.stats();
@@ -301,7 +301,7 @@ int main_checked(const Options& o) {
       "dit_step: Wan 2.2 TI2V-5B shapes (D %llu, F %llu), %d of %llu blocks, bf16 random weights "
       "(%.0f MiB, written in %.1f s to %s)\n"
       "backend %s, %u hardware threads; one step = CFG pair + guidance + UniPC "
-      "(pipeline::denoise), the fastest of %d after 1 warm-up, %d rounds\n"
+      "(models::wan::denoise), the fastest of %d after 1 warm-up, %d rounds\n"
       "streamed plans: look-ahead %zu, staging %zu x %zu MiB, disk reads unbuffered "
       "(DirectReader)\n",
       static_cast<unsigned long long>(config.dim), static_cast<unsigned long long>(config.ffn_dim),

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -18,9 +17,7 @@
 #include "core/io/detail/os_file.h"
 #include "core/io/user_data.h"
 #include "core/media/video_writer.h"
-#include "core/pipeline/demo_model.h"
-#include "core/pipeline/generator.h"
-#include "cuda/choose_backend.h"
+#include "core/pipeline/session.h"
 #ifdef _WIN32
 #include <io.h>
 #define FERRY_ISATTY(fd) _isatty(fd)
@@ -32,23 +29,21 @@
 namespace ferry::cli {
 namespace {
 
-namespace fs = std::filesystem;
-
 volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void on_interrupt(int) {
   g_interrupted = 1;
 }
 
-// Turns Ctrl+C into Generator::cancel() (from a thread: a signal handler may not lock).
+// Turns Ctrl+C into a cancel of the run's token (from a thread: a signal handler may not lock).
 class InterruptWatch {
  public:
-  explicit InterruptWatch(pipeline::Generator& generator) : generator_(generator) {
+  explicit InterruptWatch(pipeline::CancelToken& cancel) : cancel_(cancel) {
     g_interrupted = 0;
     previous_ = std::signal(SIGINT, on_interrupt);
     thread_ = std::thread([this] {
       while (!stop_) {
         if (g_interrupted != 0) {
-          generator_.cancel();
+          cancel_.cancel();
           return;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -62,7 +57,7 @@ class InterruptWatch {
   }
 
  private:
-  pipeline::Generator& generator_;
+  pipeline::CancelToken& cancel_;
   std::atomic<bool> stop_{false};
   void (*previous_)(int) = nullptr;
   std::thread thread_;
@@ -87,6 +82,10 @@ class TerminalProgress final : public pipeline::ProgressSink {
   explicit TerminalProgress(bool device) : tty_(FERRY_ISATTY(2) != 0), device_(device) {}
   ~TerminalProgress() override { end_line(); }
 
+  void note(const std::string& text) override {
+    end_line();
+    std::fprintf(stderr, "%s\n", text.c_str());
+  }
   void stage(pipeline::Stage stage) override {
     end_line();
     std::fprintf(stderr, "%s...\n", std::string(pipeline::stage_name(stage)).c_str());
@@ -142,12 +141,7 @@ pipeline::GenerationRequest request_from(const Args& args) {
       throw Error(ErrorCode::kBadArgument, "--shift takes a number, not '" + *shift + "'");
     }
   }
-  if (const auto sampler = args.value("sampler")) {
-    r.sampler = models::wan::parse_sampler_kind(*sampler);
-    if (!r.sampler) {
-      throw Error(ErrorCode::kBadArgument, "--sampler is unipc or euler, not '" + *sampler + "'");
-    }
-  }
+  if (const auto sampler = args.value("sampler")) r.sampler = *sampler;
   r.seed = static_cast<std::uint64_t>(args.integer_or("seed", 0, 0, (1ll << 53)));
   r.preset = args.value_or("preset", "auto");
   if (const auto out = args.value("out")) r.output = io::detail::path_from_utf8(*out);
@@ -171,32 +165,15 @@ void print_step_table(const pipeline::GenerationResult& result, bool device) {
   }
 }
 
-int run(pipeline::GenerationRequest request, const Args& args, bool demo) {
-  // The demo streams every block from disk, whatever the machine could hold.
-  const offload::MachineInfo machine = describe_machine(
-      args.integer_or("vram-mib", -1, 0, 1 << 22), args.integer_or("ram-mib", -1, 1024, 1 << 24));
-  std::vector<offload::Preset> presets = offload::load_presets(user_presets_dir());
-  const offload::Preset preset = offload::find_preset(presets, request.preset, machine);
-
-  pipeline::GeneratorOptions options;
-  options.stream_all = demo;
-  ChosenBackend chosen = choose_backend(preset, machine);
-  options.device_memory = chosen.device_memory;
-  if (chosen.fell_back_to_cpu) {
-    std::fprintf(stderr,
-                 "no usable NVIDIA GPU: running on the CPU with the cpu preset; this will be "
-                 "slow\n");
-    request.preset = "cpu";
-  }
-  std::unique_ptr<Backend> backend = std::move(chosen.backend);
-  const bool device = static_cast<bool>(options.device_memory);
-
-  pipeline::Generator generator(*backend, machine, std::move(presets), options);
+int run(const pipeline::Session& session, const models::ModelParts& model,
+        const pipeline::GenerationRequest& request, bool demo) {
+  const bool device = session.target(request.preset).on_gpu;
+  pipeline::CancelToken cancel;
   pipeline::GenerationResult result;
   {
-    InterruptWatch watch(generator);
+    InterruptWatch watch(cancel);
     TerminalProgress progress(device);
-    result = generator.generate(request, progress);
+    result = session.run(model, request, progress, cancel);
   }
   if (demo) print_step_table(result, device);
   const auto& s = result.settings;
@@ -217,7 +194,9 @@ int run_generate(const std::vector<std::string>& argv) {
                 "usage: ferry-cli generate --model DIR --prompt TEXT --out FILE.mp4 [options] "
                 "(see ferry-cli help)");
   }
-  return run(request_from(args), args, false);
+  const pipeline::Session session(session_options(args));
+  const pipeline::GenerationRequest request = request_from(args);
+  return run(session, *session.find(request.model), request, false);
 }
 
 int run_demo(const std::vector<std::string>& argv) {
@@ -232,19 +211,26 @@ int run_demo(const std::vector<std::string>& argv) {
       "(text encoder, diffusion model streamed from disk, VAE, MP4) to show it works here.\n"
       "Real videos need a real model folder: ferry-cli generate --model DIR ...\n\n");
   std::fflush(stdout);  // before the progress lines on stderr
-  const fs::path folder = io::user_data_subdir("demo-model");
-  pipeline::write_demo_model(folder);
+  pipeline::SessionOptions options = session_options(args);
+  options.generator.stream_all = true;  // the demo streams every block from disk
+  const pipeline::Session session(std::move(options));
   pipeline::GenerationRequest r = request_from(args);
-  r.model = {folder};
+  r.model = {session.write_demo_model(io::user_data_subdir("demo-model"))};
   if (r.prompt.empty()) r.prompt = "a red ferry crossing a calm fjord at sunrise, cinematic";
-  if (r.width == 0 && r.height == 0) r.width = r.height = 256;
-  if (r.frames == 0) r.frames = 17;
-  if (r.steps == 0) r.steps = 8;
+  // The demo model's own small defaults, unless asked otherwise.
+  const pipeline::ModelHandle model = session.find(r.model);
+  const models::RequestRules rules = model->rules();
+  if (r.width == 0 && r.height == 0) {
+    r.width = rules.width;
+    r.height = rules.height;
+  }
+  if (r.frames == 0) r.frames = rules.frames;
+  if (r.steps == 0) r.steps = rules.steps;
   if (r.output.empty()) {
     r.output =
         io::user_data_subdir("videos") / ("ferry-demo" + std::string(media::video_extension()));
   }
-  return run(r, args, true);
+  return run(session, *model, r, true);
 }
 
 }  // namespace ferry::cli

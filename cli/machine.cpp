@@ -2,35 +2,26 @@
 
 #include "core/error.h"
 #include "core/io/user_data.h"
-#include "core/memory/process_memory.h"
-#ifdef FERRY_HAVE_CUDA
-#include "cuda/device_info.h"
-#endif
+#include "core/offload/machine.h"
 
 namespace ferry::cli {
 
-offload::MachineInfo describe_machine(long long vram_mib, long long ram_mib) {
-  offload::MachineInfo m;
-  const memory::SystemMemory ram = memory::sample_system_memory();
-  m.total_ram_bytes = ram.total_bytes;
-  m.available_ram_bytes = ram.available_bytes;
-  if (ram_mib >= 0)
+pipeline::SessionOptions session_options(const Args& args) {
+  pipeline::SessionOptions options;
+  options.user_presets = user_presets_dir();
+  const long long vram_mib = args.integer_or("vram-mib", -1, 0, 1 << 22);
+  const long long ram_mib = args.integer_or("ram-mib", -1, 1024, 1 << 24);
+  if (vram_mib < 0 && ram_mib < 0) return options;  // this machine, as the session probes it
+  offload::MachineInfo m = offload::probe_machine();
+  if (ram_mib >= 0) {
     m.total_ram_bytes = m.available_ram_bytes = static_cast<std::uint64_t>(ram_mib) << 20;
-#ifdef FERRY_HAVE_CUDA
-  if (vram_mib < 0) {
-    if (const auto device = cuda::query_device()) {
-      const cuda::DeviceMemory vram = cuda::sample_device_memory();
-      m.has_gpu = true;
-      m.total_vram_bytes = vram.total_bytes;
-      m.free_vram_bytes = vram.free_bytes;
-    }
   }
-#endif
   if (vram_mib >= 0) {
     m.has_gpu = vram_mib > 0;
     m.total_vram_bytes = m.free_vram_bytes = static_cast<std::uint64_t>(vram_mib) << 20;
   }
-  return m;
+  options.machine = m;
+  return options;
 }
 
 std::filesystem::path user_presets_dir() {

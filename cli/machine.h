@@ -1,15 +1,16 @@
-// The machine ferry-cli plans for: this one (GPU through the CUDA runtime when built with it,
-// RAM from the OS), or one described on the command line.
+// The session ferry-cli runs (core/pipeline/session.h): on this machine, or on one described by
+// --vram-mib / --ram-mib (plans for another machine), with the user's presets.
 #pragma once
 
 #include <filesystem>
 
-#include "core/offload/preset.h"
+#include "cli/args.h"
+#include "core/pipeline/session.h"
 
 namespace ferry::cli {
 
-// vram_mib / ram_mib < 0: measure; otherwise pretend the machine has that much free.
-offload::MachineInfo describe_machine(long long vram_mib, long long ram_mib);
+// --vram-mib N (0: no GPU) and --ram-mib N describe the machine; each one not given is measured.
+pipeline::SessionOptions session_options(const Args& args);
 
 // <per-user data folder>/presets (core/io/user_data.h); empty when there is no data folder.
 std::filesystem::path user_presets_dir();

@@ -60,7 +60,11 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
   }
 }
 
-void check_output(const fs::path& output) {
+void check_run_inputs(const GenerationRequest& request) {
+  if (request.prompt.find_first_not_of(" \t\r\n") == std::string::npos) {
+    bad("the prompt is empty: describe the video to make");
+  }
+  const fs::path& output = request.output;
   const std::string extension(media::video_extension());
   if (output.empty()) bad("no output file given (--out FILE" + extension + ")");
   if (output.extension() != extension) {

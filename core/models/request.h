@@ -73,8 +73,9 @@ struct RequestRules {
 // in the message.
 void check_request(const ResolvedRequest& r, const RequestRules& rules, const std::string& model);
 
-// Error(kBadArgument) unless `output` ends in the build's video extension (.mp4; .avi in builds
-// without FFmpeg: media::video_extension()) and its folder exists.
-void check_output(const std::filesystem::path& output);
+// What every run needs whatever the family: a prompt that is not blank, and an output that ends
+// in the build's video extension (.mp4; .avi in builds without FFmpeg: media::video_extension())
+// in a folder that exists. Error(kBadArgument).
+void check_run_inputs(const GenerationRequest& request);
 
 }  // namespace ferry::models

@@ -23,6 +23,7 @@ StagePlan block_stage_plan(std::string stage, const offload::ModelLayout& layout
   s.plan = stream_all ? offload::streamed_plan(layout, preset)
                       : offload::make_plan(layout, preset, machine);
   s.groups = layout.groups.size();
+  for (const offload::LayerGroup& g : layout.groups) s.group_table.push_back({g.name, g.bytes()});
   s.resident_groups = s.plan.count(offload::Placement::kDevice);
   s.pinned_groups = s.plan.count(offload::Placement::kPinnedCache);
   s.disk_groups = s.plan.count(offload::Placement::kDisk);

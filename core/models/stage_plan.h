@@ -32,6 +32,11 @@ struct StagePlan {
   // 28 tiles".
   std::string detail;
   offload::Plan plan;  // the planner's full answer (block stages; empty otherwise)
+  struct Group {
+    std::string name;
+    std::uint64_t bytes = 0;
+  };
+  std::vector<Group> group_table;  // the layout's groups, in the order of plan.placement
   // The family's own plan for a stage that is not a block stage (Wan: its VaePlan), which the
   // family's run reads back: every stage is planned once, before any work.
   std::any family_plan;

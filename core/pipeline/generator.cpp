@@ -125,6 +125,7 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
                           const GenerationRequest& request, ProgressSink& sink,
                           offload::CancelToken& cancel, const GeneratorOptions& options) {
   cancel.throw_if_cancelled();
+  models::check_run_inputs(request);
   std::optional<media::RgbImage> image = load_start_image(request);
   const ResolvedRequest r = parts.resolve(
       request, image ? std::optional(std::pair(image->width, image->height)) : std::nullopt);

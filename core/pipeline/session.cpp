@@ -36,10 +36,13 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
 }
 
 std::string Session::machine_summary() const {
-  std::string text = gpu_missing_.empty()
+  const bool gpu = options_.machine ? machine_.has_gpu : machine_.has_gpu && gpu_missing_.empty();
+  std::string text = gpu
                          ? "GPU with " + gib(machine_.total_vram_bytes) + " of VRAM (" +
                                gib(machine_.free_vram_bytes) + " free)"
-                         : "no usable GPU (" + gpu_missing_ + ")";
+                         : "no usable GPU (" +
+                               (gpu_missing_.empty() ? std::string("none described") : gpu_missing_) +
+                               ")";
   return text + "; RAM " + gib(machine_.total_ram_bytes) + " (" +
          gib(machine_.available_ram_bytes) + " available)";
 }
@@ -63,6 +66,13 @@ RunTarget Session::target(std::string_view preset_name) const {
 
 ModelHandle Session::find(const std::vector<std::filesystem::path>& paths) const {
   return models::open_model(paths);
+}
+
+std::filesystem::path Session::write_demo_model(const std::filesystem::path& folder) const {
+  for (const models::ModelFamily* family : models::model_families()) {
+    if (const auto written = family->write_demo_model(folder)) return *written;
+  }
+  throw Error(ErrorCode::kUnsupported, "this build of Ferry has no demo model");
 }
 
 ResolvedRequest Session::validate(const models::ModelParts& model,

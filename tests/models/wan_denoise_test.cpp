@@ -19,13 +19,13 @@
 #include "core/models/wan/sampler.h"
 #include "core/models/wan/ti2v.h"
 #include "core/offload/planner.h"
-#include "core/pipeline/denoise.h"
+#include "core/models/wan/denoise.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
 #include "tests/models/model_test_tensors.h"
 #include "tests/test_support.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 namespace {
 
 namespace wan = models::wan;
@@ -257,4 +257,4 @@ TEST_F(WanDenoise, streamed_and_mixed_plans_give_the_resident_latents) {
 }
 
 }  // namespace
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

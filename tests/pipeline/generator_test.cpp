@@ -1,10 +1,11 @@
-// The whole generation path (core/pipeline/generator.h) on the demo model set: prompt → MP4 that
-// FFmpeg decodes back, the same request twice, streamed against resident, a start image,
-// cancellation, and a budget that does not fit. Needs FFmpeg; compiles to nothing without it
+// The whole generation path through the session API (core/pipeline/session.h, generator.h) on
+// the demo model set: prompt → MP4 that FFmpeg decodes back, the same request twice, streamed
+// against resident, a start image, cancellation with a per-run token, a budget that does not fit,
+// and metadata that names model files without their folders. Needs FFmpeg; compiles to nothing without it
 // (the mingw lane).
 #if defined(FERRY_HAVE_FFMPEG)
 
-#include "core/pipeline/generator.h"
+#include "core/pipeline/session.h"
 
 #include <gtest/gtest.h>
 
@@ -14,11 +15,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/media/video_reader.h"
 #include "core/memory/process_memory.h"
-#include "core/pipeline/demo_model.h"
+#include "core/models/wan/demo_model.h"
+#include "core/models/wan/request_rules.h"
 #include "core/pipeline/run_log.h"
 #include "tests/test_support.h"
 
@@ -31,7 +32,7 @@ constexpr std::uint64_t kGiB = 1ull << 30;
 
 const fs::path& demo_folder() {
   static const test::ScratchDir dir;
-  static const fs::path folder = write_demo_model(dir / "demo");
+  static const fs::path folder = models::wan::write_demo_model(dir / "demo");
   return folder;
 }
 
@@ -68,12 +69,26 @@ struct Recorder final : ProgressSink {
   }
 };
 
+// A session on a described CPU machine (the test machine may have a GPU or not: the same plans).
+Session cpu_session(std::vector<offload::Preset> presets = offload::builtin_presets(),
+                    GeneratorOptions options = {}) {
+  SessionOptions o;
+  o.machine = cpu_machine();
+  o.presets = std::move(presets);
+  o.generator = std::move(options);
+  return Session(std::move(o));
+}
+
+GenerationResult run_with(const Session& session, const GenerationRequest& request,
+                          ProgressSink& sink, CancelToken& cancel) {
+  return session.run(*session.find(request.model), request, sink, cancel);
+}
+
 GenerationResult run(const GenerationRequest& request, Recorder& sink, bool stream_all = false) {
-  cpu::CpuBackend backend;
   GeneratorOptions options;
   options.stream_all = stream_all;
-  Generator generator(backend, cpu_machine(), offload::builtin_presets(), options);
-  return generator.generate(request, sink);
+  CancelToken cancel;
+  return run_with(cpu_session(offload::builtin_presets(), options), request, sink, cancel);
 }
 
 TEST(Generator, MakesAnMp4ThatDecodesBackWithItsSettings) {
@@ -99,7 +114,19 @@ TEST(Generator, MakesAnMp4ThatDecodesBackWithItsSettings) {
   EXPECT_EQ(settings["seed"], 1234);
   EXPECT_EQ(settings["steps"], 3);
   EXPECT_EQ(settings["preset"], "cpu");
-  EXPECT_EQ(settings["negative_prompt"], std::string(kWanDefaultNegativePrompt));
+  EXPECT_EQ(settings["negative_prompt"], std::string(models::wan::kWanDefaultNegativePrompt));
+  EXPECT_EQ(settings["family"], "wan");
+  // Model files by name, size and fingerprint: no folder of the user's leaks into a shared clip.
+  ASSERT_EQ(settings["model_files"].size(), 3u);
+  for (const auto& f : settings["model_files"]) {
+    const std::string name = f["name"];
+    EXPECT_EQ(name.find_first_of("/\\"), std::string::npos) << name;
+    EXPECT_TRUE(fs::exists(demo_folder() / name)) << name;
+    EXPECT_EQ(f["bytes"].get<std::uint64_t>(), fs::file_size(demo_folder() / name));
+    EXPECT_EQ(f["fingerprint"].get<std::string>().rfind("fp1:", 0), 0u);
+  }
+  EXPECT_EQ(info.metadata.at("comment").find(demo_folder().parent_path().string()),
+            std::string::npos);
 
   // The sidecar holds the same settings; one stats line per step.
   const auto sidecar_bytes = test::read_file(dir / "clip.json");
@@ -183,9 +210,8 @@ TEST(Generator, ARunLogRecordsTheWholeRun) {
   RunLog log(dir / "logs", sink);
   const GenerationRequest request = small_request(dir / "clip.mp4");
   log.started(request, cpu_machine(), "cpu");
-  cpu::CpuBackend backend;
-  Generator generator(backend, cpu_machine(), offload::builtin_presets());
-  log.finished(generator.generate(request, log));
+  CancelToken cancel;
+  log.finished(run_with(cpu_session(), request, log, cancel));
 
   EXPECT_EQ(sink.steps, (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(sink.previews, 3);
@@ -226,16 +252,15 @@ TEST(Generator, ABf16VaePresetDecodesCloseToTheF32Decode) {
     test::ScratchDir dir;
     GenerationRequest request = small_request(dir / "clip.mp4");
     request.preset = preset;
-    cpu::CpuBackend backend;
     GeneratorOptions options;
     std::vector<float> pixels;
     options.final_latent = [&](std::span<const float> z) { latent.assign(z.begin(), z.end()); };
     options.decoded_frames = [&](std::int64_t, std::int64_t, std::span<const float> p) {
       pixels.insert(pixels.end(), p.begin(), p.end());
     };
-    Generator generator(backend, cpu_machine(), presets, options);
     Recorder sink;
-    generator.generate(request, sink);
+    CancelToken cancel;
+    run_with(cpu_session(presets, options), request, sink, cancel);
     return pixels;
   };
   std::vector<float> latent_f32, latent_bf16;
@@ -256,35 +281,60 @@ TEST(Generator, ABf16VaePresetDecodesCloseToTheF32Decode) {
 
 TEST(Generator, CancelStopsWithinTheStepAndLeavesNothing) {
   test::ScratchDir dir;
-  cpu::CpuBackend backend;
-  Generator generator(backend, cpu_machine(), offload::builtin_presets());
+  const Session session = cpu_session();
   Recorder sink;
+  CancelToken cancel;
   sink.on_step = [&](int step) {
-    if (step == 1) generator.cancel();
+    if (step == 1) cancel.cancel();
   };
   GenerationRequest request = small_request(dir / "clip.mp4");
   request.steps = 5;
-  EXPECT_EQ(test::error_code_of([&] { generator.generate(request, sink); }), ErrorCode::kCancelled);
+  EXPECT_EQ(test::error_code_of([&] { run_with(session, request, sink, cancel); }),
+            ErrorCode::kCancelled);
   EXPECT_EQ(sink.steps, (std::vector<int>{1}));
   EXPECT_TRUE(fs::is_empty(dir.path()));
-  // The generator runs again after a cancel.
+  // A cancelled token stays cancelled: the same token never starts another run ...
   sink.on_step = nullptr;
+  sink.stages.clear();
   request.steps = 1;
-  generator.generate(request, sink);
+  EXPECT_EQ(test::error_code_of([&] { run_with(session, request, sink, cancel); }),
+            ErrorCode::kCancelled);
+  EXPECT_TRUE(sink.stages.empty());
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  // ... and the session runs again with a new one.
+  CancelToken next;
+  run_with(session, request, sink, next);
   EXPECT_TRUE(fs::exists(dir / "clip.mp4"));
+}
+
+// A cancel that lands between two stages (here: as the decode starts) is not lost.
+TEST(Generator, ACancelBetweenStagesIsHonoured) {
+  test::ScratchDir dir;
+  struct CancelAtDecode final : ProgressSink {
+    CancelToken* cancel = nullptr;
+    void stage(Stage s) override {
+      if (s == Stage::kDecode) cancel->cancel();
+    }
+  } sink;
+  CancelToken cancel;
+  sink.cancel = &cancel;
+  EXPECT_EQ(test::error_code_of([&] {
+              run_with(cpu_session(), small_request(dir / "clip.mp4"), sink, cancel);
+            }),
+            ErrorCode::kCancelled);
+  EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
 TEST(Generator, ABudgetThatCannotFitIsRefusedBeforeAnyStep) {
   test::ScratchDir dir;
-  cpu::CpuBackend backend;
   offload::Preset tiny = offload::find_preset(offload::builtin_presets(), "cpu", cpu_machine());
   tiny.name = "tiny";
   tiny.ram_budget_bytes = 1ull << 20;
-  Generator generator(backend, cpu_machine(), {tiny});
   Recorder sink;
   GenerationRequest request = small_request(dir / "clip.mp4");
   request.preset = "tiny";
-  EXPECT_EQ(test::error_code_of([&] { generator.generate(request, sink); }),
+  CancelToken cancel;
+  EXPECT_EQ(test::error_code_of([&] { run_with(cpu_session({tiny}), request, sink, cancel); }),
             ErrorCode::kDoesNotFit);
   EXPECT_TRUE(sink.steps.empty());
   EXPECT_TRUE(fs::is_empty(dir.path()));

@@ -40,8 +40,9 @@
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/umt5/tokenizer.h"
 #include "core/offload/planner.h"
-#include "core/pipeline/demo_model.h"
-#include "core/pipeline/generator.h"
+#include "core/models/wan/demo_model.h"
+#include "core/models/wan/request_rules.h"
+#include "core/pipeline/session.h"
 #include "core/tensor/convert.h"
 #include "tests/test_support.h"
 
@@ -143,7 +144,7 @@ std::string text(const std::string& name) {
 
 const fs::path& demo_folder() {
   static const test::ScratchDir dir;
-  static const fs::path folder = write_demo_model(dir / "demo");
+  static const fs::path folder = models::wan::write_demo_model(dir / "demo");
   return folder;
 }
 
@@ -232,8 +233,11 @@ Output generate(const std::string& noise_name, const std::optional<fs::path>& im
       }
     }
   };
-  cpu::CpuBackend backend;
-  Generator generator(backend, kMachine, offload::builtin_presets(), options);
+  SessionOptions session_options;
+  session_options.machine = kMachine;
+  session_options.presets = offload::builtin_presets();
+  session_options.generator = options;
+  const Session session(session_options);
   GenerationRequest r;
   r.model = {demo_folder()};
   r.prompt = text("prompt");
@@ -245,12 +249,13 @@ Output generate(const std::string& noise_name, const std::optional<fs::path>& im
   r.steps = kSteps;
   r.guide_scale = 5.0f;
   r.shift = 5.0;
-  r.sampler = models::wan::SamplerKind::kUniPC;
+  r.sampler = "unipc";
   r.preset = "cpu";
   r.output = out;
   struct : ProgressSink {
   } sink;
-  o.result = generator.generate(r, sink);
+  CancelToken cancel;
+  o.result = session.run(*session.find(r.model), r, sink, cancel);
   o.mp4 = media::read_video_frames(out);
   return o;
 }
@@ -318,16 +323,16 @@ void expect_matches(const std::string& name, const Output& o, const Bounds& boun
 // The tokenizer embedded in the demo gives the official ids for both prompts (so a failure below
 // is not the text's).
 TEST(PipelineParity, TokenIdsAreTheOfficialOnes) {
-  const auto set = io::SafetensorsSet::open(demo_folder() / DemoModel::kTextEncoderFile);
+  const auto set = io::SafetensorsSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
   const auto tokenizer = models::umt5::Tokenizer::from_checkpoint(set);
   EXPECT_EQ(tokenizer.tokenize(text("prompt")).ids, ids("prompt.ids"));
   EXPECT_EQ(tokenizer.tokenize(text("negative_prompt")).ids, ids("negative_prompt.ids"));
-  EXPECT_EQ(text("negative_prompt"), kWanDefaultNegativePrompt);
+  EXPECT_EQ(text("negative_prompt"), models::wan::kWanDefaultNegativePrompt);
 }
 
 // The text stage alone: Ferry's umT5 output for both prompts against the official bf16 run.
 TEST(PipelineParity, TextEmbeddingsMatchTheOfficialOnes) {
-  const auto set = io::SafetensorsSet::open(demo_folder() / DemoModel::kTextEncoderFile);
+  const auto set = io::SafetensorsSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
   const auto weights = models::umt5::EncoderWeights::from(set);
   const offload::Preset preset = offload::find_preset(offload::builtin_presets(), "cpu", kMachine);
   const offload::Plan plan = offload::make_plan(weights.model_layout(), preset, kMachine);

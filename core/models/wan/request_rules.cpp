@@ -100,9 +100,6 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
   const RequestRules rules = request_rules(set);
   ResolvedRequest r;
   r.request = request;
-  if (request.prompt.find_first_not_of(" \t\r\n") == std::string::npos) {
-    bad("the prompt is empty: describe the video to make");
-  }
   r.negative_prompt = request.negative_prompt.empty() ? std::string(kWanDefaultNegativePrompt)
                                                       : request.negative_prompt;
   if (request.image && !rules.takes_start_image) {
@@ -131,7 +128,6 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
   r.shift = request.shift.value_or(d.shift);
   r.sampler = request.sampler.value_or(rules.sampler);
   check_request(r, rules, std::string(c.name));
-  check_output(request.output);
 
   const int spatial = c.in_dim == 48 ? 16 : 8;
   r.latent_frames = (r.frames - 1) / 4 + 1;

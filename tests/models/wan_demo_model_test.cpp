@@ -1,8 +1,8 @@
-// The built-in demo model set (core/pipeline/demo_model.h): the same bytes on every run and
+// The built-in demo model set (core/models/wan/demo_model.h): the same bytes on every run and
 // platform, found by find_model_set like a folder of ComfyUI single files, every part loadable by
 // its own loader and runnable, and an intact demo reused while a damaged or outdated one is
 // rebuilt.
-#include "core/pipeline/demo_model.h"
+#include "core/models/wan/demo_model.h"
 
 #include <gtest/gtest.h>
 
@@ -24,10 +24,10 @@
 #include "core/models/wan/vae_synth.h"
 #include "core/models/wan/vae_weights.h"
 #include "core/offload/streamer.h"
-#include "core/pipeline/model_set.h"
+#include "core/models/wan/model_set.h"
 #include "tests/test_support.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 namespace {
 
 namespace fs = std::filesystem;
@@ -333,4 +333,4 @@ TEST(DemoModel, a_truncated_corrupt_or_outdated_demo_is_rebuilt) {
 }
 
 }  // namespace
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

@@ -1,5 +1,6 @@
-// Filling and checking a generation request (core/pipeline/request.h).
-#include "core/pipeline/request.h"
+// Filling and checking a Wan generation request (core/models/wan/request_rules.h), and the rules
+// the engine publishes to front ends; the checks every family shares (core/models/request.h).
+#include "core/models/wan/request_rules.h"
 
 #include <gtest/gtest.h>
 
@@ -7,10 +8,10 @@
 #include "core/media/video_writer.h"
 #include "tests/test_support.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 namespace {
 
-ModelSet model(const models::wan::DitConfig& c) {
+ModelSet model(const DitConfig& c) {
   ModelSet m;
   m.dit_config = c;
   m.text_dim = 4096;
@@ -41,7 +42,7 @@ TEST(Request, BestOutputSizeMatchesTheOfficialFunction) {
 
 TEST(Request, FillsTheModelsOfficialDefaults) {
   test::ScratchDir dir;
-  const ResolvedRequest ti2v = resolve(request(dir), model(models::wan::kTI2V_5B), std::nullopt);
+  const ResolvedRequest ti2v = resolve(request(dir), model(kTI2V_5B), std::nullopt);
   EXPECT_EQ(ti2v.width, 1280);
   EXPECT_EQ(ti2v.height, 704);
   EXPECT_EQ(ti2v.frames, 121);
@@ -54,7 +55,7 @@ TEST(Request, FillsTheModelsOfficialDefaults) {
   EXPECT_EQ(ti2v.latent_height, 44);
   EXPECT_EQ(ti2v.latent_width, 80);
 
-  const ResolvedRequest t2v = resolve(request(dir), model(models::wan::kT2V_1_3B), std::nullopt);
+  const ResolvedRequest t2v = resolve(request(dir), model(kT2V_1_3B), std::nullopt);
   EXPECT_EQ(t2v.width, 832);
   EXPECT_EQ(t2v.height, 480);
   EXPECT_EQ(t2v.frames, 81);
@@ -67,7 +68,7 @@ TEST(Request, AStartImageSetsTheAspectAndTheSizeSetsTheArea) {
   test::ScratchDir dir;
   GenerationRequest r = request(dir);
   r.image = dir / "start.png";
-  const ResolvedRequest out = resolve(r, model(models::wan::kTI2V_5B), std::pair(1920, 1080));
+  const ResolvedRequest out = resolve(r, model(kTI2V_5B), std::pair(1920, 1080));
   EXPECT_EQ(out.width, 1248);
   EXPECT_EQ(out.height, 704);
 }
@@ -81,25 +82,28 @@ TEST(Request, KeepsWhatTheUserChose) {
   r.steps = 20;
   r.guide_scale = 6.0f;
   r.shift = 8.0;
-  r.sampler = models::wan::SamplerKind::kEuler;
+  r.sampler = "euler";
   r.negative_prompt = "blurry";
-  const ResolvedRequest out = resolve(r, model(models::wan::kTI2V_5B), std::nullopt);
+  const ResolvedRequest out = resolve(r, model(kTI2V_5B), std::nullopt);
   EXPECT_EQ(out.width, 832);
   EXPECT_EQ(out.frames, 33);
   EXPECT_EQ(out.steps, 20);
   EXPECT_FLOAT_EQ(out.guide_scale, 6.0f);
   EXPECT_DOUBLE_EQ(out.shift, 8.0);
-  EXPECT_EQ(out.sampler, models::wan::SamplerKind::kEuler);
+  EXPECT_EQ(out.sampler, "euler");
   EXPECT_EQ(out.negative_prompt, "blurry");
 }
 
 TEST(Request, RefusesWhatCannotBeGenerated) {
   test::ScratchDir dir;
-  const ModelSet ti2v = model(models::wan::kTI2V_5B);
+  const ModelSet ti2v = model(kTI2V_5B);
   const auto code = [&](auto change) {
     GenerationRequest r = request(dir);
     change(r);
-    return test::error_code_of([&] { resolve(r, ti2v, std::nullopt); });
+    return test::error_code_of([&] {
+      check_run_inputs(r);
+      resolve(r, ti2v, std::nullopt);
+    });
   };
   EXPECT_EQ(code([](GenerationRequest& r) { r.prompt = "  "; }), ErrorCode::kBadArgument);
   EXPECT_EQ(code([](GenerationRequest& r) { r.width = 1000, r.height = 704; }),
@@ -108,6 +112,7 @@ TEST(Request, RefusesWhatCannotBeGenerated) {
   EXPECT_EQ(code([](GenerationRequest& r) { r.steps = -1; }), ErrorCode::kBadArgument);
   EXPECT_EQ(code([](GenerationRequest& r) { r.guide_scale = 80.0f; }), ErrorCode::kBadArgument);
   EXPECT_EQ(code([](GenerationRequest& r) { r.shift = 0.0; }), ErrorCode::kBadArgument);
+  EXPECT_EQ(code([](GenerationRequest& r) { r.sampler = "ddim"; }), ErrorCode::kBadArgument);
   EXPECT_EQ(code([&](GenerationRequest& r) { r.output = dir / "out.mkv"; }),
             ErrorCode::kBadArgument);
   EXPECT_EQ(code([&](GenerationRequest& r) {
@@ -118,9 +123,32 @@ TEST(Request, RefusesWhatCannotBeGenerated) {
   GenerationRequest r = request(dir);
   r.image = dir / "start.png";
   EXPECT_EQ(
-      test::error_code_of([&] { resolve(r, model(models::wan::kT2V_1_3B), std::pair(640, 480)); }),
+      test::error_code_of([&] { resolve(r, model(kT2V_1_3B), std::pair(640, 480)); }),
       ErrorCode::kBadArgument);
 }
 
+// The size rule is the model's: Wan 2.1 takes multiples of 16 (400x240 is not a multiple of 32),
+// TI2V-5B multiples of 32; front ends read it from the rules instead of restating it.
+TEST(Request, TheSizeRuleIsTheModelsAndIsPublished) {
+  test::ScratchDir dir;
+  GenerationRequest r = request(dir);
+  r.width = 400;
+  r.height = 240;
+  const ResolvedRequest t2v = resolve(r, model(kT2V_1_3B), std::nullopt);
+  EXPECT_EQ(t2v.width, 400);
+  EXPECT_EQ(t2v.height, 240);
+  EXPECT_EQ(request_rules(model(kT2V_1_3B)).size_multiple, 16);
+  EXPECT_TRUE(request_rules(model(kT2V_1_3B)).size_allowed(400, 240));
+  EXPECT_EQ(test::error_code_of([&] { resolve(r, model(kTI2V_5B), std::nullopt); }),
+            ErrorCode::kBadArgument);
+  const RequestRules ti2v = request_rules(model(kTI2V_5B));
+  EXPECT_EQ(ti2v.size_multiple, 32);
+  EXPECT_FALSE(ti2v.size_allowed(400, 240));
+  EXPECT_TRUE(ti2v.takes_start_image);
+  EXPECT_EQ(ti2v.samplers, (std::vector<std::string>{"unipc", "euler"}));
+  for (const auto& [w, h] : ti2v.sizes) EXPECT_TRUE(ti2v.size_allowed(w, h)) << w << "x" << h;
+  EXPECT_EQ(std::pair(ti2v.width, ti2v.height), std::pair(1280, 704));
+}
+
 }  // namespace
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan

@@ -1,12 +1,12 @@
-// The seeded noise (core/pipeline/noise.h).
-#include "core/pipeline/noise.h"
+// The seeded noise (core/models/noise.h).
+#include "core/models/noise.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-namespace ferry::pipeline {
+namespace ferry::models {
 namespace {
 
 // Philox4x32-10's known-answer vector (Random123's kat_vectors) for counter and key all zeros.
@@ -48,4 +48,4 @@ TEST(Noise, SamplesAreStandardNormal) {
 }
 
 }  // namespace
-}  // namespace ferry::pipeline
+}  // namespace ferry::models

@@ -1,7 +1,7 @@
-// Finding a model's parts in a folder or in files (core/pipeline/model_set.h), with the tiny
+// Finding a model's parts in a folder or in files (core/models/wan/model_set.h), with the tiny
 // umT5 and VAE fixtures of tests/data and a small DiT written here (its values do not matter: only
 // names and shapes are read).
-#include "core/pipeline/model_set.h"
+#include "core/models/wan/model_set.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "core/io/safetensors_writer.h"
 #include "tests/test_support.h"
 
-namespace ferry::pipeline {
+namespace ferry::models::wan {
 namespace {
 
 namespace fs = std::filesystem;
@@ -134,4 +134,4 @@ TEST(ModelSet, RefusesPartsOfDifferentWidths) {
 }
 
 }  // namespace
-}  // namespace ferry::pipeline
+}  // namespace ferry::models::wan
