@@ -146,12 +146,18 @@ pipeline::GenerationRequest request_from(const Args& args) {
   r.preset = args.value_or("preset", "auto");
   if (const auto out = args.value("out")) r.output = io::detail::path_from_utf8(*out);
   if (const auto stats = args.value("stats")) r.stats_jsonl = io::detail::path_from_utf8(*stats);
+  if (const auto noise = args.value("noise")) r.noise = io::detail::path_from_utf8(*noise);
+  if (const auto f = args.value("save-noise")) r.save_noise = io::detail::path_from_utf8(*f);
+  if (const auto f = args.value("save-latents")) r.save_latents = io::detail::path_from_utf8(*f);
+  r.save_text_states = args.flag("save-text-states");
   return r;
 }
 
 const std::set<std::string> kGenerateOptions = {
     "model", "prompt", "negative", "image", "width",  "height", "frames", "fps",      "steps",
-    "cfg",   "shift",  "sampler",  "seed",  "preset", "out",    "stats",  "vram-mib", "ram-mib"};
+    "cfg",   "shift",  "sampler",  "seed",  "preset", "out",    "stats",  "vram-mib", "ram-mib",
+    "noise", "save-noise", "save-latents"};
+const std::set<std::string> kGenerateFlags = {"save-text-states"};
 
 void print_step_table(const pipeline::GenerationResult& result, bool device) {
   std::printf("\n%5s %9s %11s %11s %11s %11s %9s\n", "step", "seconds", "RSS", "commit",
@@ -187,7 +193,7 @@ int run(const pipeline::Session& session, const models::ModelParts& model,
 }  // namespace
 
 int run_generate(const std::vector<std::string>& argv) {
-  const Args args(argv, kGenerateOptions, {});
+  const Args args(argv, kGenerateOptions, kGenerateFlags);
   if (!args.positional().empty() || !args.value("model") || !args.value("prompt") ||
       !args.value("out")) {
     throw Error(ErrorCode::kBadArgument,
@@ -200,7 +206,7 @@ int run_generate(const std::vector<std::string>& argv) {
 }
 
 int run_demo(const std::vector<std::string>& argv) {
-  const Args args(argv, kGenerateOptions, {});
+  const Args args(argv, kGenerateOptions, kGenerateFlags);
   if (!args.positional().empty() || args.value("model")) {
     throw Error(ErrorCode::kBadArgument,
                 "usage: ferry-cli demo [--prompt TEXT] [--out FILE.mp4] [generate options]");

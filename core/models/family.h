@@ -52,6 +52,20 @@ struct PartFile {
   std::uint64_t bytes = 0;
 };
 
+// A named tensor of a replay file (noise in, noise and latents out): f32, this shape.
+struct TensorLayout {
+  std::string name;                   // "noise"
+  std::vector<std::uint64_t> shape;   // [C, T, h, w]
+};
+
+// A tensor a stage hands out (the text encoder's output), in its own dtype.
+struct TensorBytes {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<std::uint64_t> shape;
+  std::span<const std::byte> bytes;
+};
+
 // What the pipeline gives a running stage.
 struct RunContext {
   Backend& backend;
@@ -65,9 +79,14 @@ struct RunContext {
   std::function<void(const media::RgbImage&)> preview;
   // Decoded frames, [3, count, H, W] in [-1, 1], in order: the pipeline writes them.
   std::function<void(std::int64_t count, std::span<const float> pixels)> frames;
-  // Tests and replays: fill the initial noise instead of the seed's, see the final latent.
-  std::function<void(std::span<float>)> initial_noise;
-  std::function<void(std::span<const float>)> final_latent;
+  // Replays and tests. initial_noise fills the noise tensor `name` (of noise_layout) instead of the
+  // seed; noise_used sees each noise tensor as the run starts from it; final_latent each latent
+  // tensor (of latent_layout) before it is decoded; text_state each tensor of the text stage's
+  // output. Each may be empty.
+  std::function<void(std::string_view name, std::span<float>)> initial_noise;
+  std::function<void(std::string_view name, std::span<const float>)> noise_used;
+  std::function<void(std::string_view name, std::span<const float>)> final_latent;
+  std::function<void(const TensorBytes&)> text_state;
 };
 
 // One generation's stages. run_stage is called once per stage of stages(), in that order.
@@ -94,6 +113,10 @@ class ModelParts {
   // `image_size` is the start image's (width, height) when there is one.
   virtual ResolvedRequest resolve(const GenerationRequest& request,
                                   std::optional<std::pair<int, int>> image_size) const = 0;
+  // The tensors a run's initial noise is made of, and those of its final latents, for `request`
+  // (what --noise reads and --save-noise / --save-latents write).
+  virtual std::vector<TensorLayout> noise_layout(const ResolvedRequest& request) const = 0;
+  virtual std::vector<TensorLayout> latent_layout(const ResolvedRequest& request) const = 0;
   // Every stage's plan (Error(kDoesNotFit) when one does not fit).
   virtual GenerationPlan plan(const ResolvedRequest& request, const offload::Preset& preset,
                               const offload::MachineInfo& machine, bool stream_all) const = 0;

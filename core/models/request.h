@@ -31,6 +31,15 @@ struct GenerationRequest {
   std::string preset = "auto";
   std::filesystem::path output;       // the video; a JSON sidecar goes next to it
   std::filesystem::path stats_jsonl;  // one line per step; empty: none
+  // Replays across tools (ModelParts::noise_layout says the tensors): the initial noise read from
+  // this safetensors file instead of drawn from the seed; empty: the seed's.
+  std::filesystem::path noise;
+  // Written when the run succeeds (safetensors, each through a temporary name): the initial noise
+  // the run used, and its final latents before decoding (with the text encoder's output too when
+  // save_text_states). Empty: not written.
+  std::filesystem::path save_noise;
+  std::filesystem::path save_latents;
+  bool save_text_states = false;
 };
 
 // A request with nothing left to choose.

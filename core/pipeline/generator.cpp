@@ -11,6 +11,7 @@
 #include "core/io/fingerprint.h"
 #include "core/io/partial_file.h"
 #include "core/media/video_writer.h"
+#include "core/pipeline/replay.h"
 
 namespace ferry::pipeline {
 namespace {
@@ -45,6 +46,10 @@ nlohmann::json settings_json(const ResolvedRequest& r, const models::ModelParts&
   }
   j["model_files"] = std::move(files);
   if (r.request.image) j["image"] = io::detail::display(r.request.image->filename());
+  if (!r.request.noise.empty()) {
+    j["noise_file"] = {{"name", io::detail::display(r.request.noise.filename())},
+                       {"fingerprint", io::file_fingerprint(r.request.noise)}};
+  }
   j["ferry_version"] = FERRY_VERSION;
   return j;
 }
@@ -137,6 +142,17 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
   // Every stage is planned before any work starts, so a budget that cannot hold one of them is
   // refused at once (each stage still allocates only when it runs).
   const models::GenerationPlan plan = parts.plan(r, preset, machine, options.stream_all);
+  // Replays: the noise file read and checked, the outputs' folders checked, before any work.
+  const std::vector<models::TensorLayout> noise_layout = parts.noise_layout(r);
+  const std::vector<models::TensorLayout> latent_layout = parts.latent_layout(r);
+  std::vector<std::vector<float>> noise_from_file;
+  if (!request.noise.empty()) noise_from_file = read_noise(request.noise, noise_layout);
+  if (!request.save_noise.empty()) check_replay_output(request.save_noise, "--save-noise");
+  if (!request.save_latents.empty()) check_replay_output(request.save_latents, "--save-latents");
+  if (request.save_text_states && request.save_latents.empty()) {
+    throw Error(ErrorCode::kBadArgument, "--save-text-states needs --save-latents FILE");
+  }
+  ReplayFile noise_out, latents_out;
   result.peak_device_bytes = plan.predicted_vram_peak;
   const nlohmann::json settings = settings_json(r, parts, preset);
 
@@ -176,8 +192,39 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
       options.stream_all,
       [&](const media::RgbImage& preview) { sink.preview(preview); },
       [&](std::int64_t n, std::span<const float> pixels) { video.write(n, pixels); },
-      options.initial_noise,
-      options.final_latent};
+      {},
+      {},
+      {},
+      {}};
+  if (!noise_from_file.empty()) {
+    context.initial_noise = [&](std::string_view name, std::span<float> out) {
+      for (std::size_t i = 0; i < noise_layout.size(); ++i) {
+        if (noise_layout[i].name == name) {
+          std::copy(noise_from_file[i].begin(), noise_from_file[i].end(), out.begin());
+        }
+      }
+    };
+  } else if (options.initial_noise) {
+    context.initial_noise = [&](std::string_view, std::span<float> out) {
+      options.initial_noise(out);
+    };
+  }
+  if (!request.save_noise.empty()) {
+    context.noise_used = [&](std::string_view name, std::span<const float> values) {
+      noise_out.add(name, values, noise_layout);
+    };
+  }
+  if (!request.save_latents.empty() || options.final_latent) {
+    context.final_latent = [&](std::string_view name, std::span<const float> values) {
+      if (options.final_latent) options.final_latent(values);
+      if (!request.save_latents.empty()) latents_out.add(name, values, latent_layout);
+    };
+  }
+  if (request.save_text_states) {
+    context.text_state = [&](const models::TensorBytes& t) {
+      latents_out.add(t.name, t.dtype, t.shape, t.bytes);
+    };
+  }
 
   const std::unique_ptr<models::FamilyRun> run = parts.start(r, plan, std::move(image));
   for (const Stage stage : run->stages()) {
@@ -192,6 +239,13 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
     result.stages.push_back(telemetry.end_stage());
   }
   if (result.encoder.empty()) throw Error(ErrorCode::kInternal, "the model decoded no video");
+
+  // The replay files, now that the run has succeeded (each through a temporary name).
+  const std::map<std::string, std::string> replay_metadata = {
+      {"ferry_version", FERRY_VERSION}, {"model", parts.name()},
+      {"seed", std::to_string(request.seed)}};
+  if (!request.save_noise.empty()) noise_out.write(request.save_noise, replay_metadata);
+  if (!request.save_latents.empty()) latents_out.write(request.save_latents, replay_metadata);
 
   result.video = request.output;
   result.sidecar = fs::path(request.output).replace_extension(".json");

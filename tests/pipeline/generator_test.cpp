@@ -16,6 +16,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/io/safetensors.h"
+#include "core/io/safetensors_writer.h"
 #include "core/media/video_reader.h"
 #include "core/memory/process_memory.h"
 #include "core/models/wan/demo_model.h"
@@ -352,6 +354,106 @@ TEST(Generator, MissingModelPartsAndBadSettingsAreClearErrors) {
   request = small_request(dir / "clip.mp4");
   request.image = dir / "missing.png";
   EXPECT_EQ(test::error_code_of([&] { run(request, sink); }), ErrorCode::kIo);
+}
+
+// The f32 values of tensor `name` in a safetensors file.
+std::vector<float> read_tensor(const fs::path& path, const std::string& name) {
+  const io::SafetensorsFile file = io::SafetensorsFile::open(path);
+  const io::TensorInfo& t = file.at(name);
+  EXPECT_EQ(t.dtype, DType::kF32);
+  std::vector<float> values(static_cast<std::size_t>(t.element_count()));
+  file.map(t).copy_to(0, std::as_writable_bytes(std::span(values)));
+  return values;
+}
+
+void write_tensor(const fs::path& path, const std::string& name, DType dtype,
+                  std::vector<std::uint64_t> shape, const std::vector<float>& values) {
+  io::write_safetensors(path, {{name, dtype, std::move(shape)}}, {},
+                        [&](std::size_t, std::uint64_t offset, std::span<std::byte> out) {
+                          const auto bytes = std::as_bytes(std::span(values));
+                          std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                                      out.size(), out.begin());
+                        });
+}
+
+// A seeded run writes the noise it used; a run from that file (another seed: the file wins)
+// gives the same final latent and the same frames, bit for bit; metadata names the noise file.
+TEST(Replay, ASavedNoiseReplaysTheRunExactly) {
+  test::ScratchDir dir;
+  Recorder sink;
+  GenerationRequest seeded = small_request(dir / "a.mp4");
+  seeded.save_noise = dir / "noise.safetensors";
+  seeded.save_latents = dir / "a_latents.safetensors";
+  seeded.save_text_states = true;
+  const GenerationResult a = run(seeded, sink);
+  const std::vector<float> noise = read_tensor(dir / "noise.safetensors", "noise");
+  const io::SafetensorsFile latents = io::SafetensorsFile::open(dir / "a_latents.safetensors");
+  EXPECT_EQ(latents.at("latent").shape, (std::vector<std::uint64_t>{48, 2, 4, 4}));
+  EXPECT_EQ(latents.at("context").dtype, DType::kBF16);
+  EXPECT_NE(latents.find("negative_context"), nullptr);
+
+  GenerationRequest replay = small_request(dir / "b.mp4");
+  replay.seed = 777;
+  replay.noise = dir / "noise.safetensors";
+  replay.save_latents = dir / "b_latents.safetensors";
+  run(replay, sink);
+  EXPECT_EQ(read_tensor(dir / "a_latents.safetensors", "latent"),
+            read_tensor(dir / "b_latents.safetensors", "latent"));
+  const auto fa = media::read_video_frames(dir / "a.mp4");
+  const auto fb = media::read_video_frames(dir / "b.mp4");
+  ASSERT_EQ(fa.size(), fb.size());
+  for (std::size_t i = 0; i < fa.size(); ++i) EXPECT_EQ(fa[i].rgb, fb[i].rgb) << "frame " << i;
+  // The seed's own noise is what was saved: a run of seed 777 without the file differs.
+  Recorder other;
+  GenerationRequest seed777 = small_request(dir / "c.mp4");
+  seed777.seed = 777;
+  seed777.save_noise = dir / "noise777.safetensors";
+  run(seed777, other);
+  EXPECT_NE(read_tensor(dir / "noise777.safetensors", "noise"), noise);
+
+  const auto settings = nlohmann::json::parse(media::probe_video(dir / "b.mp4").metadata.at("comment"));
+  EXPECT_EQ(settings["noise_file"]["name"], "noise.safetensors");
+  EXPECT_EQ(settings["noise_file"]["fingerprint"].get<std::string>().rfind("fp1:", 0), 0u);
+  EXPECT_FALSE(a.settings.request.save_noise.empty());
+}
+
+// A noise file that does not fit the request is refused before any work, and nothing is written.
+TEST(Replay, ANoiseFileThatDoesNotFitIsAClearErrorAndWritesNothing) {
+  const std::vector<float> values(48 * 2 * 4 * 4, 0.5f);
+  struct Case {
+    const char* what;
+    std::function<void(const fs::path&)> make;
+    const char* says;
+  } cases[] = {
+      {"wrong shape", [&](const fs::path& p) { write_tensor(p, "noise", DType::kF32, {48, 2, 4, 2}, std::vector<float>(48 * 2 * 4 * 2)); }, "[48, 2, 4, 4]"},
+      {"wrong dtype", [&](const fs::path& p) { write_tensor(p, "noise", DType::kF16, {48, 2, 4, 4}, std::vector<float>(48 * 2 * 4 * 2)); }, "not F32"},
+      {"missing tensor", [&](const fs::path& p) { write_tensor(p, "latent", DType::kF32, {48, 2, 4, 4}, values); }, "no tensor 'noise'"},
+      {"truncated", [&](const fs::path& p) {
+         write_tensor(p, "noise", DType::kF32, {48, 2, 4, 4}, values);
+         fs::resize_file(p, fs::file_size(p) - 100);
+       }, "--noise"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    test::ScratchDir dir;
+    const fs::path noise = dir / "noise.safetensors";
+    c.make(noise);
+    GenerationRequest request = small_request(dir / "clip.mp4");
+    request.noise = noise;
+    request.save_latents = dir / "latents.safetensors";
+    Recorder sink;
+    try {
+      run(request, sink);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadArgument);
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(sink.stages.empty());
+    std::vector<fs::path> left;
+    for (const auto& e : fs::directory_iterator(dir.path())) left.push_back(e.path().filename());
+    EXPECT_EQ(left, (std::vector<fs::path>{"noise.safetensors"}));
+  }
 }
 
 }  // namespace

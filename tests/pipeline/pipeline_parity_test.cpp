@@ -33,6 +33,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/io/safetensors.h"
 #include "core/io/safetensors_set.h"
+#include "core/io/safetensors_writer.h"
 #include "core/media/image.h"
 #include "core/media/video_reader.h"
 #include "core/media/video_writer.h"
@@ -391,6 +392,51 @@ TEST(PipelineParity, ImageToVideoMatchesTheOfficialPipeline) {
   std::printf("i2v: z0 max %.3g\n", z.max);
   EXPECT_LE(z.max, kZ0MaxBound);
   expect_matches("i2v", o, kImageToVideoBounds, dir.path());
+}
+
+// The replay path a user has (--noise, --save-latents: the same request fields ferry-cli sets):
+// the reference's noise from a file reproduces, bit for bit, the final latent the hooks see.
+TEST(PipelineParity, ANoiseFileAndSavedLatentsReproduceTheHooksRun) {
+  test::ScratchDir dir;
+  const Output hooked = generate("t2v.noise", std::nullopt, dir / "hooked.mp4");
+  const std::vector<float> noise = floats("t2v.noise");
+  ASSERT_EQ(noise.size(), hooked.latent.size());
+  io::write_safetensors(dir / "noise.safetensors", {{"noise", DType::kF32, {48, 2, 4, 4}}}, {},
+                        [&](std::size_t, std::uint64_t offset, std::span<std::byte> out) {
+                          const auto bytes = std::as_bytes(std::span(noise));
+                          std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                                      out.size(), out.begin());
+                        });
+  SessionOptions session_options;
+  session_options.machine = kMachine;
+  session_options.presets = offload::builtin_presets();
+  const Session session(session_options);
+  GenerationRequest r;
+  r.model = {demo_folder()};
+  r.prompt = text("prompt");
+  r.negative_prompt = text("negative_prompt");
+  r.width = kWidth;
+  r.height = kHeight;
+  r.frames = kFrames;
+  r.steps = kSteps;
+  r.guide_scale = 5.0f;
+  r.shift = 5.0;
+  r.sampler = "unipc";
+  r.preset = "cpu";
+  r.seed = 4242;  // the file's noise, not the seed's
+  r.output = dir / ("replayed" + std::string(media::video_extension()));
+  r.noise = dir / "noise.safetensors";
+  r.save_latents = dir / "latents.safetensors";
+  struct : ProgressSink {
+  } sink;
+  CancelToken cancel;
+  session.run(*session.find(r.model), r, sink, cancel);
+  const io::SafetensorsFile saved = io::SafetensorsFile::open(r.save_latents);
+  const io::TensorInfo& latent = saved.at("latent");
+  ASSERT_EQ(latent.shape, (std::vector<std::uint64_t>{48, 2, 4, 4}));
+  std::vector<float> replayed(static_cast<std::size_t>(latent.element_count()));
+  saved.map(latent).copy_to(0, std::as_writable_bytes(std::span(replayed)));
+  EXPECT_EQ(replayed, hooked.latent);
 }
 
 }  // namespace

@@ -96,6 +96,19 @@ ResolvedRequest WanParts::resolve(const GenerationRequest& request,
   return wan::resolve(request, set_, image_size);
 }
 
+// Wan's noise and final latent are one tensor each, [C, T, h, w] in f32 (the official layout).
+std::vector<TensorLayout> WanParts::noise_layout(const ResolvedRequest& r) const {
+  return {{"noise",
+           {set_.dit_config.in_dim, static_cast<std::uint64_t>(r.latent_frames),
+            static_cast<std::uint64_t>(r.latent_height), static_cast<std::uint64_t>(r.latent_width)}}};
+}
+
+std::vector<TensorLayout> WanParts::latent_layout(const ResolvedRequest& r) const {
+  std::vector<TensorLayout> layout = noise_layout(r);
+  layout.front().name = "latent";
+  return layout;
+}
+
 GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& preset,
                               const offload::MachineInfo& machine, bool stream_all) const {
   GenerationPlan g;

@@ -118,6 +118,15 @@ class WanRun final : public FamilyRun {
     options.cancel = &ctx.cancel.flag();
     text_ = umt5::encode(ctx.backend, weights, stage_plan(plan_, kTextStage).plan, prompts, options)
                 .embeddings;
+    if (ctx.text_state) {
+      const char* names[] = {"context", "negative_context"};
+      for (std::size_t i = 0; i < text_.size(); ++i) {
+        const umt5::TextEmbedding& e = text_[i];
+        ctx.text_state({names[i], DType::kBF16,
+                        {static_cast<std::uint64_t>(e.rows), static_cast<std::uint64_t>(e.dim)},
+                        std::as_bytes(std::span(e.bf16))});
+      }
+    }
   }
 
   // The start image as the official code prepares it (wan.md §B.8), encoded to z0 [z, 1, h, w].
@@ -160,10 +169,11 @@ class WanRun final : public FamilyRun {
     Backend& backend = ctx.backend;
     latent_.resize(grid_.size());
     if (ctx.initial_noise) {
-      ctx.initial_noise(latent_);
+      ctx.initial_noise("noise", latent_);
     } else {
       normal_noise(r_.request.seed, 0, latent_);
     }
+    if (ctx.noise_used) ctx.noise_used("noise", latent_);
     if (image_) ti2v_insert_frame0(grid_, z0_, latent_);
 
     const offload::ModelLayout layout = dit_model_layout(
@@ -214,7 +224,7 @@ class WanRun final : public FamilyRun {
             hooks);
     text_.clear();
     text_.shrink_to_fit();
-    if (ctx.final_latent) ctx.final_latent(latent_);
+    if (ctx.final_latent) ctx.final_latent("latent", latent_);
   }
 
   // The VAE decode as its plan says (untiled chunks, chunk-major tiles, or whole), frames handed
