@@ -16,10 +16,14 @@ std::filesystem::path toPath(const QString& text) {
 }
 
 // The folder that holds every one of `files` (what find_model_set was pointed at, or near it).
+// Videos made since the session API carry file names only (no folder leaks when a clip is
+// shared): then there is none, and the window keeps the model folder the user chose.
 QString commonFolder(const QJsonArray& files) {
   QString common;
   for (const auto& value : files) {
-    const QString folder = QFileInfo(value.toString()).absolutePath();
+    const QString file = value.toString();
+    if (!QFileInfo(file).isAbsolute()) return {};
+    const QString folder = QFileInfo(file).absolutePath();
     if (common.isEmpty()) {
       common = folder;
       continue;
