@@ -7,7 +7,6 @@
 
 #include "core/io/detail/os_file.h"
 #include "core/media/video_reader.h"
-#include "core/models/wan/sampler.h"
 
 namespace ferry::gui {
 namespace {
@@ -17,10 +16,14 @@ std::filesystem::path toPath(const QString& text) {
 }
 
 // The folder that holds every one of `files` (what find_model_set was pointed at, or near it).
+// Videos made since the session API carry file names only (no folder leaks when a clip is
+// shared): then there is none, and the window keeps the model folder the user chose.
 QString commonFolder(const QJsonArray& files) {
   QString common;
   for (const auto& value : files) {
-    const QString folder = QFileInfo(value.toString()).absolutePath();
+    const QString file = value.toString();
+    if (!QFileInfo(file).isAbsolute()) return {};
+    const QString folder = QFileInfo(file).absolutePath();
     if (common.isEmpty()) {
       common = folder;
       continue;
@@ -55,8 +58,8 @@ SeedMode seedModeFromName(const QString& name) {
   return SeedMode::kFixed;
 }
 
-pipeline::GenerationRequest GenerationSettings::toRequest(const QString& output) const {
-  pipeline::GenerationRequest r;
+models::GenerationRequest GenerationSettings::toRequest(const QString& output) const {
+  models::GenerationRequest r;
   if (!modelFolder.isEmpty()) r.model = {toPath(modelFolder)};
   r.prompt = prompt.toStdString();
   r.negative_prompt = negativePrompt.toStdString();
@@ -68,7 +71,7 @@ pipeline::GenerationRequest GenerationSettings::toRequest(const QString& output)
   r.steps = steps;
   if (guideScale > 0) r.guide_scale = static_cast<float>(guideScale);
   if (shift > 0) r.shift = shift;
-  if (!sampler.isEmpty()) r.sampler = models::wan::parse_sampler_kind(sampler.toStdString());
+  if (!sampler.isEmpty()) r.sampler = sampler.toStdString();
   r.seed = seed;
   r.preset = preset.isEmpty() ? std::string("auto") : preset.toStdString();
   r.output = toPath(output);
@@ -95,16 +98,14 @@ QJsonObject GenerationSettings::toJson() const {
   return j;
 }
 
-GenerationSettings GenerationSettings::fromJson(const QJsonObject& j) {
+GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
+                                                const QString& defaultNegative) {
   GenerationSettings s;
   s.prompt = j.value(QStringLiteral("prompt")).toString();
   s.negativePrompt = j.value(QStringLiteral("negative_prompt")).toString();
-  // The generator writes the negative prompt it used; the default one is shown as the
+  // The generator writes the negative prompt it used; the model's default is shown as the
   // placeholder, so it restores as "empty".
-  const QString defaultNegative =
-      QString::fromUtf8(pipeline::kWanDefaultNegativePrompt.data(),
-                        static_cast<qsizetype>(pipeline::kWanDefaultNegativePrompt.size()));
-  if (s.negativePrompt == defaultNegative) s.negativePrompt.clear();
+  if (!defaultNegative.isEmpty() && s.negativePrompt == defaultNegative) s.negativePrompt.clear();
   s.image = j.value(QStringLiteral("image")).toString();
   s.seed = static_cast<quint64>(j.value(QStringLiteral("seed")).toDouble());
   s.seedMode = seedModeFromName(j.value(QStringLiteral("seed_mode")).toString());
@@ -124,7 +125,8 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j) {
   return s;
 }
 
-std::optional<GenerationSettings> GenerationSettings::fromVideo(const QString& path, QString* why) {
+std::optional<GenerationSettings> GenerationSettings::fromVideo(const QString& path, QString* why,
+                                                                const QString& defaultNegative) {
   try {
     const media::VideoInfo info = media::probe_video(toPath(path));
     const auto comment = info.metadata.find("comment");
@@ -142,7 +144,7 @@ std::optional<GenerationSettings> GenerationSettings::fromVideo(const QString& p
         *why = QObject::tr("%1 carries no Ferry settings.").arg(QDir::toNativeSeparators(path));
       return std::nullopt;
     }
-    return fromJson(doc.object());
+    return fromJson(doc.object(), defaultNegative);
   } catch (const std::exception& e) {
     if (why) *why = QString::fromUtf8(e.what());
     return std::nullopt;

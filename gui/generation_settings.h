@@ -1,5 +1,5 @@
 // Everything a user sets for one video, as the window holds it: turned into a
-// pipeline::GenerationRequest to run, and read back from the settings JSON the generator writes
+// models::GenerationRequest to run, and read back from the settings JSON the generator writes
 // (the MP4's `comment` tag and its sidecar) to restore a history item or a dropped Ferry video.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <QString>
 #include <optional>
 
-#include "core/pipeline/request.h"
+#include "core/models/request.h"
 
 namespace ferry::gui {
 
@@ -16,7 +16,7 @@ enum class SeedMode { kFixed, kRandom, kIncrement };
 
 struct GenerationSettings {
   QString prompt;
-  QString negativePrompt;  // empty: the model's default (kWanDefaultNegativePrompt)
+  QString negativePrompt;  // empty: the model's default
   QString image;           // start image; empty: text to video
   QString modelFolder;
   int width = 0;  // 0: the model's default
@@ -34,16 +34,18 @@ struct GenerationSettings {
   bool operator==(const GenerationSettings&) const = default;
 
   // The request for the engine, writing to `output`.
-  pipeline::GenerationRequest toRequest(const QString& output) const;
+  models::GenerationRequest toRequest(const QString& output) const;
 
   // The generator's settings JSON keys (prompt, negative_prompt, seed, width, height, frames, fps,
   // steps, guide_scale, shift, sampler, preset, image, model_files) plus the GUI's own
   // (model_folder, seed_mode).
   QJsonObject toJson() const;
-  static GenerationSettings fromJson(const QJsonObject& json);
+  // A negative prompt equal to `defaultNegative` (the model's default) restores as empty.
+  static GenerationSettings fromJson(const QJsonObject& json, const QString& defaultNegative = {});
   // The settings a Ferry MP4 carries in its `comment` tag; nullopt with `why` set when the file
   // is not a video or carries no Ferry settings.
-  static std::optional<GenerationSettings> fromVideo(const QString& path, QString* why = nullptr);
+  static std::optional<GenerationSettings> fromVideo(const QString& path, QString* why = nullptr,
+                                                     const QString& defaultNegative = {});
 };
 
 QString seedModeName(SeedMode mode);

@@ -3,15 +3,14 @@
 #include <QCoreApplication>
 #include <QFile>
 #include <QThread>
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/media/video_reader.h"
-#include "core/models/wan/sampler.h"
 #include "core/pipeline/run_log.h"
-#include "cuda/choose_backend.h"
 
 namespace ferry::gui {
 namespace {
@@ -27,23 +26,49 @@ void assertNotGuiThread() {
              "GenerationWorker", "the engine ran on the GUI thread");
 }
 
+// The run log's "backend" line: where the session will run the preset, and why when it falls back.
+std::string backendLine(const pipeline::Session& session, const std::string& preset) {
+  try {
+    const pipeline::RunTarget t = session.target(preset);
+    if (t.on_gpu) return "GPU (" + session.machine_summary() + ")";
+    return "CPU (preset " + t.preset.name + (t.fell_back_to_cpu ? "; " + t.reason : "") + ")";
+  } catch (const std::exception&) {
+    return "unknown (" + session.machine_summary() + ")";  // run() names the bad preset
+  }
+}
+
+GenerationOutcome outcomeOf(const pipeline::GenerationResult& result) {
+  GenerationOutcome outcome;
+  outcome.video = fromPath(result.video);
+  outcome.sidecar = fromPath(result.sidecar);
+  outcome.encoder = QString::fromStdString(result.encoder);
+  const auto& s = result.settings;
+  outcome.width = s.width;
+  outcome.height = s.height;
+  outcome.frames = s.frames;
+  outcome.fps = s.fps;
+  outcome.steps = s.steps;
+  outcome.seed = s.request.seed;
+  outcome.peakDeviceBytes = result.peak_device_bytes;
+  QFile sidecar(outcome.sidecar);
+  if (sidecar.open(QIODevice::ReadOnly))
+    outcome.settingsJson = QString::fromUtf8(sidecar.readAll());
+  return outcome;
+}
+
 }  // namespace
 
-// Forwards the generator's callbacks as the worker's signals (queued to their receivers), and
-// repeats a cancel the generator may have missed: generate() clears its flag when it starts.
+// Forwards the session's callbacks as the worker's signals (queued to their receivers).
 class GenerationWorker::Sink final : public pipeline::ProgressSink {
  public:
   explicit Sink(GenerationWorker& worker) : worker_(worker) {}
 
   void stage(pipeline::Stage stage) override {
-    worker_.repeatCancel();
-    emit worker_.stageChanged(
-        static_cast<int>(stage),
-        QString::fromUtf8(pipeline::stage_name(stage).data(),
-                          static_cast<qsizetype>(pipeline::stage_name(stage).size())));
+    const std::string_view name = pipeline::stage_name(stage);
+    emit worker_.stageChanged(static_cast<int>(stage),
+                              QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size())));
   }
   void step(const pipeline::StepProgress& p) override {
-    worker_.repeatCancel();
     StepInfo info;
     info.step = p.step;
     info.steps = p.steps;
@@ -64,7 +89,8 @@ class GenerationWorker::Sink final : public pipeline::ProgressSink {
   GenerationWorker& worker_;
 };
 
-GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent) {
+GenerationWorker::GenerationWorker(QObject* parent)
+    : QObject(parent), token_(std::make_shared<pipeline::CancelToken>()) {
   qRegisterMetaType<GenerationJob>();
   qRegisterMetaType<StepInfo>();
   qRegisterMetaType<GenerationOutcome>();
@@ -74,24 +100,25 @@ GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent) {
 GenerationWorker::~GenerationWorker() = default;
 
 void GenerationWorker::prepare() {
-  cancelRequested_ = false;
+  std::lock_guard lock(mutex_);
+  token_ = std::make_shared<pipeline::CancelToken>();
 }
 
 void GenerationWorker::cancel() {
-  cancelRequested_ = true;
   std::lock_guard lock(mutex_);
-  if (generator_) generator_->cancel();
+  token_->cancel();
 }
 
-void GenerationWorker::repeatCancel() {
-  if (!cancelRequested_) return;
+std::shared_ptr<pipeline::CancelToken> GenerationWorker::takeToken() {
   std::lock_guard lock(mutex_);
-  if (generator_) generator_->cancel();
+  return token_;
 }
 
 void GenerationWorker::generate(const GenerationJob& job) {
   assertNotGuiThread();
-  if (cancelRequested_) {
+  // The token prepare() made for this run, held by the run: a later prepare() cannot take it away.
+  const std::shared_ptr<pipeline::CancelToken> cancel = takeToken();
+  if (cancel->cancelled()) {
     emit cancelled();
     return;
   }
@@ -105,81 +132,39 @@ void GenerationWorker::generate(const GenerationJob& job) {
     } catch (const std::exception&) {
     }
   }
+  pipeline::ProgressSink& events = log ? static_cast<pipeline::ProgressSink&>(*log) : sink;
   emit started(log ? fromPath(log->path()) : QString());
-  pipeline::GenerationRequest request = job.request;
   try {
-    const offload::Preset preset = offload::find_preset(job.presets, request.preset, job.machine);
-    pipeline::GeneratorOptions options;
-    options.stream_all = job.streamAll;
-    ChosenBackend chosen = choose_backend(preset, job.machine);
-    options.device_memory = chosen.device_memory;
-    // No usable NVIDIA GPU: the CPU backend with the cpu preset (slow, but it works).
-    if (chosen.fell_back_to_cpu) request.preset = "cpu";
-    std::unique_ptr<Backend> backend = std::move(chosen.backend);
+    if (!job.session) throw Error(ErrorCode::kInternal, "a generation job without a session");
+    const pipeline::Session& session = *job.session;
     if (log) {
-      log->started(request, job.machine, backend->name());
-      if (chosen.fell_back_to_cpu) {
-        log->note("preset " + job.request.preset +
-                  " wants a GPU and none is usable: the cpu preset runs instead");
-      }
+      log->started(job.request, session.machine(), backendLine(session, job.request.preset));
     }
-    {
-      std::lock_guard lock(mutex_);
-      backend_ = std::move(backend);
-      generator_ = std::make_unique<pipeline::Generator>(*backend_, job.machine, job.presets,
-                                                         std::move(options));
-    }
-    repeatCancel();
-    const pipeline::GenerationResult result =
-        generator_->generate(request, log ? static_cast<pipeline::ProgressSink&>(*log) : sink);
+    const pipeline::ModelHandle model = job.model ? job.model : session.find(job.request.model);
+    const pipeline::GenerationResult result = session.run(*model, job.request, events, *cancel);
     if (log) log->finished(result);
-
-    GenerationOutcome outcome;
-    outcome.video = fromPath(result.video);
-    outcome.sidecar = fromPath(result.sidecar);
-    outcome.encoder = QString::fromStdString(result.encoder);
-    const auto& s = result.settings;
-    outcome.width = s.width;
-    outcome.height = s.height;
-    outcome.frames = s.frames;
-    outcome.fps = s.fps;
-    outcome.steps = s.steps;
-    outcome.seed = s.request.seed;
-    outcome.peakDeviceBytes = result.peak_device_bytes;
-    QFile sidecar(outcome.sidecar);
-    if (sidecar.open(QIODevice::ReadOnly))
-      outcome.settingsJson = QString::fromUtf8(sidecar.readAll());
-    releaseEngine();
+    const GenerationOutcome outcome = outcomeOf(result);
     running_ = false;
     emit finished(outcome);
   } catch (const Error& e) {
-    releaseEngine();
     running_ = false;
-    if (log && e.code() == ErrorCode::kCancelled) log->cancelled();
-    if (log && e.code() != ErrorCode::kCancelled) log->failed(e);
     if (e.code() == ErrorCode::kCancelled) {
+      if (log) log->cancelled();
       emit cancelled();
     } else {
+      if (log) log->failed(e);
       emit failed(QString::fromUtf8(e.what()), static_cast<int>(e.code()));
     }
   } catch (const std::bad_alloc&) {
-    releaseEngine();
     running_ = false;
     if (log) log->failed("out of memory (std::bad_alloc)");
     emit failed(tr("Out of memory. Pick a smaller preset, size or number of frames."),
                 static_cast<int>(ErrorCode::kOutOfMemory));
   } catch (const std::exception& e) {
-    releaseEngine();
     running_ = false;
     if (log) log->failed(e.what());
     emit failed(QString::fromUtf8(e.what()), static_cast<int>(ErrorCode::kInternal));
   }
-}
-
-void GenerationWorker::releaseEngine() {
-  std::lock_guard lock(mutex_);
-  generator_.reset();
-  backend_.reset();
 }
 
 void GenerationWorker::loadFrames(const QString& video, int maxWidth) {

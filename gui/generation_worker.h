@@ -1,7 +1,9 @@
-// The engine's side of the app: a QObject that lives on its own QThread, owns the Backend and the
-// pipeline::Generator of the running job, and reports the job's stages, steps, previews and end as
+// The engine's side of the app: a QObject that lives on its own QThread and runs each job through
+// the session API (pipeline::Session::run), reporting the job's stages, steps, previews and end as
 // signals. Signals reach GUI-thread receivers as queued invocations (OBS's pattern), so the GUI
-// thread never waits for the engine; cancel() may be called from any thread.
+// thread never waits for the engine; cancel() may be called from any thread. The session chooses
+// the backend and falls back to the CPU (its note() lands in the run's log); the worker only
+// translates.
 #pragma once
 
 #include <QImage>
@@ -13,23 +15,16 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <vector>
 
-#include "core/offload/preset.h"
-#include "core/pipeline/generator.h"
-
-namespace ferry {
-class Backend;
-}
+#include "core/pipeline/session.h"
 
 namespace ferry::gui {
 
-// What one run needs besides the request: the machine it plans for and the presets it may use.
+// One run: the session that runs it, the model it opened, the request and where its log goes.
 struct GenerationJob {
+  std::shared_ptr<const pipeline::Session> session;
+  pipeline::ModelHandle model;  // empty: the worker finds the model in request.model
   pipeline::GenerationRequest request;
-  offload::MachineInfo machine;
-  std::vector<offload::Preset> presets;
-  bool streamAll = false;  // the demo: every block from disk, whatever the machine holds
   // The run's log (pipeline::RunLog) goes in this folder; empty: no log.
   std::filesystem::path logFolder;
 };
@@ -66,16 +61,17 @@ class GenerationWorker : public QObject {
   explicit GenerationWorker(QObject* parent = nullptr);
   ~GenerationWorker() override;
 
-  // From any thread: the running job stops within one layer and emits cancelled(); a job queued
-  // but not started is dropped the same way. A later prepare() clears the request.
-  void cancel();
-  // Called by the owner before it queues generate(): forgets an earlier cancel().
+  // Called by the owner before it queues generate(): a new run's CancelToken. A token is never
+  // reset, so a cancel() that comes before the run starts, or between two stages, is never lost.
   void prepare();
+  // From any thread: the run prepare() made stops within one layer and emits cancelled(); if it
+  // has not started yet, it ends with cancelled() as soon as it would start.
+  void cancel();
   bool isRunning() const { return running_; }
 
  public slots:
-  // Runs the job on this object's thread and ends with exactly one of finished(), failed() or
-  // cancelled().
+  // Runs the job on this object's thread with the token of the last prepare(), and ends with
+  // exactly one of finished(), failed() or cancelled().
   void generate(const ferry::gui::GenerationJob& job);
   // Decodes the frames of a video for the player, scaled down to at most `maxWidth` pixels wide;
   // emits framesLoaded() or framesFailed().
@@ -95,13 +91,11 @@ class GenerationWorker : public QObject {
 
  private:
   class Sink;
-  void repeatCancel();   // cancels the generator again when a cancel was asked for
-  void releaseEngine();  // frees the backend and the generator between jobs
-  std::atomic<bool> cancelRequested_{false};
+  std::shared_ptr<pipeline::CancelToken> takeToken();
+
   std::atomic<bool> running_{false};
-  std::mutex mutex_;  // guards generator_ against cancel() from other threads
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<pipeline::Generator> generator_;
+  std::mutex mutex_;  // guards token_ against prepare() and cancel() from other threads
+  std::shared_ptr<pipeline::CancelToken> token_;  // the next (or running) run's
 };
 
 // 8-bit RGB rows → a QImage that owns its pixels.

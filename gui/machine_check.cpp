@@ -4,59 +4,31 @@
 #include <QObject>
 #include <QStorageInfo>
 
-#include "core/memory/process_memory.h"
 #include "gui/memory_chart.h"
-#ifdef FERRY_HAVE_CUDA
-#include "cuda/device_info.h"
-#endif
 
 namespace ferry::gui {
 namespace {
 
 constexpr quint64 kGiB = quint64{1} << 30;
 
-}  // namespace
-
-offload::MachineInfo describeMachine() {
-  offload::MachineInfo m;
-  try {
-    const memory::SystemMemory ram = memory::sample_system_memory();
-    m.total_ram_bytes = ram.total_bytes;
-    m.available_ram_bytes = ram.available_bytes;
-  } catch (const std::exception&) {
-    // Unknown RAM: the presets' own budgets still apply.
+// Why a GPU preset would not run on the GPU here, in the session's words; empty when it would.
+QString whyNoGpu(const pipeline::Session& session) {
+  for (const offload::Preset& p : session.presets()) {
+    if (p.device != Device::kCuda) continue;
+    const pipeline::RunTarget t = session.target(p.name);
+    return t.fell_back_to_cpu ? QString::fromStdString(t.reason) : QString();
   }
-#ifdef FERRY_HAVE_CUDA
-  if (cuda::query_device()) {
-    try {
-      const cuda::DeviceMemory vram = cuda::sample_device_memory();
-      m.has_gpu = true;
-      m.total_vram_bytes = vram.total_bytes;
-      m.free_vram_bytes = vram.free_bytes;
-    } catch (const std::exception&) {
-      m.has_gpu = false;
-    }
-  }
-#endif
-  return m;
+  return QObject::tr("no preset of this build runs on a GPU");
 }
 
-MachineReport checkMachine(const QString& dataFolder) {
+}  // namespace
+
+MachineReport checkMachine(const pipeline::Session& session, const QString& dataFolder) {
   MachineReport r;
-  r.machine = describeMachine();
-#ifdef FERRY_HAVE_CUDA
-  std::string why;
-  if (const auto device = cuda::query_device(&why)) {
-    r.gpuName = QString::fromStdString(device->name);
-    r.driver = QObject::tr("CUDA driver %1.%2")
-                   .arg(device->driver_version / 1000)
-                   .arg(device->driver_version % 1000 / 10);
-  } else {
-    r.whyNoGpu = QString::fromStdString(why);
-  }
-#else
-  r.whyNoGpu = QObject::tr("this build of Ferry has no CUDA backend");
-#endif
+  r.machine = session.machine();
+  r.summary = QString::fromStdString(session.machine_summary());
+  r.whyNoGpu = whyNoGpu(session);
+  if (!r.whyNoGpu.isEmpty()) r.machine.has_gpu = false;  // what runs is what the verdict says
   QString folder = dataFolder;
   while (!folder.isEmpty() && !QDir(folder).exists()) {
     const QString up = QDir(folder).absoluteFilePath(QStringLiteral(".."));
@@ -115,7 +87,6 @@ QString MachineReport::details() const {
   QStringList lines;
   if (machine.has_gpu) {
     lines << QObject::tr("GPU: %1").arg(gpuName.isEmpty() ? QObject::tr("NVIDIA GPU") : gpuName);
-    if (!driver.isEmpty()) lines << QObject::tr("Driver: %1").arg(driver);
     lines << QObject::tr("VRAM: %1 free of %2")
                  .arg(MemoryChart::formatBytes(machine.free_vram_bytes),
                       MemoryChart::formatBytes(machine.total_vram_bytes));
@@ -123,6 +94,7 @@ QString MachineReport::details() const {
     lines << QObject::tr("GPU: none usable (%1)")
                  .arg(whyNoGpu.isEmpty() ? QObject::tr("no NVIDIA GPU") : whyNoGpu);
   }
+  if (!summary.isEmpty()) lines << QObject::tr("Engine: %1").arg(summary);
   lines << QObject::tr("RAM: %1 available of %2")
                .arg(MemoryChart::formatBytes(machine.available_ram_bytes),
                     MemoryChart::formatBytes(machine.total_ram_bytes));

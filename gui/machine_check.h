@@ -1,23 +1,20 @@
-// The machine the app plans for, and the first-run check a user reads: GPU, driver, VRAM, RAM and
-// free disk, with a plain verdict. Without an NVIDIA GPU the app still works, with the cpu
+// The first-run check a user reads: the machine as the engine's session sees it (GPU, VRAM, RAM),
+// free disk, with a plain verdict. Without a usable NVIDIA GPU the app still works, with the cpu
 // preset, and says it will be slow.
 #pragma once
 
 #include <QString>
 
-#include "core/offload/preset.h"
+#include "core/pipeline/session.h"
 
 namespace ferry::gui {
-
-// This machine as the planner sees it (the CUDA device when the build has CUDA, RAM from the OS).
-offload::MachineInfo describeMachine();
 
 struct MachineReport {
   enum class Verdict { kGood, kSlow, kTooSmall };
   offload::MachineInfo machine;
-  QString gpuName;            // empty without a usable NVIDIA GPU
-  QString driver;             // "CUDA 13.0"; empty without one
-  QString whyNoGpu;           // why none was found (no driver, driver too old, CPU-only build)
+  QString gpuName;            // the GPU's name where known; empty: "NVIDIA GPU"
+  QString summary;            // the session's one line (pipeline::Session::machine_summary)
+  QString whyNoGpu;           // why no GPU is usable (no driver, driver too old, CPU-only build)
   quint64 freeDiskBytes = 0;  // where videos and the demo model go
   QString diskFolder;
   Verdict verdict = Verdict::kGood;
@@ -26,8 +23,8 @@ struct MachineReport {
   QString details() const;  // one line per item, for the dialog and the log
 };
 
-// Measures this machine; `dataFolder` is where the free disk space counts.
-MachineReport checkMachine(const QString& dataFolder);
+// The machine `session` probed; `dataFolder` is where the free disk space counts.
+MachineReport checkMachine(const pipeline::Session& session, const QString& dataFolder);
 // The verdict for a described machine (tests give their own).
 void judge(MachineReport& report);
 

@@ -34,9 +34,8 @@
 #include "core/io/crash_report.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/user_data.h"
+#include "core/models/family.h"
 #include "core/offload/planner.h"
-#include "core/pipeline/demo_model.h"
-#include "core/pipeline/request.h"
 #include "gui/frame_player.h"
 #include "gui/history.h"
 #include "gui/machine_check.h"
@@ -60,10 +59,6 @@ QString durationText(double seconds) {
   return QObject::tr("%1 h %2 min").arg(s / 3600).arg(s / 60 % 60, 2, 10, QLatin1Char('0'));
 }
 
-QString fromUtf8(std::string_view text) {
-  return QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size()));
-}
-
 }  // namespace
 
 QString defaultDataFolder() {
@@ -80,7 +75,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   QDir().mkpath(dataFolder_);
   store_ = new QSettings(QDir(dataFolder_).filePath(QStringLiteral("settings.ini")),
                          QSettings::IniFormat, this);
-  machine_ = options_.machine ? *options_.machine : describeMachine();
+  const QString presetProblem = openSession();
   history_ = new HistoryStore(QDir(dataFolder_).filePath(QStringLiteral("history")));
 
   setWindowTitle(tr("Ferry"));
@@ -96,22 +91,47 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   Q_ASSERT(worker_->thread() != thread());  // the engine never runs on the GUI thread
   connectWorker();
 
-  std::vector<offload::Preset> presets;
-  try {
-    presets = offload::load_presets(io::detail::path_from_utf8(
-        QDir(dataFolder_).filePath(QStringLiteral("presets")).toStdString()));
-  } catch (const std::exception& e) {
-    presets = offload::builtin_presets();
-    showMessage(tr("A preset of yours was not loaded: %1").arg(QString::fromUtf8(e.what())));
-  }
-  presetPanel_->setPresets(std::move(presets), machine_);
+  presetPanel_->setSession(session_);
   restoreState();
+  if (!presetProblem.isEmpty()) showMessage(presetProblem);
   setState(State::kIdle);
 
   if (options_.firstRunCheck && !store_->value(QStringLiteral("checkedMachine")).toBool()) {
     QMetaObject::invokeMethod(this, &MainWindow::showMachineCheck, Qt::QueuedConnection);
   }
   noticePreviousCrash();
+}
+
+// The engine: the machine probed (or the one the options describe) and the presets, the built-in
+// ones and the user's. A preset of the user's that does not load leaves the built-ins, with a
+// message.
+QString MainWindow::openSession() {
+  pipeline::SessionOptions o;
+  o.machine = options_.machine;
+  o.user_presets = io::detail::path_from_utf8(
+      QDir(dataFolder_).filePath(QStringLiteral("presets")).toStdString());
+  try {
+    session_ = std::make_shared<pipeline::Session>(o);
+    return {};
+  } catch (const std::exception& e) {
+    o.presets = offload::builtin_presets();
+    session_ = std::make_shared<pipeline::Session>(o);
+    return tr("A preset of yours was not loaded: %1").arg(QString::fromUtf8(e.what()));
+  }
+}
+
+// The demo model streams every block from disk whatever the machine holds (it shows the disk
+// path in seconds): its own session, on the same machine and presets.
+std::shared_ptr<const pipeline::Session> MainWindow::sessionFor(const models::ModelParts& model) {
+  if (!model.is_demo()) return session_;
+  if (!demoSession_) {
+    pipeline::SessionOptions o;
+    o.machine = session_->machine();
+    o.presets = session_->presets();
+    o.generator.stream_all = true;
+    demoSession_ = std::make_shared<pipeline::Session>(o);
+  }
+  return demoSession_;
 }
 
 QString MainWindow::logsFolder() const {
@@ -165,11 +185,10 @@ void MainWindow::buildUi() {
   auto* promptLabel = new QLabel(tr("&Prompt"));
   promptLabel->setBuddy(prompt_);
   negative_ = new QPlainTextEdit;
-  const QString defaultNegative = fromUtf8(pipeline::kWanDefaultNegativePrompt);
-  negative_->setPlaceholderText(defaultNegative);
-  negative_->setToolTip(tr("What the video should not look like. Left empty, Ferry uses the "
-                           "model's official default (shown greyed):\n%1")
-                            .arg(defaultNegative));
+  negative_->setPlaceholderText(tr("Empty: the model's official default"));
+  negative_->setToolTip(
+      tr("What the video should not look like. Left empty, Ferry uses the "
+         "model's official default (shown greyed once the model is found)."));
   negative_->setAccessibleName(tr("Negative prompt"));
   negative_->setAccessibleDescription(tr("Empty: the model's official default negative prompt"));
   negative_->setTabChangesFocus(true);
@@ -185,7 +204,7 @@ void MainWindow::buildUi() {
   startImage_ = new StartImageBox;
   leftLayout->addWidget(startImage_);
 
-  modelPanel_ = new ModelPanel;
+  modelPanel_ = new ModelPanel(session_);
   leftLayout->addWidget(modelPanel_);
 
   video_ = new VideoSettingsBox;
@@ -250,7 +269,7 @@ void MainWindow::buildUi() {
   ramChart_ = new MemoryChart(tr("Host RAM"));
   vramChart_->setAccessibleName(tr("VRAM per step"));
   ramChart_->setAccessibleName(tr("Host RAM per step"));
-  if (!machine_.has_gpu) {
+  if (!session_->machine().has_gpu) {
     vramChart_->setPlaceholder(tr("No NVIDIA GPU: Ferry runs on the CPU, in host RAM."));
   }
   charts->addWidget(vramChart_);
@@ -298,15 +317,7 @@ void MainWindow::buildUi() {
   connect(video_, &VideoSettingsBox::seedCopied, this, [this](const QString& seed) {
     statusBar()->showMessage(tr("Seed %1 copied").arg(seed), 3000);
   });
-  connect(presetPanel_, &PresetPanel::planChanged, this, &MainWindow::updateGenerateButton);
-  connect(presetPanel_, &PresetPanel::planChanged, this, [this] {
-    if (state_ != State::kIdle) return;
-    const auto preset = presetPanel_->effectivePreset();
-    if (!preset) return;
-    ramChart_->setBudget(preset->ram_budget_bytes);
-    vramChart_->setBudget(
-        preset->device == Device::kCuda ? offload::usable_device_bytes(*preset, machine_) : 0);
-  });
+  connect(presetPanel_, &PresetPanel::planChanged, this, &MainWindow::onPlanChanged);
   connect(generate_, &QPushButton::clicked, this, &MainWindow::generate);
   connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancel);
   connect(openFile_, &QPushButton::clicked, this, &MainWindow::openFile);
@@ -414,9 +425,8 @@ void MainWindow::applySettings(const GenerationSettings& s) {
   }
   if (!s.modelFolder.isEmpty() &&
       QDir::fromNativeSeparators(modelPanel_->folder()) != s.modelFolder) {
-    applying_ = true;  // the model's defaults would be overwritten right below
+    keepSettingsForModel_ = true;  // the model's defaults must not overwrite what is restored
     modelPanel_->setFolder(s.modelFolder);
-    applying_ = false;
   }
   video_->apply(s);
   if (!s.preset.isEmpty()) presetPanel_->setPresetName(s.preset);
@@ -462,22 +472,60 @@ void MainWindow::setOutputFolder(const QString& folder) {
 // ---- model, size, plan ----
 
 void MainWindow::onModelChanged() {
-  const auto& set = modelPanel_->modelSet();
-  video_->setModel(set, !applying_);
-  presetPanel_->setModel(set);
+  if (modelPanel_->scanning()) {  // the answer for the folder shown is on its way
+    presetPanel_->setModel(nullptr);
+    updateGenerateButton();
+    return;
+  }
+  const pipeline::ModelHandle& model = modelPanel_->model();
+  video_->setRules(model ? std::optional(model->rules()) : std::nullopt, !keepSettingsForModel_);
+  keepSettingsForModel_ = false;
+  presetPanel_->setModel(model);
   updatePlanInputs();
 }
 
-void MainWindow::updatePlanInputs() {
-  video_->setImageSize(startImage_->path().isEmpty() ? QSize() : startImage_->imageSize());
-  const QSize size = video_->videoSize();
-  presetPanel_->setVideo(size.width(), size.height(), video_->frames());
+void MainWindow::onPlanChanged() {
+  if (const auto& resolved = presetPanel_->resolved()) {
+    video_->setResolvedSize(QSize(resolved->width, resolved->height));
+    if (resolved->request.negative_prompt.empty() &&
+        defaultNegative_ != QString::fromStdString(resolved->negative_prompt)) {
+      defaultNegative_ = QString::fromStdString(resolved->negative_prompt);
+      negative_->setPlaceholderText(defaultNegative_);
+      negative_->setToolTip(tr("What the video should not look like. Left empty, Ferry uses the "
+                               "model's official default (shown greyed):\n%1")
+                                .arg(defaultNegative_));
+    }
+  } else {
+    video_->setResolvedSize(QSize());
+  }
   updateGenerateButton();
+  if (state_ != State::kIdle) return;
+  const auto target = presetPanel_->target();
+  if (!target) return;
+  ramChart_->setBudget(target->preset.ram_budget_bytes);
+  vramChart_->setBudget(
+      target->on_gpu ? offload::usable_device_bytes(target->preset, session_->machine()) : 0);
+}
+
+// The request the preset panel validates and plans: what Generate would run, with a stand-in
+// prompt (an empty one is the window's own message) and output.
+void MainWindow::updatePlanInputs() {
+  GenerationSettings s = settings();
+  if (s.prompt.trimmed().isEmpty()) s.prompt = QStringLiteral("plan");
+  presetPanel_->setRequest(
+      s.toRequest(QDir(QDir::tempPath()).filePath(QStringLiteral("ferry-plan.mp4"))));
+  updateGenerateButton();
+}
+
+bool MainWindow::settled() const {
+  return !modelPanel_->scanning() && !presetPanel_->planning();
 }
 
 QString MainWindow::generateBlockedReason() const {
   if (state_ != State::kIdle) return tr("A video is being made.");
-  if (!modelPanel_->modelSet()) return modelPanel_->problem();
+  if (modelPanel_->scanning()) return tr("Looking for the model…");
+  if (!modelPanel_->model()) return modelPanel_->problem();
+  if (presetPanel_->planning()) return tr("Planning the memory…");
   if (!presetPanel_->fits()) return presetPanel_->refusal();
   return {};
 }
@@ -494,19 +542,17 @@ void MainWindow::updateGenerateButton() {
   const auto& plan = presetPanel_->plan();
   if (presetPanel_->fits() && plan) {
     planLine_->setStyleSheet(QString());
-    const auto effective = presetPanel_->effectivePreset();
+    const auto target = presetPanel_->target();
     QString preset = presetPanel_->presetName();
-    if (effective && QString::fromStdString(effective->name) != preset &&
-        preset != QLatin1String("auto")) {
-      preset = tr("%1 (no NVIDIA GPU)").arg(QString::fromStdString(effective->name));
+    if (target && target->fell_back_to_cpu) {
+      preset = tr("%1 (no NVIDIA GPU)").arg(QString::fromStdString(target->preset.name));
     }
     planLine_->setText(tr("Preset %1 · predicted peaks: VRAM %2 · RAM %3")
                            .arg(preset, MemoryChart::formatBytes(plan->predicted_vram_peak),
                                 MemoryChart::formatBytes(plan->predicted_ram_peak)));
   } else {
     planLine_->setStyleSheet(QStringLiteral("color: #d9534f;"));
-    planLine_->setText(QStringLiteral("⚠ ") + (modelPanel_->modelSet() ? presetPanel_->refusal()
-                                                                       : modelPanel_->problem()));
+    planLine_->setText(QStringLiteral("⚠ ") + reason);
   }
   if (state_ == State::kIdle && !reason.isEmpty()) {
     status_->setText(tr("Can't generate yet: %1").arg(reason));
@@ -520,7 +566,6 @@ void MainWindow::updateGenerateButton() {
 void MainWindow::generate() {
   if (state_ != State::kIdle) return;
   clearMessage();
-  presetPanel_->refresh();  // a change may still be waiting for its deferred refresh
   const QString blocked = generateBlockedReason();
   if (!blocked.isEmpty()) {
     showMessage(blocked);
@@ -554,25 +599,10 @@ void MainWindow::generate() {
   }
   GenerationJob job;
   job.request = runSettings_.toRequest(output);
-  job.machine = machine_;
-  job.presets = presetPanel_->presets();
-  const auto& set = modelPanel_->modelSet();
-  demoRun_ = set && isDemoModel(*set);
-  job.streamAll = demoRun_;
+  job.model = modelPanel_->model();  // what the plan shown was made for
+  job.session = sessionFor(*job.model);
+  demoRun_ = job.model->is_demo();
   job.logFolder = io::detail::path_from_utf8(logsFolder().toStdString());
-
-  // The engine's own checks (sizes, frames, image) before anything is queued: a message now
-  // rather than an error later.
-  try {
-    const QSize image = startImage_->imageSize();
-    pipeline::resolve(job.request, *set,
-                      startImage_->path().isEmpty()
-                          ? std::nullopt
-                          : std::optional(std::pair(image.width(), image.height())));
-  } catch (const std::exception& e) {
-    showMessage(QString::fromUtf8(e.what()));
-    return;
-  }
 
   vramChart_->clear();
   ramChart_->clear();
@@ -725,7 +755,7 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
   // The engine's resolved values, so that "default" settings restore as what was used.
   if (!outcome.settingsJson.isEmpty()) {
     const QJsonObject used = QJsonDocument::fromJson(outcome.settingsJson.toUtf8()).object();
-    GenerationSettings resolved = GenerationSettings::fromJson(used);
+    GenerationSettings resolved = GenerationSettings::fromJson(used, defaultNegative_);
     resolved.modelFolder = s.modelFolder;
     resolved.seedMode = s.seedMode;
     resolved.image = s.image;
@@ -747,7 +777,7 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
 
 bool MainWindow::openVideo(const QString& path) {
   QString why;
-  const auto s = GenerationSettings::fromVideo(path, &why);
+  const auto s = GenerationSettings::fromVideo(path, &why, defaultNegative_);
   if (!s) {
     showMessage(why);
     return false;
@@ -778,7 +808,14 @@ void MainWindow::useDemoModel() {
   if (state_ != State::kIdle) return;
   try {
     const QString folder = QDir(dataFolder_).filePath(QStringLiteral("demo-model"));
-    pipeline::write_demo_model(io::detail::path_from_utf8(folder.toStdString()));
+    bool written = false;
+    for (const models::ModelFamily* family : models::model_families()) {
+      if (family->write_demo_model(io::detail::path_from_utf8(folder.toStdString()))) {
+        written = true;
+        break;
+      }
+    }
+    if (!written) throw Error(ErrorCode::kUnsupported, "no model family of this build has a demo");
     modelPanel_->setFolder(folder);
     if (prompt_->toPlainText().trimmed().isEmpty()) {
       prompt_->setPlainText(tr("a red ferry crossing a calm fjord at sunrise, cinematic"));
@@ -792,7 +829,7 @@ void MainWindow::useDemoModel() {
 }
 
 void MainWindow::showMachineCheck() {
-  const MachineReport report = checkMachine(outputFolder());
+  const MachineReport report = checkMachine(*session_, outputFolder());
   store_->setValue(QStringLiteral("checkedMachine"), true);
   QMessageBox box(this);
   box.setWindowTitle(tr("Ferry: this machine"));

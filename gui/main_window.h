@@ -10,7 +10,7 @@
 #include <QThread>
 #include <optional>
 
-#include "core/offload/preset.h"
+#include "core/pipeline/session.h"
 #include "gui/generation_settings.h"
 #include "gui/generation_worker.h"
 
@@ -56,6 +56,8 @@ class MainWindow : public QMainWindow {
   // Plays a video in the window's player (decoded on the engine thread), settings untouched.
   void showVideo(const QString& path);
 
+  // Nothing is being looked up: the model found and the plan made for what the window shows.
+  bool settled() const;
   // The message the window last showed about a problem (empty after a success), for tests.
   QString lastMessage() const { return lastMessage_; }
   // <data folder>/logs: the runs' logs and crash reports.
@@ -99,7 +101,10 @@ class MainWindow : public QMainWindow {
   void connectWorker();
   void restoreState();
   void saveState();
+  QString openSession();  // a problem with the user's presets, or empty
+  std::shared_ptr<const pipeline::Session> sessionFor(const models::ModelParts& model);
   void onModelChanged();
+  void onPlanChanged();
   void updatePlanInputs();
   void updateGenerateButton();
   void setState(State state);
@@ -124,7 +129,9 @@ class MainWindow : public QMainWindow {
   MainWindowOptions options_;
   QString dataFolder_;
   QSettings* store_ = nullptr;
-  offload::MachineInfo machine_;
+  std::shared_ptr<pipeline::Session> session_;
+  std::shared_ptr<pipeline::Session> demoSession_;  // the demo streams every block; made on use
+  QString defaultNegative_;  // the model's default negative prompt, once a plan resolved it
   State state_ = State::kIdle;
   QString lastMessage_;
   QString lastVideo_;
@@ -159,7 +166,9 @@ class MainWindow : public QMainWindow {
   QLabel* status_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QSplitter* splitter_ = nullptr;
-  bool applying_ = false;  // applySettings() is filling the window in
+  // applySettings() chose a model folder: the model found there keeps the restored settings
+  // instead of filling in its defaults.
+  bool keepSettingsForModel_ = false;
 };
 
 // Where Ferry keeps its per-user data: io::user_data_dir(), or the folder tests pass.

@@ -7,16 +7,47 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <map>
 
 #include "core/io/detail/os_file.h"
-#include "core/pipeline/stage_plans.h"
-#include "core/tensor/dtype.h"
+#include "gui/latest_query.h"
 #include "gui/memory_chart.h"
 
 namespace ferry::gui {
+namespace {
 
-ModelPanel::ModelPanel(QWidget* parent)
+// What the engine says about the model, paths relative to the chosen folder (it is right above),
+// and the bytes each part takes on disk.
+QStringList describe(const models::ModelParts& model, const QString& folder) {
+  QStringList lines;
+  for (const std::string& part : model.describe()) {
+    QString line = QString::fromStdString(part);
+    line.replace(QDir::toNativeSeparators(QDir(folder).absolutePath()) + QDir::separator(),
+                 QString());
+    line.replace(QDir(folder).absolutePath() + QLatin1Char('/'), QString());
+    lines << line;
+  }
+  std::map<std::string, std::uint64_t> bytes;
+  std::vector<std::string> roles;  // in the order the family lists them
+  for (const models::PartFile& f : model.files()) {
+    if (bytes.find(f.role) == bytes.end()) roles.push_back(f.role);
+    bytes[f.role] += f.bytes;
+  }
+  QStringList sizes;
+  for (const std::string& role : roles) {
+    sizes << QStringLiteral("%1 %2").arg(QString::fromStdString(role),
+                                         MemoryChart::formatBytes(bytes[role]));
+  }
+  if (!sizes.isEmpty()) lines << QObject::tr("On disk: %1").arg(sizes.join(QStringLiteral(", ")));
+  return lines;
+}
+
+}  // namespace
+
+ModelPanel::ModelPanel(std::shared_ptr<const pipeline::Session> session, QWidget* parent)
     : QGroupBox(tr("Model"), parent),
+      session_(std::move(session)),
+      query_(new LatestQuery(QStringLiteral("Ferry model scan"), this)),
       edit_(new QLineEdit(this)),
       browse_(new QPushButton(tr("&Browse…"), this)),
       demo_(new QPushButton(tr("Use the demo model"), this)),
@@ -52,9 +83,13 @@ QString ModelPanel::folder() const {
   return edit_->text().trimmed();
 }
 
+bool ModelPanel::scanning() const {
+  return query_->pending();
+}
+
 void ModelPanel::setFolder(const QString& folder) {
   edit_->setText(QDir::toNativeSeparators(folder));
-  scanned_.clear();
+  scanned_ = QStringLiteral("\n");  // never a folder: scans again
   scan();
 }
 
@@ -65,48 +100,46 @@ void ModelPanel::browse() {
 
 void ModelPanel::scan() {
   const QString path = QDir::fromNativeSeparators(folder());
-  if (path == scanned_ && (set_ || !problem_.isEmpty())) return;
+  if (path == scanned_) return;
   scanned_ = path;
-  set_.reset();
-  problem_.clear();
-  QStringList lines;
+  model_.reset();
   if (path.isEmpty()) {
-    problem_ =
-        tr("No model folder chosen. Pick the folder of a Wan 2.1 or 2.2 model (diffusers "
-           "or ComfyUI files), or try the demo model.");
-  } else if (!QFileInfo::exists(path)) {
-    problem_ = tr("The model folder %1 does not exist.").arg(QDir::toNativeSeparators(path));
-  } else {
-    try {
-      pipeline::ModelSet set =
-          pipeline::find_model_set({io::detail::path_from_utf8(path.toStdString())});
-      const auto parts = pipeline::describe(set);
-      const std::filesystem::path files[] = {set.dit, set.text_encoder, {}, set.vae};
-      for (std::size_t i = 0; i < parts.size(); ++i) {
-        // Paths relative to the chosen folder: the folder is right above.
-        QString line = QString::fromStdString(parts[i]);
-        line.replace(QDir::toNativeSeparators(QDir(path).absolutePath()) + QDir::separator(),
-                     QString());
-        line.replace(QDir(path).absolutePath() + QLatin1Char('/'), QString());
-        if (i < 4 && !files[i].empty()) {
-          try {
-            const pipeline::PartSummary s = pipeline::summarize_part(files[i]);
-            QStringList dtypes;
-            for (const auto& d : s.dtypes) dtypes << QString::fromStdString(d);
-            line += QStringLiteral(" — %1, %2")
-                        .arg(MemoryChart::formatBytes(s.bytes), dtypes.join(QStringLiteral("/")));
-          } catch (const std::exception&) {
-            // find_model_set read these already; a summary that fails is left out.
-          }
-        }
-        lines << line;
-      }
-      set_ = std::move(set);
-    } catch (const std::exception& e) {
-      problem_ = QString::fromUtf8(e.what());
-    }
+    query_->post([] { return std::function<void()>([] {}); });  // drops a scan still running
+    show(nullptr, {},
+         tr("No model folder chosen. Pick the folder of a Wan 2.1 or 2.2 model (diffusers "
+            "or ComfyUI files), or try the demo model."));
+    return;
   }
-  if (set_) {
+  found_->setStyleSheet(QString());
+  found_->setText(tr("Looking for the model in %1…").arg(QDir::toNativeSeparators(path)));
+  problem_ = tr("Still looking for the model.");
+  emit modelChanged();
+  // Everything that touches the drive — whether the folder exists included — runs off the GUI
+  // thread.
+  query_->post([this, session = session_, path, hook = scanHook_] {
+    if (hook) hook();
+    pipeline::ModelHandle model;
+    QStringList lines;
+    QString problem;
+    try {
+      if (!QFileInfo::exists(path)) {
+        problem = tr("The model folder %1 does not exist.").arg(QDir::toNativeSeparators(path));
+      } else {
+        model = session->find({io::detail::path_from_utf8(path.toStdString())});
+        lines = describe(*model, path);
+      }
+    } catch (const std::exception& e) {
+      problem = QString::fromUtf8(e.what());
+    }
+    return std::function<void()>([this, model, lines, problem] { show(model, lines, problem); });
+  });
+}
+
+void ModelPanel::show(const pipeline::ModelHandle& model, const QStringList& lines,
+                      const QString& problem) {
+  model_ = model;
+  problem_ = model ? QString() : problem;
+  if (model_) {
     found_->setStyleSheet(QString());
     found_->setText(lines.join(QLatin1Char('\n')));
   } else {

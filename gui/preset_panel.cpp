@@ -8,13 +8,54 @@
 #include <QVBoxLayout>
 
 #include "core/error.h"
-#include "core/offload/planner.h"
+#include "gui/latest_query.h"
 #include "gui/memory_chart.h"
 
 namespace ferry::gui {
+namespace {
+
+// The answer of one validate + plan, made on the query's thread.
+struct PlanAnswer {
+  std::optional<pipeline::ResolvedRequest> resolved;
+  std::optional<models::GenerationPlan> plan;
+  QString refusal;
+};
+
+PlanAnswer validateAndPlan(const pipeline::Session& session, const models::ModelParts& model,
+                           const pipeline::GenerationRequest& request) {
+  PlanAnswer a;
+  try {
+    a.resolved = session.validate(model, request);
+    a.plan = session.plan(model, *a.resolved);
+  } catch (const Error& e) {
+    a.refusal = e.code() == ErrorCode::kDoesNotFit
+                    ? QObject::tr("Won't fit with this preset: %1").arg(QString::fromUtf8(e.what()))
+                    : QString::fromUtf8(e.what());
+  } catch (const std::exception& e) {
+    a.refusal = QString::fromUtf8(e.what());
+  }
+  return a;
+}
+
+// "3 of 30" on the GPU and "27 from disk" / "20 disk, 7 RAM" streamed; a stage that streams no
+// blocks says what it does instead.
+QString onGpuText(const models::StagePlan& s) {
+  if (!s.streams_blocks()) return QString::fromStdString(s.detail);
+  return QObject::tr("%1 of %2").arg(s.resident_groups).arg(s.groups);
+}
+
+QString streamedText(const models::StagePlan& s) {
+  if (!s.streams_blocks()) return QStringLiteral("—");
+  return s.pinned_groups != 0
+             ? QObject::tr("%1 disk, %2 RAM").arg(s.disk_groups).arg(s.pinned_groups)
+             : QObject::tr("%1 from disk").arg(s.disk_groups);
+}
+
+}  // namespace
 
 PresetPanel::PresetPanel(QWidget* parent)
     : QGroupBox(tr("Memory preset"), parent),
+      query_(new LatestQuery(QStringLiteral("Ferry planner"), this)),
       combo_(new QComboBox(this)),
       description_(new QLabel(this)),
       stages_(new QTreeWidget(this)),
@@ -37,7 +78,7 @@ PresetPanel::PresetPanel(QWidget* parent)
   stages_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
   for (int c = 1; c < 5; ++c)
     stages_->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
-  stages_->setMaximumHeight(stages_->fontMetrics().height() * 5 + 8);
+  stages_->setMaximumHeight(stages_->fontMetrics().height() * 6 + 8);
   totals_->setWordWrap(true);
   totals_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   verdict_->setWordWrap(true);
@@ -63,15 +104,13 @@ PresetPanel::PresetPanel(QWidget* parent)
   });
 }
 
-void PresetPanel::setPresets(std::vector<offload::Preset> presets,
-                             const offload::MachineInfo& machine) {
+void PresetPanel::setSession(std::shared_ptr<const pipeline::Session> session) {
   const QString current = presetName();
-  presets_ = std::move(presets);
-  machine_ = machine;
+  session_ = std::move(session);
   const QSignalBlocker block(combo_);
   combo_->clear();
   combo_->addItem(tr("auto (measure this machine)"), QStringLiteral("auto"));
-  for (const auto& p : presets_) {
+  for (const auto& p : session_->presets()) {
     const QString name = QString::fromStdString(p.name);
     combo_->addItem(name, name);
     combo_->setItemData(combo_->count() - 1, QString::fromStdString(p.description),
@@ -81,16 +120,13 @@ void PresetPanel::setPresets(std::vector<offload::Preset> presets,
   scheduleRefresh();
 }
 
-void PresetPanel::setModel(const std::optional<pipeline::ModelSet>& set) {
-  set_ = set;
+void PresetPanel::setModel(pipeline::ModelHandle model) {
+  model_ = std::move(model);
   scheduleRefresh();
 }
 
-void PresetPanel::setVideo(int width, int height, int frames) {
-  if (width == width_ && height == height_ && frames == frames_) return;
-  width_ = width;
-  height_ = height;
-  frames_ = frames;
+void PresetPanel::setRequest(const pipeline::GenerationRequest& request) {
+  request_ = request;
   scheduleRefresh();
 }
 
@@ -103,18 +139,18 @@ void PresetPanel::setPresetName(const QString& name) {
   if (index >= 0 && index != combo_->currentIndex()) combo_->setCurrentIndex(index);
 }
 
-std::optional<offload::Preset> PresetPanel::effectivePreset() const {
+std::optional<pipeline::RunTarget> PresetPanel::target() const {
   const QString name = presetName();
-  if (name.isEmpty()) return std::nullopt;
+  if (!session_ || name.isEmpty()) return std::nullopt;
   try {
-    offload::Preset preset = offload::find_preset(presets_, name.toStdString(), machine_);
-    if (preset.device == Device::kCuda && !machine_.has_gpu) {
-      preset = offload::find_preset(presets_, "cpu", machine_);
-    }
-    return preset;
+    return session_->target(name.toStdString());
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+bool PresetPanel::planning() const {
+  return refreshTimer_.isActive() || query_->pending();
 }
 
 void PresetPanel::scheduleRefresh() {
@@ -124,58 +160,56 @@ void PresetPanel::scheduleRefresh() {
 void PresetPanel::refresh() {
   refreshTimer_.stop();
   plan_.reset();
+  resolved_.reset();
   fits_ = false;
   refusal_.clear();
   note_.clear();
-  const std::optional<offload::Preset> preset = effectivePreset();
-  if (!preset) {
+  const std::optional<pipeline::RunTarget> t = target();
+  if (!t) {
     refusal_ = tr("Pick a memory preset.");
   } else {
-    description_->setText(QString::fromStdString(preset->description));
-    if (!machine_.has_gpu && presetName() != QLatin1String("cpu")) {
-      note_ = tr("No NVIDIA GPU: this runs with the cpu preset, and will be slow.");
+    description_->setText(QString::fromStdString(t->preset.description));
+    if (t->fell_back_to_cpu) {
+      note_ = tr("No usable NVIDIA GPU (%1): this runs with the cpu preset, and will be slow.")
+                  .arg(QString::fromStdString(t->reason));
     }
-    if (!set_) {
-      refusal_ = tr("Pick a model folder first.");
-    } else if (width_ <= 0 || height_ <= 0 || width_ % 32 != 0 || height_ % 32 != 0) {
-      refusal_ = tr("Width and height must be multiples of 32.");
-    } else if (frames_ < 1 || (frames_ - 1) % 4 != 0) {
-      refusal_ = tr("The number of frames must be of the form 4k+1 (81, 121, …).");
-    } else {
-      try {
-        plan_ = pipeline::plan_generation(*set_, *preset, machine_, width_, height_, frames_);
-        fits_ = true;
-      } catch (const Error& e) {
-        refusal_ = e.code() == ErrorCode::kDoesNotFit
-                       ? tr("Won't fit with this preset: %1").arg(QString::fromUtf8(e.what()))
-                       : QString::fromUtf8(e.what());
-      } catch (const std::exception& e) {
-        refusal_ = QString::fromUtf8(e.what());
-      }
-    }
+    if (!model_) refusal_ = tr("Pick a model folder first.");
   }
+  if (!refusal_.isEmpty()) {
+    query_->post([] { return std::function<void()>([] {}); });  // drops a plan still running
+    showPlan();
+    emit planChanged();
+    return;
+  }
+  pipeline::GenerationRequest request = request_;
+  request.preset = presetName().toStdString();
+  refusal_ = tr("Planning…");
   showPlan();
-  emit planChanged();
+  query_->post([this, session = session_, model = model_, request] {
+    PlanAnswer answer = validateAndPlan(*session, *model, request);
+    return std::function<void()>([this, answer = std::move(answer)] {
+      resolved_ = answer.resolved;
+      plan_ = answer.plan;
+      fits_ = answer.plan.has_value();
+      refusal_ = answer.refusal;
+      showPlan();
+      emit planChanged();
+    });
+  });
 }
 
 void PresetPanel::showPlan() {
   stages_->clear();
   if (plan_) {
-    for (const pipeline::StagePlan* s : plan_->stages()) {
+    for (const models::StagePlan& s : plan_->stages) {
       auto* item = new QTreeWidgetItem(stages_);
-      item->setText(0, QString::fromStdString(s->stage));
-      item->setToolTip(0, QString::fromStdString(s->layout));
-      if (s->groups == 0) {  // the VAE decode: tiles, not blocks
-        item->setText(1, QString::fromStdString(s->detail));
-        item->setText(2, QStringLiteral("—"));
-      } else {
-        item->setText(1, tr("%1 of %2").arg(s->resident_groups).arg(s->groups));
-        item->setText(2, s->pinned_groups != 0
-                             ? tr("%1 disk, %2 RAM").arg(s->disk_groups).arg(s->pinned_groups)
-                             : tr("%1 from disk").arg(s->disk_groups));
-      }
-      item->setText(3, MemoryChart::formatBytes(s->predicted_vram_peak));
-      item->setText(4, MemoryChart::formatBytes(s->predicted_ram_peak));
+      item->setText(0, QString::fromStdString(s.stage));
+      item->setToolTip(0, QString::fromStdString(s.layout));
+      item->setText(1, onGpuText(s));
+      item->setText(2, streamedText(s));
+      if (!s.detail.empty()) item->setToolTip(1, QString::fromStdString(s.detail));
+      item->setText(3, MemoryChart::formatBytes(s.predicted_vram_peak));
+      item->setText(4, MemoryChart::formatBytes(s.predicted_ram_peak));
       for (int c = 1; c < 5; ++c) item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
     }
     totals_->setText(tr("Predicted peaks: VRAM %1, RAM %2")
@@ -188,13 +222,12 @@ void PresetPanel::showPlan() {
   QString verdict;
   if (fits_) {
     verdict = tr("✓ Fits this machine.");
-    if (!note_.isEmpty()) verdict += QLatin1Char(' ') + note_;
     verdict_->setStyleSheet(QString());
   } else {
     verdict = QStringLiteral("⚠ ") + refusal_;
-    if (!note_.isEmpty()) verdict += QLatin1Char(' ') + note_;
     verdict_->setStyleSheet(QStringLiteral("color: #d9534f;"));
   }
+  if (!note_.isEmpty()) verdict += QLatin1Char(' ') + note_;
   verdict_->setText(verdict);
   setAccessibleDescription(summaryText());
 }
@@ -202,22 +235,22 @@ void PresetPanel::showPlan() {
 QString PresetPanel::summaryText() const {
   QStringList lines;
   if (plan_) {
-    for (const pipeline::StagePlan* s : plan_->stages()) {
-      if (s->groups == 0) {
+    for (const models::StagePlan& s : plan_->stages) {
+      if (!s.streams_blocks()) {
         lines << tr("%1: %2; VRAM %3, RAM %4")
-                     .arg(QString::fromStdString(s->stage), QString::fromStdString(s->detail),
-                          MemoryChart::formatBytes(s->predicted_vram_peak),
-                          MemoryChart::formatBytes(s->predicted_ram_peak));
+                     .arg(QString::fromStdString(s.stage), QString::fromStdString(s.detail),
+                          MemoryChart::formatBytes(s.predicted_vram_peak),
+                          MemoryChart::formatBytes(s.predicted_ram_peak));
         continue;
       }
       lines << tr("%1: %2 of %3 blocks on the GPU, %4 in RAM, %5 from disk; VRAM %6, RAM %7")
-                   .arg(QString::fromStdString(s->stage))
-                   .arg(s->resident_groups)
-                   .arg(s->groups)
-                   .arg(s->pinned_groups)
-                   .arg(s->disk_groups)
-                   .arg(MemoryChart::formatBytes(s->predicted_vram_peak),
-                        MemoryChart::formatBytes(s->predicted_ram_peak));
+                   .arg(QString::fromStdString(s.stage))
+                   .arg(s.resident_groups)
+                   .arg(s.groups)
+                   .arg(s.pinned_groups)
+                   .arg(s.disk_groups)
+                   .arg(MemoryChart::formatBytes(s.predicted_vram_peak),
+                        MemoryChart::formatBytes(s.predicted_ram_peak));
     }
   }
   lines << verdict_->text();

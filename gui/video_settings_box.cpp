@@ -12,47 +12,10 @@
 #include <QPushButton>
 #include <QRegularExpressionValidator>
 #include <QSpinBox>
+#include <algorithm>
 #include <cmath>
 
-#include "core/io/detail/os_file.h"
-#include "core/models/wan/sampler.h"
-#include "core/pipeline/demo_model.h"
-#include "core/pipeline/request.h"
-
 namespace ferry::gui {
-namespace {
-
-QString fromUtf8(std::string_view text) {
-  return QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size()));
-}
-
-// The sizes offered for a model (wan.md §D.4): its official ones, both orientations.
-QList<QSize> modelSizes(const pipeline::ModelSet& set) {
-  if (isDemoModel(set)) return {{256, 256}, {128, 128}, {64, 64}};
-  if (set.dit_config.in_dim == 48) return {{1280, 704}, {704, 1280}};
-  if (set.dit_config.dim >= 5120) return {{1280, 720}, {720, 1280}, {832, 480}, {480, 832}};
-  return {{832, 480}, {480, 832}};
-}
-
-// The defaults resolve() fills in for a model (size, frames, fps, steps, guidance, shift,
-// sampler), read through the pipeline's own rules.
-std::optional<pipeline::ResolvedRequest> modelDefaults(const pipeline::ModelSet& set) {
-  pipeline::GenerationRequest probe;
-  probe.prompt = "defaults";
-  probe.output = io::detail::path_from_utf8(
-      QDir(QDir::tempPath()).filePath(QStringLiteral("ferry-defaults.mp4")).toStdString());
-  try {
-    return pipeline::resolve(probe, set, std::nullopt);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
-}  // namespace
-
-bool isDemoModel(const pipeline::ModelSet& set) {
-  return set.dit.filename() == std::filesystem::path(pipeline::DemoModel::kDitFile);
-}
 
 VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), parent) {
   auto* form = new QFormLayout(this);
@@ -62,8 +25,8 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   width_ = new QSpinBox;
   height_ = new QSpinBox;
   for (QSpinBox* box : {width_, height_}) {
-    box->setRange(32, 4096);
-    box->setSingleStep(32);
+    box->setRange(16, 4096);
+    box->setSingleStep(16);
     box->setSuffix(tr(" px"));
   }
   width_->setAccessibleName(tr("Width"));
@@ -138,8 +101,6 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   form->addRow(stepsLabel, samplingRow);
 
   sampler_ = new QComboBox;
-  sampler_->addItem(tr("UniPC (the model's default)"), QStringLiteral("unipc"));
-  sampler_->addItem(tr("Euler"), QStringLiteral("euler"));
   sampler_->setAccessibleName(tr("Sampler"));
   auto* samplerLabel = new QLabel(tr("Sa&mpler:"));
   samplerLabel->setBuddy(sampler_);
@@ -181,37 +142,51 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   connect(fps_, &QSpinBox::valueChanged, this, &VideoSettingsBox::updateDuration);
   connect(duration_, &QDoubleSpinBox::valueChanged, this, [this](double seconds) {
     if (updating_) return;
-    const int k = static_cast<int>(std::lround(seconds * fps_->value() / 4.0));
+    const int k = static_cast<int>(std::lround(seconds * fps_->value() / framesStep_));
     const QSignalBlocker block(duration_);
-    frames_->setValue(k * 4 + 1);
+    frames_->setValue(k * framesStep_ + 1);
   });
   connect(copySeed_, &QPushButton::clicked, this, &VideoSettingsBox::copySeed);
   fillSizes(std::nullopt);
+  fillSamplers(std::nullopt);
   updateDuration();
 }
 
-void VideoSettingsBox::setModel(const std::optional<pipeline::ModelSet>& set, bool applyDefaults) {
-  fillSizes(set);
-  if (set && applyDefaults) {
-    if (const auto d = modelDefaults(*set)) {
-      updating_ = true;
-      const int index = size_->findData(QSize(d->width, d->height));
-      size_->setCurrentIndex(index >= 0 ? index : 0);
-      const QSize chosen = size_->currentData().toSize();
-      if (chosen.isValid()) {
-        width_->setValue(chosen.width());
-        height_->setValue(chosen.height());
-      }
-      fps_->setValue(d->fps);
-      const bool demo = isDemoModel(*set);
-      frames_->setValue(demo ? 17 : d->frames);
-      steps_->setValue(demo ? 8 : d->steps);
-      cfg_->setValue(d->guide_scale);
-      shift_->setValue(d->shift);
-      sampler_->setCurrentIndex(
-          std::max(0, sampler_->findData(fromUtf8(models::wan::to_string(d->sampler)))));
-      updating_ = false;
+void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules,
+                                bool applyDefaults) {
+  if (rules) {
+    // The engine's limits: the inputs never offer what it would refuse.
+    for (QSpinBox* box : {width_, height_}) {
+      box->setRange(rules->min_size, rules->max_size);
+      box->setSingleStep(rules->size_multiple);
     }
+    framesStep_ = std::max(1, rules->frames_step);
+    frames_->setRange(1, rules->max_frames);
+    frames_->setSingleStep(framesStep_);
+    frames_->setToolTip(tr("Frames of the form %1k+1 (%2, %3, …)")
+                            .arg(framesStep_)
+                            .arg(framesStep_ + 1)
+                            .arg(2 * framesStep_ + 1));
+    steps_->setRange(1, rules->max_steps);
+    cfg_->setRange(0, rules->max_guide_scale);
+    shift_->setRange(0.1, rules->max_shift);
+  }
+  fillSizes(rules);
+  fillSamplers(rules);
+  if (rules && applyDefaults) {
+    updating_ = true;
+    const int index = size_->findData(QSize(rules->width, rules->height));
+    size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
+    width_->setValue(rules->width);
+    height_->setValue(rules->height);
+    fps_->setValue(rules->fps);
+    frames_->setValue(rules->frames);
+    steps_->setValue(rules->steps);
+    cfg_->setValue(rules->guide_scale);
+    shift_->setValue(rules->shift);
+    sampler_->setCurrentIndex(
+        std::max(0, sampler_->findData(QString::fromStdString(rules->sampler))));
+    updating_ = false;
   }
   updateSizeInputs();
   updateDuration();
@@ -232,7 +207,11 @@ void VideoSettingsBox::apply(const GenerationSettings& s) {
   if (s.steps > 0) steps_->setValue(s.steps);
   if (s.guideScale > 0) cfg_->setValue(s.guideScale);
   if (s.shift > 0) shift_->setValue(s.shift);
-  const int sampler = sampler_->findData(s.sampler);
+  int sampler = sampler_->findData(s.sampler);
+  if (sampler < 0 && !s.sampler.isEmpty()) {  // the model's rules are not in yet: kept as given
+    sampler_->addItem(s.sampler, s.sampler);
+    sampler = sampler_->count() - 1;
+  }
   if (sampler >= 0) sampler_->setCurrentIndex(sampler);
   seed_->setText(QString::number(s.seed));
   seedMode_->setCurrentIndex(std::max(0, seedMode_->findData(seedModeName(s.seedMode))));
@@ -256,20 +235,14 @@ void VideoSettingsBox::fill(GenerationSettings& s) const {
   s.seedMode = seedMode();
 }
 
-void VideoSettingsBox::setImageSize(QSize size) {
-  if (size == imageSize_) return;
-  imageSize_ = size;
+void VideoSettingsBox::setResolvedSize(QSize size) {
+  if (size == resolvedSize_) return;
+  resolvedSize_ = size;
   updateNote();
-  emit videoChanged();
 }
 
 QSize VideoSettingsBox::videoSize() const {
-  int w = width_->value();
-  int h = height_->value();
-  if (imageSize_.isValid()) {
-    pipeline::best_output_size(imageSize_.width(), imageSize_.height(), std::int64_t{w} * h, w, h);
-  }
-  return {w, h};
+  return {width_->value(), height_->value()};
 }
 
 int VideoSettingsBox::frames() const {
@@ -302,18 +275,33 @@ void VideoSettingsBox::copySeed() {
   emit seedCopied(seed_->text());
 }
 
-void VideoSettingsBox::fillSizes(const std::optional<pipeline::ModelSet>& set) {
+void VideoSettingsBox::fillSizes(const std::optional<models::RequestRules>& rules) {
   const QSize current(width_->value(), height_->value());
   const QSignalBlocker block(size_);
   size_->clear();
-  if (set) {
-    for (const QSize& s : modelSizes(*set)) {
-      size_->addItem(tr("%1 × %2").arg(s.width()).arg(s.height()), s);
-    }
+  if (rules) {
+    for (const auto& [w, h] : rules->sizes)
+      size_->addItem(tr("%1 × %2").arg(w).arg(h), QSize(w, h));
   }
   size_->addItem(tr("Custom"), QSize());
   const int index = size_->findData(current);
   size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
+}
+
+void VideoSettingsBox::fillSamplers(const std::optional<models::RequestRules>& rules) {
+  const QString current = sampler_->currentData().toString();
+  const QSignalBlocker block(sampler_);
+  sampler_->clear();
+  if (!rules || rules->samplers.empty()) {
+    sampler_->addItem(tr("the model's default"), QString());
+  } else {
+    for (const std::string& name : rules->samplers) {
+      const QString n = QString::fromStdString(name);
+      sampler_->addItem(name == rules->samplers.front() ? tr("%1 (the model's default)").arg(n) : n,
+                        n);
+    }
+  }
+  sampler_->setCurrentIndex(std::max(0, sampler_->findData(current)));
 }
 
 void VideoSettingsBox::onSizeChosen() {
@@ -343,12 +331,10 @@ void VideoSettingsBox::updateDuration() {
 }
 
 void VideoSettingsBox::updateNote() {
-  const QSize size = videoSize();
-  if (imageSize_.isValid() &&
-      (size.width() != width_->value() || size.height() != height_->value())) {
+  if (resolvedSize_.isValid() && resolvedSize_ != videoSize()) {
     sizeNote_->setText(tr("With the start image the video will be %1 × %2 (its aspect ratio).")
-                           .arg(size.width())
-                           .arg(size.height()));
+                           .arg(resolvedSize_.width())
+                           .arg(resolvedSize_.height()));
     sizeNote_->show();
   } else {
     sizeNote_->hide();

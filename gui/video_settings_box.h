@@ -1,13 +1,14 @@
 // The video's settings: size (the model's sizes plus custom), frames or duration, fps, steps,
-// guidance (CFG), shift, sampler and the seed (fixed, random or +1 each time; copyable). Filled
-// with the model's defaults when a model is chosen.
+// guidance (CFG), shift, sampler and the seed (fixed, random or +1 each time; copyable). What the
+// inputs allow, the sizes offered, the samplers and the defaults all come from the model's
+// models::RequestRules: the engine decides, the box asks.
 #pragma once
 
 #include <QGroupBox>
 #include <QSize>
 #include <optional>
 
-#include "core/pipeline/model_set.h"
+#include "core/models/request.h"
 #include "gui/generation_settings.h"
 
 class QComboBox;
@@ -19,9 +20,6 @@ class QSpinBox;
 
 namespace ferry::gui {
 
-// The built-in demo model (random weights, tiny): small sizes, few steps, every block streamed.
-bool isDemoModel(const pipeline::ModelSet& set);
-
 class VideoSettingsBox : public QGroupBox {
   Q_OBJECT
 
@@ -30,16 +28,16 @@ class VideoSettingsBox : public QGroupBox {
 
   explicit VideoSettingsBox(QWidget* parent = nullptr);
 
-  // Offers the model's sizes; with `applyDefaults`, also shows its defaults (size, frames, fps,
-  // steps, guidance, shift, sampler) as pipeline::resolve fills them in.
-  void setModel(const std::optional<pipeline::ModelSet>& set, bool applyDefaults);
+  // Offers the sizes, frames and samplers `rules` allow (none: no model); with `applyDefaults`,
+  // also shows the model's defaults (size, frames, fps, steps, guidance, shift, sampler).
+  void setRules(const std::optional<models::RequestRules>& rules, bool applyDefaults);
   // The video fields of `s` (a zero keeps what is shown) / into `s`.
   void apply(const GenerationSettings& s);
   void fill(GenerationSettings& s) const;
-  // The start image's size, or an invalid size without one: with an image the video takes the
-  // image's aspect ratio at the chosen area (wan.md §B.8).
-  void setImageSize(QSize size);
-  QSize videoSize() const;  // what will be made: the chosen size, or the image's shape of it
+  // The size the engine will make (the request resolved: with a start image, the image's aspect
+  // ratio at the chosen area), or an invalid size when unknown; a note says when it differs.
+  void setResolvedSize(QSize size);
+  QSize videoSize() const;  // the chosen size
   int frames() const;
   quint64 seed() const;
   void setSeed(quint64 seed);
@@ -54,7 +52,8 @@ class VideoSettingsBox : public QGroupBox {
   void seedCopied(const QString& seed);
 
  private:
-  void fillSizes(const std::optional<pipeline::ModelSet>& set);
+  void fillSizes(const std::optional<models::RequestRules>& rules);
+  void fillSamplers(const std::optional<models::RequestRules>& rules);
   void onSizeChosen();
   void updateSizeInputs();
   void updateDuration();
@@ -74,7 +73,8 @@ class VideoSettingsBox : public QGroupBox {
   QLineEdit* seed_;
   QComboBox* seedMode_;
   QPushButton* copySeed_;
-  QSize imageSize_;
+  QSize resolvedSize_;
+  int framesStep_ = 4;
   bool editable_ = true;
   bool updating_ = false;
 };

@@ -1,6 +1,8 @@
 // GenerationWorker on its own QThread with the demo model on the CPU backend (64×64, 5 frames,
 // 2–3 steps: seconds): the signals arrive on the GUI thread in the order the job runs, a failure
-// and a cancel each end the job with their own signal, and a cancel leaves nothing behind.
+// and a cancel each end the job with their own signal, a cancel leaves nothing behind, and each run
+// has its own CancelToken: a cancel before the run or between stages is never lost, and never
+// reaches the next run.
 #include "gui/generation_worker.h"
 
 #include <QSignalSpy>
@@ -33,8 +35,7 @@ class GenerationWorkerTest : public QObject {
     j.request.preset = "cpu";
     j.request.output = toPath(output);
     j.logFolder = toPath(QFileInfo(output).dir().filePath(QStringLiteral("logs")));
-    j.machine = cpuMachine();
-    j.presets = ferry::offload::builtin_presets();
+    j.session = session(cpuMachine(), true);
     return j;
   }
 
@@ -134,7 +135,7 @@ class GenerationWorkerTest : public QObject {
     QFile log(logs.front());
     QVERIFY(log.open(QIODevice::ReadOnly));
     const QString text = QString::fromUtf8(log.readAll());
-    QVERIFY(text.contains(QLatin1String("backend: CPU (")));
+    QVERIFY2(text.contains(QLatin1String("backend: CPU (")), qPrintable(text));
     QVERIFY(text.contains(QLatin1String("step 3/3 {")));
     QVERIFY(text.contains(QLatin1String("finished: ")));
   }
@@ -190,6 +191,43 @@ class GenerationWorkerTest : public QObject {
         Qt::QueuedConnection);
     QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 1, 30000);
     QTRY_COMPARE(log_, QStringList{QStringLiteral("cancelled")});
+  }
+
+  void a_cancel_between_stages_is_honoured_at_the_next_stage() {
+    // Cancelled on the worker's thread as the prompt's stage is announced (before it runs, after
+    // the run took its token): the run must stop there, not denoise. With a token reset when the
+    // generator starts its work, such a cancel was lost (the old repeatCancel workaround).
+    QTemporaryDir out;
+    QSignalSpy cancelled(worker_, &GenerationWorker::cancelled);
+    connect(
+        worker_, &GenerationWorker::stageChanged, worker_,
+        [w = worker_](int stage, const QString&) {
+          if (stage == static_cast<int>(ferry::models::StageKind::kText)) w->cancel();
+        },
+        Qt::DirectConnection);
+    run(job(out.filePath(QStringLiteral("clip.mp4")), 3));
+    QVERIFY(waitForEnd());
+    QCOMPARE(log_.back(), QStringLiteral("cancelled"));
+    QVERIFY2(!log_.contains(QStringLiteral("stage denoising")), qPrintable(log_.join(", ")));
+    QVERIFY(!log_.contains(QStringLiteral("step 1/3")));
+    QCOMPARE(QDir(out.path()).entryList(QDir::Files | QDir::NoDotAndDotDot), QStringList());
+  }
+
+  void a_cancelled_run_does_not_cancel_the_next_one() {
+    QTemporaryDir out;
+    worker_->prepare();
+    worker_->cancel();  // this run's token
+    QMetaObject::invokeMethod(
+        worker_,
+        [w = worker_, j = job(out.filePath(QStringLiteral("a.mp4")), 2)] { w->generate(j); },
+        Qt::QueuedConnection);
+    QVERIFY(waitForEnd());
+    QCOMPARE(log_.back(), QStringLiteral("cancelled"));
+    log_.clear();
+    const QString video = out.filePath(QStringLiteral("b.mp4"));
+    run(job(video, 2));  // prepare(): a new token
+    QVERIFY(waitForEnd());
+    QCOMPARE(log_.back(), QStringLiteral("finished ") + video);
   }
 
   void frames_of_the_written_video_load_for_the_player() {

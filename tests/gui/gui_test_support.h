@@ -1,5 +1,5 @@
 // Shared by the GUI test suites: the demo model written once per process into a temporary folder,
-// a per-test data folder, and the machines the tests plan for.
+// the machines the tests plan for and sessions on them, and waiting for the window's lookups.
 #pragma once
 
 #include <QDir>
@@ -9,8 +9,9 @@
 
 #include "core/io/detail/os_file.h"
 #include "core/memory/process_memory.h"
+#include "core/models/family.h"
 #include "core/offload/preset.h"
-#include "core/pipeline/demo_model.h"
+#include "core/pipeline/session.h"
 
 namespace ferry::gui::test {
 
@@ -26,7 +27,7 @@ inline QString demoFolder() {
   static QTemporaryDir dir;
   static const QString folder = [] {
     const QString f = dir.filePath(QStringLiteral("demo-model"));
-    pipeline::write_demo_model(toPath(f));
+    models::find_family("wan")->write_demo_model(toPath(f));
     return f;
   }();
   return folder;
@@ -38,6 +39,26 @@ inline offload::MachineInfo cpuMachine() {
 }
 inline offload::MachineInfo laptopMachine() {
   return {true, 8192 * kMiB, 8192 * kMiB, 32768 * kMiB, 32768 * kMiB};
+}
+
+// A session planning for `machine` with the built-in presets; `streamAll` as the demo runs.
+inline std::shared_ptr<pipeline::Session> session(const offload::MachineInfo& machine,
+                                                  bool streamAll = false) {
+  pipeline::SessionOptions o;
+  o.machine = machine;
+  o.presets = offload::builtin_presets();
+  o.generator.stream_all = streamAll;
+  return std::make_shared<pipeline::Session>(o);
+}
+
+// Waits until `settled()` (the model found, the plan made: they run off the GUI thread).
+template <class Window>
+bool settle(const Window& w, int ms = 30000) {
+  QElapsedTimer t;
+  t.start();
+  QTest::qWait(1);
+  while (!w.settled() && t.elapsed() < ms) QTest::qWait(5);
+  return w.settled();
 }
 
 inline quint64 residentBytes() {

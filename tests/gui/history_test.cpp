@@ -7,8 +7,7 @@
 #include <QListWidget>
 #include <QtTest/QtTest>
 
-#include "core/backend/cpu/cpu_backend.h"
-#include "core/pipeline/generator.h"
+#include "core/pipeline/session.h"
 #include "gui/generation_settings.h"
 #include "tests/gui/gui_test_support.h"
 
@@ -39,11 +38,12 @@ GenerationSettings sample() {
 
 // A real Ferry MP4 from the demo model, made through the engine's API.
 QString makeVideo(const QTemporaryDir& dir, const GenerationSettings& s) {
-  ferry::cpu::CpuBackend backend;
-  ferry::pipeline::Generator generator(backend, cpuMachine(), ferry::offload::builtin_presets());
+  const auto engine = session(cpuMachine());
   ferry::pipeline::ProgressSink sink;
+  ferry::pipeline::CancelToken cancel;
   const QString video = dir.filePath(QStringLiteral("made.mp4"));
-  generator.generate(s.toRequest(video), sink);
+  const auto request = s.toRequest(video);
+  engine->run(*engine->find(request.model), request, sink, cancel);
   return video;
 }
 
@@ -142,8 +142,9 @@ class HistoryTest : public QObject {
     QCOMPARE(restored->sampler, QStringLiteral("euler"));
     QCOMPARE(restored->seed, quint64{99});
     QCOMPARE(restored->preset, QStringLiteral("cpu"));
-    // The model folder is where the video's model files are.
-    QCOMPARE(QDir(restored->modelFolder).canonicalPath(), QDir(demoFolder()).canonicalPath());
+    // The video names its model files without their folder (a shared clip leaks no folder
+    // names): no model folder restores, the window keeps the one chosen.
+    QVERIFY2(restored->modelFolder.isEmpty(), qPrintable(restored->modelFolder));
   }
 
   void the_default_negative_prompt_restores_as_empty() {
@@ -155,9 +156,18 @@ class HistoryTest : public QObject {
     s.frames = 5;
     s.steps = 1;
     s.preset = QStringLiteral("cpu");
-    const auto restored = GenerationSettings::fromVideo(makeVideo(dir, s));
+    const QString video = makeVideo(dir, s);
+    // The model's default, as the engine resolves an empty negative prompt.
+    const auto engine = session(cpuMachine());
+    const auto resolved = engine->validate(*engine->find({toPath(demoFolder())}),
+                                           s.toRequest(dir.filePath(QStringLiteral("x.mp4"))));
+    const QString defaultNegative = QString::fromStdString(resolved.negative_prompt);
+    QVERIFY(!defaultNegative.isEmpty());
+    const auto restored = GenerationSettings::fromVideo(video, nullptr, defaultNegative);
     QVERIFY(restored.has_value());
     QVERIFY(restored->negativePrompt.isEmpty());
+    // Without the model's default the prompt used is what restores.
+    QCOMPARE(GenerationSettings::fromVideo(video)->negativePrompt, defaultNegative);
   }
 
   void a_file_that_is_not_a_ferry_video_gives_a_message() {

@@ -157,7 +157,7 @@ class MainWindowTest : public QObject {
     GenerationSettings s = demoSettings(2);
     s.prompt = QStringLiteral("   ");
     w.applySettings(s);
-    w.presetPanel()->refresh();
+    QVERIFY(settle(w));
     QVERIFY(w.generateEnabled());
     w.generate();
     QCOMPARE(w.state(), MainWindow::State::kIdle);
@@ -170,7 +170,7 @@ class MainWindowTest : public QObject {
     GenerationSettings s = demoSettings(2);
     s.modelFolder = data.filePath(QStringLiteral("no-such-folder"));
     w.applySettings(s);
-    w.presetPanel()->refresh();
+    QVERIFY(settle(w));
     QVERIFY(!w.generateEnabled());
     QVERIFY2(w.generateBlockedReason().contains(QLatin1String("does not exist")),
              qPrintable(w.generateBlockedReason()));
@@ -180,7 +180,7 @@ class MainWindowTest : public QObject {
 
     // A folder with no model in it: the engine's words for what is missing.
     w.modelPanel()->setFolder(data.path());
-    w.presetPanel()->refresh();
+    QVERIFY(settle(w));
     QVERIFY(!w.generateEnabled());
     QVERIFY(!w.modelPanel()->problem().isEmpty());
     QVERIFY(w.modelPanel()->descriptionText().contains(w.modelPanel()->problem()));
@@ -190,6 +190,7 @@ class MainWindowTest : public QObject {
     QTemporaryDir data;
     MainWindow w(options(data, cpuMachine()));
     w.applySettings(demoSettings(2));
+    QVERIFY(settle(w));
     const QString text = data.filePath(QStringLiteral("notes.png"));
     QFile f(text);
     QVERIFY(f.open(QIODevice::WriteOnly));
@@ -207,14 +208,14 @@ class MainWindowTest : public QObject {
     GenerationSettings s = demoSettings(2);
     s.width = 100;
     w.applySettings(s);
-    w.presetPanel()->refresh();
+    QVERIFY(settle(w));
     QVERIFY(!w.generateEnabled());
     QVERIFY2(w.generateBlockedReason().contains(QLatin1String("32")),
              qPrintable(w.generateBlockedReason()));
     s.width = 64;
     s.frames = 6;
     w.applySettings(s);
-    w.presetPanel()->refresh();
+    QVERIFY(settle(w));
     QVERIFY(!w.generateEnabled());
     QVERIFY2(w.generateBlockedReason().contains(QLatin1String("4k+1")),
              qPrintable(w.generateBlockedReason()));
@@ -231,6 +232,7 @@ class MainWindowTest : public QObject {
     GenerationSettings s = demoSettings(2);
     s.image = data.filePath(QStringLiteral("gone.png"));
     w.applySettings(s);
+    QVERIFY(settle(w));
     QVERIFY(w.lastMessage().contains(QLatin1String("gone.png")));
     QVERIFY(w.startImage()->path().isEmpty());
   }
@@ -263,8 +265,9 @@ class MainWindowTest : public QObject {
     s.height = height;
     s.frames = frames;
     w.applySettings(s);
+    QVERIFY(settle(w));
     PresetPanel* panel = w.presetPanel();
-    panel->refresh();
+    QVERIFY(settle(w));
     QCOMPARE(panel->presetName(), preset);
 
     const CliPlan cli = runCliPlan(data.path(), preset, width, height, frames);
@@ -281,11 +284,11 @@ class MainWindowTest : public QObject {
     QVERIFY2(panel->fits(), qPrintable(panel->refusal()));
     const auto& plan = panel->plan();
     QVERIFY(plan.has_value());
-    const std::pair<QString, const ferry::pipeline::StagePlan*> stages[] = {
-        {QStringLiteral("text encoder"), &*plan->text_encoder},
-        {QStringLiteral("diffusion model"), &*plan->dit},
-        {QStringLiteral("VAE decode"), &*plan->vae}};
-    for (const auto& [name, stage] : stages) {
+    QCOMPARE(plan->stages.size(), std::size_t{3});  // text encoder, diffusion model, VAE decode
+    for (const ferry::models::StagePlan& s : plan->stages) {
+      const ferry::models::StagePlan* stage = &s;
+      const QString name = QString::fromStdString(s.stage);
+      QVERIFY2(cli.stages.contains(name), qPrintable(name));
       const CliStage c = cli.stages.value(name);
       if (stage->groups != 0) {  // block stages; the VAE decode plans tiles
         QCOMPARE(static_cast<int>(stage->resident_groups), c.resident);
@@ -306,6 +309,7 @@ class MainWindowTest : public QObject {
     w.show();
     const GenerationSettings s = demoSettings(3);
     w.applySettings(s);
+    QVERIFY(settle(w));
     QStringList titles, statuses;
     // Connected after the window's own slots: sees the window as the step left it.
     connect(w.worker(), &GenerationWorker::step, this, [&] {
@@ -357,6 +361,7 @@ class MainWindowTest : public QObject {
     other.frames = 9;
     other.sampler = QStringLiteral("euler");
     w.applySettings(other);
+    QVERIFY(settle(w));
     QCOMPARE(w.settings().prompt, other.prompt);
     emit w.historyPanel()->list()->itemActivated(w.historyPanel()->list()->item(0));
     GenerationSettings restored = w.settings();
@@ -364,13 +369,16 @@ class MainWindowTest : public QObject {
 
     // And from the MP4 itself, as when it is dropped on the window.
     w.applySettings(other);
+    QVERIFY(settle(w));
     QVERIFY(w.openVideo(w.lastVideo()));
+    QVERIFY(settle(w));
     restored = w.settings();
     restored.seedMode = s.seedMode;  // the video does not say how the seed was chosen
     QCOMPARE(restored, s);
 
     // Dropped on the window.
     w.applySettings(other);
+    QVERIFY(settle(w));
     QMimeData mime;
     mime.setUrls({QUrl::fromLocalFile(w.lastVideo())});
     QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
@@ -391,6 +399,7 @@ class MainWindowTest : public QObject {
     s.seedMode = SeedMode::kIncrement;
     s.seed = 41;
     w.applySettings(s);
+    QVERIFY(settle(w));
     w.generate();
     QVERIFY(waitForIdle(w));
     QCOMPARE(w.settings().seed, quint64{42});
@@ -423,6 +432,7 @@ class MainWindowTest : public QObject {
     QTemporaryDir data;
     MainWindow w(options(data, cpuMachine()));
     w.applySettings(demoSettings(2));
+    QVERIFY(settle(w));
     // A first run warms up what stays for the process's life (code, thread pools, fonts).
     w.generate();
     QVERIFY(waitForIdle(w));
@@ -431,6 +441,8 @@ class MainWindowTest : public QObject {
     const quint64 baseline = residentBytes();
 
     w.applySettings(demoSettings(40));
+
+    QVERIFY(settle(w));
     connect(w.worker(), &GenerationWorker::step, &w, [&w](const StepInfo& info) {
       if (info.step == 2) w.cancel();
     });
@@ -472,6 +484,7 @@ class MainWindowTest : public QObject {
     MainWindow w(options(data, cpuMachine()));
     w.show();
     w.applySettings(demoSettings(40));
+    QVERIFY(settle(w));
     QSignalSpy ended(&w, &MainWindow::generationEnded);
     QSignalSpy firstStep(w.worker(), &GenerationWorker::step);
     w.generate();
@@ -492,6 +505,7 @@ class MainWindowTest : public QObject {
     {
       MainWindow w(options(data, cpuMachine()));
       w.applySettings(s);
+      QVERIFY(settle(w));
       w.close();
     }
     MainWindow w(options(data, cpuMachine()));

@@ -1,10 +1,10 @@
 // MemoryChart: the figures it reports, the budget line where the budget is, and repaints held
 // to ten a second however fast samples arrive.
+#include "gui/memory_chart.h"
+
 #include <QElapsedTimer>
 #include <QImage>
 #include <QtTest/QtTest>
-
-#include "gui/memory_chart.h"
 
 using ferry::gui::MemoryChart;
 
@@ -124,7 +124,10 @@ class MemoryChartTest : public QObject {
     QVERIFY2(step > 1000, "the loop should have delivered samples much faster than 10 Hz");
     const int allowed = static_cast<int>(elapsed / MemoryChart::kRefreshIntervalMs) + 2;
     QVERIFY2(counter.paints >= 3 && counter.paints <= allowed,
-             qPrintable(QString("%1 paints for %2 samples in %3 ms").arg(counter.paints).arg(step).arg(elapsed)));
+             qPrintable(QString("%1 paints for %2 samples in %3 ms")
+                            .arg(counter.paints)
+                            .arg(step)
+                            .arg(elapsed)));
   }
 };
 

@@ -1,6 +1,8 @@
 // The window's smaller parts: the frame player's controls, the start image box, the first-run
-// verdict, the preset panel on a machine without a GPU, and the keyboard: every input has an
-// accessible name and no two mnemonics in the window collide.
+// verdict, the preset panel on a machine without a GPU, the model panel (its scan off the GUI
+// thread, the newest folder winning), the video settings following the engine's rules (a Wan 2.1
+// model takes sizes that are multiples of 16), and the keyboard: every input has an accessible
+// name and no two mnemonics in the window collide.
 #include <QAbstractButton>
 #include <QAbstractSpinBox>
 #include <QComboBox>
@@ -9,15 +11,21 @@
 #include <QMenuBar>
 #include <QPlainTextEdit>
 #include <QSlider>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QtTest/QtTest>
+#include <atomic>
+#include <filesystem>
 
-#include "core/pipeline/model_set.h"
+#include "core/io/safetensors_writer.h"
+#include "core/models/wan/dit_layout.h"
 #include "gui/frame_player.h"
 #include "gui/machine_check.h"
 #include "gui/main_window.h"
+#include "gui/model_panel.h"
 #include "gui/preset_panel.h"
 #include "gui/start_image_box.h"
+#include "gui/video_settings_box.h"
 #include "tests/gui/gui_test_support.h"
 
 using namespace ferry::gui;
@@ -46,6 +54,25 @@ QChar mnemonic(const QString& text) {
     }
   }
   return {};
+}
+
+// A Wan 2.1 T2V set: a one-block DiT with 16 latent channels reading the tiny umT5's 64-wide
+// output (zeros: only names and shapes are read), and the umT5 and Wan 2.1 VAE fixtures.
+QString writeWan21Model(const QTemporaryDir& dir) {
+  namespace fs = std::filesystem;
+  const fs::path folder = toPath(dir.filePath(QStringLiteral("wan21")));
+  fs::create_directories(folder);
+  ferry::models::wan::DitConfig c{"tiny", 256, 512, 1, 16, 16};
+  c.text_dim = 64;
+  ferry::io::write_safetensors(folder / "wan2.1_t2v_tiny.safetensors",
+                               ferry::models::wan::dit_tensors(c, ferry::DType::kBF16), {},
+                               [](std::size_t, std::uint64_t, std::span<std::byte> out) {
+                                 std::fill(out.begin(), out.end(), std::byte{0});
+                               });
+  const fs::path data = FERRY_TEST_DATA_DIR;
+  fs::copy_file(data / "umt5/encoder/comfy_fp16.safetensors", folder / "umt5.safetensors");
+  fs::copy_file(data / "wan/vae/wan21_tiny.safetensors", folder / "wan2.1_vae.safetensors");
+  return dir.filePath(QStringLiteral("wan21"));
 }
 
 }  // namespace
@@ -157,7 +184,7 @@ class WidgetsTest : public QObject {
   }
 
   void this_machine_is_described() {
-    const MachineReport r = checkMachine(QDir::tempPath());
+    const MachineReport r = checkMachine(ferry::pipeline::Session(), QDir::tempPath());
     QVERIFY(r.machine.total_ram_bytes > 0);
     QVERIFY(!r.verdictText.isEmpty());
     QVERIFY(r.freeDiskBytes > 0);
@@ -165,15 +192,99 @@ class WidgetsTest : public QObject {
 
   void a_gpu_preset_on_a_machine_without_one_plans_for_the_cpu_and_says_so() {
     PresetPanel panel;
-    panel.setPresets(ferry::offload::builtin_presets(), cpuMachine());
-    panel.setModel(ferry::pipeline::find_model_set({toPath(demoFolder())}));
-    panel.setVideo(64, 64, 5);
+    const auto engine = session(cpuMachine());
+    panel.setSession(engine);
+    panel.setModel(engine->find({toPath(demoFolder())}));
+    ferry::models::GenerationRequest request;
+    request.prompt = "plan";
+    request.width = request.height = 64;
+    request.frames = 5;
+    request.output = toPath(QDir(QDir::tempPath()).filePath(QStringLiteral("plan.mp4")));
+    panel.setRequest(request);
     panel.setPresetName(QStringLiteral("laptop-8gb"));
     panel.refresh();
+    QTRY_VERIFY(!panel.planning());
     QVERIFY2(panel.fits(), qPrintable(panel.refusal()));
-    QCOMPARE(QString::fromStdString(panel.effectivePreset()->name), QStringLiteral("cpu"));
+    QCOMPARE(QString::fromStdString(panel.target()->preset.name), QStringLiteral("cpu"));
     QVERIFY(panel.summaryText().contains(QLatin1String("slow")));
     QCOMPARE(panel.plan()->predicted_vram_peak, quint64{0});
+  }
+
+  void the_model_scan_runs_off_the_gui_thread_and_the_newest_folder_wins() {
+    // A slow drive: every scan takes 400 ms. The window's thread keeps turning meanwhile, the
+    // scan runs on another thread, and of two folders chosen one after the other only the second
+    // is shown.
+    ModelPanel panel(session(cpuMachine()));
+    std::atomic<int> scans{0};
+    std::atomic<bool> onGuiThread{false};
+    QThread* gui = QThread::currentThread();
+    panel.setScanHook([&] {
+      if (QThread::currentThread() == gui) onGuiThread = true;
+      ++scans;
+      QThread::msleep(400);
+    });
+    QSignalSpy changed(&panel, &ModelPanel::modelChanged);
+    QElapsedTimer blocked;
+    blocked.start();
+    QTemporaryDir empty;
+    panel.setFolder(empty.path());  // superseded below, while it is being scanned
+    panel.setFolder(demoFolder());
+    QVERIFY2(blocked.elapsed() < 200, "setFolder waited for the drive");
+    QVERIFY(panel.scanning());
+    QVERIFY(!panel.model());
+    int ticks = 0;
+    QTimer ticker;
+    connect(&ticker, &QTimer::timeout, this, [&] { ++ticks; });
+    ticker.start(10);
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.scanning(), 10000);
+    ticker.stop();
+    QVERIFY(!onGuiThread);
+    QVERIFY2(ticks >= 20, qPrintable(QString::number(ticks)));  // ≥ 400 ms of ticks: not frozen
+    QVERIFY2(panel.model() != nullptr, qPrintable(panel.problem()));
+    QVERIFY(panel.problem().isEmpty());
+    QVERIFY(panel.model()->is_demo());
+    QVERIFY(scans >= 1 && scans <= 2);  // the first folder's scan: skipped or its answer dropped
+    QVERIFY(!panel.descriptionText().contains(QLatin1String("⚠")));
+  }
+
+  void a_wan21_model_takes_sizes_that_are_multiples_of_16() {
+    // 848×480: 848 = 16·53, not a multiple of 32. The engine accepts it for Wan 2.1; the GUI's own
+    // 32 rule used to refuse it.
+    QTemporaryDir dir;
+    const auto engine = session(laptopMachine());
+    const auto model = engine->find({toPath(writeWan21Model(dir))});
+    const ferry::models::RequestRules rules = model->rules();
+    QCOMPARE(rules.size_multiple, 16);
+    VideoSettingsBox box;
+    box.setRules(rules, true);
+    auto* width = box.findChild<QSpinBox*>();
+    QVERIFY(width != nullptr);
+    QCOMPARE(width->singleStep(), 16);
+    GenerationSettings s;
+    s.width = 848;
+    s.height = 480;
+    s.frames = 5;
+    box.apply(s);
+    QCOMPARE(box.videoSize(), QSize(848, 480));
+
+    PresetPanel panel;
+    panel.setSession(engine);
+    panel.setModel(model);
+    GenerationSettings run;
+    box.fill(run);
+    run.prompt = QStringLiteral("a lighthouse");
+    run.preset = QStringLiteral("cpu");
+    panel.setRequest(run.toRequest(QDir(QDir::tempPath()).filePath(QStringLiteral("plan.mp4"))));
+    panel.setPresetName(QStringLiteral("cpu"));
+    panel.refresh();
+    QTRY_VERIFY(!panel.planning());
+    QVERIFY2(panel.resolved().has_value(), qPrintable(panel.refusal()));
+    QCOMPARE(panel.resolved()->width, 848);
+    QVERIFY2(!panel.refusal().contains(QLatin1String("multiples")), qPrintable(panel.refusal()));
+
+    // The TI2V demo keeps its own rule (multiples of 32), from the engine too.
+    const auto demo = engine->find({toPath(demoFolder())});
+    QCOMPARE(demo->rules().size_multiple, 32);
   }
 
   void every_input_has_a_name_and_no_two_mnemonics_collide() {
