@@ -285,9 +285,9 @@ class MainWindowTest : public QObject {
     const auto& plan = panel->plan();
     QVERIFY(plan.has_value());
     QCOMPARE(plan->stages.size(), std::size_t{3});  // text encoder, diffusion model, VAE decode
-    for (const ferry::models::StagePlan& s : plan->stages) {
-      const ferry::models::StagePlan* stage = &s;
-      const QString name = QString::fromStdString(s.stage);
+    for (const ferry::models::StagePlan& planned : plan->stages) {
+      const ferry::models::StagePlan* stage = &planned;
+      const QString name = QString::fromStdString(planned.stage);
       QVERIFY2(cli.stages.contains(name), qPrintable(name));
       const CliStage c = cli.stages.value(name);
       if (stage->groups != 0) {  // block stages; the VAE decode plans tiles
