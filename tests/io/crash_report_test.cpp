@@ -44,10 +44,12 @@ class CrashFolder {
       path_ = inherited;
       return;
     }
-    path_ = dir_.path();
+    path_ = dir_.emplace().path();
     set(path_.string().c_str());
   }
-  ~CrashFolder() { set(nullptr); }
+  ~CrashFolder() {
+    if (dir_) set(nullptr);
+  }
   const fs::path& path() const { return path_; }
 
   std::vector<fs::path> files(const std::string& extension) const {
@@ -70,7 +72,7 @@ class CrashFolder {
     }
 #endif
   }
-  test::ScratchDir dir_;
+  std::optional<test::ScratchDir> dir_;  // the parent's; a child made no folder of its own
   fs::path path_;
 };
 
