@@ -93,9 +93,10 @@ int main(int argc, char** argv) {
     options.askBeforeClosing = false;
   }
   ferry::gui::MainWindow window(options);
-  // From here on a crash leaves a report in the logs folder, which the next start mentions.
+  // From here on a crash leaves a report in the logs folder, which the next start mentions, and
+  // a model file lost mid-run stays an I/O error.
   try {
-    ferry::io::install_crash_reporter(
+    ferry::io::install_process_guards(
         ferry::io::detail::path_from_utf8(window.logsFolder().toStdString()));
   } catch (const std::exception&) {
     // No report then; the app runs as before.

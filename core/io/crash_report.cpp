@@ -6,6 +6,8 @@
 #include <string>
 #include <system_error>
 
+#include "core/io/detail/os_file.h"
+
 namespace ferry::io {
 
 namespace detail {
@@ -27,6 +29,11 @@ std::string terminate_reason() {
 }
 
 }  // namespace detail
+
+void install_process_guards(const std::filesystem::path& logs_folder) {
+  detail::install_fault_guard();
+  install_crash_reporter(logs_folder);
+}
 
 std::optional<std::filesystem::path> newest_crash_report(const std::filesystem::path& folder,
                                                          long long after) {

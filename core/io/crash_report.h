@@ -22,6 +22,14 @@ namespace ferry::io {
 // the folder. Error(kIo) when the folder cannot be created.
 void install_crash_reporter(const std::filesystem::path& folder);
 
+// What the app installs at start, in one call so that its tests install the same: the guard that
+// turns a fault in a copy out of a mapped model file into an I/O error (a file truncated or a
+// drive lost mid-run; detail::guarded_copy), then the crash reporter for every other fault. The
+// app calls it once its window knows the logs folder, after the window's first model reads have
+// installed the guard already; the order does not matter (detail::install_fault_guard says why),
+// inside a guarded copy the guard wins either way. Error(kIo) as install_crash_reporter.
+void install_process_guards(const std::filesystem::path& logs_folder);
+
 // The newest crash-*.txt in `folder` written after `after` (seconds since the Unix epoch), if
 // any: what the app shows at its next start.
 std::optional<std::filesystem::path> newest_crash_report(const std::filesystem::path& folder,

@@ -96,9 +96,26 @@ void put_backtrace(int fd) {
 #endif
 }
 
+// The default action for `sig` from here on.
+void restore_default(int sig) {
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(sig, &action, nullptr);
+}
+
 void on_signal(int sig, siginfo_t* info, void*) {
-  // SA_RESETHAND has put the default action back: raising again after the report ends the
-  // process as the signal would have. A fault inside the report goes straight there.
+  // A SIGBUS inside a guarded copy out of a mapped model file is not a crash: the guard turns it
+  // into an I/O error (os_file.h) and this call does not return. It comes first because the app
+  // installs the reporter after its first reads have installed the guard, and we replaced it.
+  if (sig == SIGBUS && info != nullptr && info->si_code > 0) {
+    detail::resume_guarded_copy(info->si_addr);
+  }
+  // Raising again after the report ends the process as the signal would have; a fault inside
+  // the report goes straight there. Set here rather than by SA_RESETHAND, which would drop the
+  // handler at a SIGBUS the guard then recovers from, and would not apply when we are called by
+  // a handler installed after ours (the guard's, passing on a SIGBUS that is not its own).
+  restore_default(sig);
   if (g_reporting == 0) {
     g_reporting = 1;
     const int fd = open_report();
@@ -164,7 +181,7 @@ void install_crash_reporter(const std::filesystem::path& folder) {
     ::sigaltstack(&stack, nullptr);
     struct sigaction action {};
     action.sa_sigaction = on_signal;
-    action.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
     for (const int sig : kFatalSignals) ::sigaction(sig, &action, nullptr);
     std::set_terminate(on_terminate);

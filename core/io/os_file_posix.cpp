@@ -45,7 +45,9 @@ int open_regular(const std::filesystem::path& path, int flags, std::uint64_t& si
 // A copy out of a mapping whose file shrank (or whose device went away) raises SIGBUS. The guard
 // turns a SIGBUS at an address inside the source range into a `false` return on the copying
 // thread; any other SIGBUS goes to the handler that was installed before ours (the default one
-// terminates, ASan's reports).
+// terminates, ASan's reports, the crash reporter's reports and terminates). A handler installed
+// after ours (the crash reporter, when the app installs it after its first reads) asks the guard
+// first through resume_guarded_copy, so the guard wins inside its ranges in either order.
 
 struct FaultGuard {
   sigjmp_buf env;
@@ -58,12 +60,7 @@ thread_local FaultGuard* t_guard = nullptr;
 struct sigaction g_previous_sigbus {};
 
 void on_sigbus(int sig, siginfo_t* info, void* context) {
-  FaultGuard* guard = t_guard;
-  const char* address = static_cast<const char*>(info->si_addr);
-  if (guard != nullptr && guard->active && address >= guard->begin && address < guard->end) {
-    guard->active = 0;
-    siglongjmp(guard->env, 1);
-  }
+  resume_guarded_copy(info->si_addr);
   if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
     g_previous_sigbus.sa_sigaction(sig, info, context);
   } else if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
@@ -74,7 +71,26 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
   }
 }
 
-void install_sigbus_handler() {
+}  // namespace
+
+void resume_guarded_copy(const void* fault_address) noexcept {
+  FaultGuard* guard = t_guard;
+  const char* address = static_cast<const char*>(fault_address);
+  if (guard == nullptr || !guard->active || address < guard->begin || address >= guard->end) {
+    return;
+  }
+  guard->active = 0;
+  // The guard's own handler runs with SA_NODEFER, but one that called us may not (the crash
+  // reporter's): SIGBUS would stay blocked on this thread after the jump, and the next lost page
+  // would kill the process instead of failing its copy.
+  sigset_t bus;
+  sigemptyset(&bus);
+  sigaddset(&bus, SIGBUS);
+  pthread_sigmask(SIG_UNBLOCK, &bus, nullptr);
+  siglongjmp(guard->env, 1);
+}
+
+void install_fault_guard() noexcept {
   static std::once_flag once;
   std::call_once(once, [] {
     struct sigaction action {};
@@ -84,8 +100,6 @@ void install_sigbus_handler() {
     sigaction(SIGBUS, &action, &g_previous_sigbus);
   });
 }
-
-}  // namespace
 
 std::size_t page_size() {
   static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
@@ -130,7 +144,7 @@ void advise_dontneed(const void* base, std::size_t length) noexcept {
 }
 
 bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept {
-  install_sigbus_handler();
+  install_fault_guard();
   FaultGuard guard;
   guard.begin = static_cast<const char*>(src);
   guard.end = guard.begin + n;

@@ -260,6 +260,10 @@ void advise_dontneed(const void* base, std::size_t length) noexcept {
 
 #if defined(_MSC_VER)
 
+// __except is a frame handler: Windows asks it before any unhandled-exception filter (the crash
+// reporter's), whatever was installed first, so there is nothing to install.
+void install_fault_guard() noexcept {}
+
 bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept {
   const SourcePages pages = source_pages(src, n);
   __try {
@@ -273,6 +277,12 @@ bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept {
 }
 
 #else
+
+// Vectored handlers run before frame handlers and before the unhandled-exception filter (the
+// crash reporter's), whatever was installed first.
+void install_fault_guard() noexcept {
+  install_guard_handler();
+}
 
 // noinline: the captured context must belong to this frame, not a caller's.
 __attribute__((noinline)) bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept {

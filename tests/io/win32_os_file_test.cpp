@@ -16,6 +16,7 @@
 #include "core/io/direct_reader.h"
 #include "core/io/mapped_file.h"
 #include "core/memory/aligned_buffer.h"
+#include "tests/io/in_page_error_injector.h"
 #include "tests/test_support.h"
 
 namespace ferry::io {
@@ -23,6 +24,7 @@ namespace {
 
 using memory::AlignedBuffer;
 using test::error_code_of;
+using test::InPageErrorInjector;
 using test::pattern_bytes;
 using test::ScratchDir;
 using test::write_file;
@@ -164,56 +166,6 @@ TEST(Win32MappedFile, the_os_refuses_to_shrink_a_file_while_a_view_of_it_is_mapp
   EXPECT_EQ(other.set_length(g / 2), 0u);
   EXPECT_EQ(std::filesystem::file_size(dir / "model.safetensors"), g / 2);
 }
-
-// Windows raises EXCEPTION_IN_PAGE_ERROR when a view's page cannot be read in (network share
-// gone, disk removed). Neither can be staged in a test, and Wine never raises it at all (a lost
-// page faults as an access violation there). So the fault is real but its kind is translated: a
-// page of the view is made PAGE_NOACCESS, and a vectored handler ahead of ours rewrites the
-// resulting access violation into the in-page error Windows would deliver, with the same
-// parameters (read, address, NTSTATUS). Everything after that — the guard's handler, resuming
-// the copy's saved context, copy_to's error — is the production path.
-class InPageErrorInjector {
- public:
-  InPageErrorInjector(const void* page, std::size_t length) {
-    begin_ = reinterpret_cast<std::uintptr_t>(page);
-    end_ = begin_ + length;
-    DWORD old = 0;
-    ok_ = VirtualProtect(const_cast<void*>(page), length, PAGE_NOACCESS, &old) != 0;
-    page_ = const_cast<void*>(page);
-    length_ = length;
-    translated_ = 0;
-    handler_ = AddVectoredExceptionHandler(1, &InPageErrorInjector::translate);
-  }
-  ~InPageErrorInjector() {
-    RemoveVectoredExceptionHandler(handler_);
-    DWORD old = 0;
-    VirtualProtect(page_, length_, PAGE_READONLY, &old);
-  }
-  bool ok() const { return ok_ && handler_ != nullptr; }
-  int translated() const { return translated_; }
-
- private:
-  static LONG CALLBACK translate(EXCEPTION_POINTERS* pointers) {
-    EXCEPTION_RECORD* record = pointers->ExceptionRecord;
-    if (record->ExceptionCode == EXCEPTION_ACCESS_VIOLATION && record->NumberParameters >= 2 &&
-        record->ExceptionInformation[1] >= begin_ && record->ExceptionInformation[1] < end_) {
-      record->ExceptionCode = EXCEPTION_IN_PAGE_ERROR;
-      record->NumberParameters = 3;
-      record->ExceptionInformation[2] =
-          static_cast<ULONG_PTR>(0xC000009DL);  // device not connected
-      ++translated_;
-    }
-    return EXCEPTION_CONTINUE_SEARCH;
-  }
-
-  static inline std::uintptr_t begin_ = 0;
-  static inline std::uintptr_t end_ = 0;
-  static inline std::atomic<int> translated_{0};
-  void* page_ = nullptr;
-  std::size_t length_ = 0;
-  bool ok_ = false;
-  void* handler_ = nullptr;
-};
 
 TEST(Win32MappedFile,
      an_in_page_error_while_copying_becomes_an_io_error_and_the_view_stays_usable) {

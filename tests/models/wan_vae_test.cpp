@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -39,6 +41,16 @@ struct Kind {
 };
 constexpr Kind kWan21{"wan21", VaeKind::kWan21};
 constexpr Kind kWan22{"wan22", VaeKind::kWan22};
+
+// The fixtures' folder: tests/data/wan/vae, or FERRY_VAE_FIXTURES when set (fixtures regenerated
+// with other seeds and widths by make_vae_reference.py --seed --dim --out, to check that the
+// bounds below hold beyond the committed weights).
+std::filesystem::path vae_fixture(const std::string& file) {
+  if (const char* other = std::getenv("FERRY_VAE_FIXTURES"); other != nullptr && *other != '\0') {
+    return std::filesystem::path(other) / file;
+  }
+  return test::data_path("wan/vae/" + file);
+}
 
 struct HostArray {
   Shape shape;
@@ -81,10 +93,10 @@ class Fixture {
  public:
   explicit Fixture(const Kind& kind, const char* suffix = "", const VaeOptions& options = {})
       : backend_(test::model_backend()),
-        set_(io::SafetensorsSet::open(test::data_path(std::string("wan/vae/") + kind.name +
-                                                      "_tiny" + suffix + ".safetensors"))),
+        set_(io::SafetensorsSet::open(
+            vae_fixture(std::string(kind.name) + "_tiny" + suffix + ".safetensors"))),
         reference_(io::SafetensorsSet::open(
-            test::data_path(std::string("wan/vae/") + kind.name + "_reference.safetensors"))),
+            vae_fixture(std::string(kind.name) + "_reference.safetensors"))),
         weights_(VaeWeights::load(backend_, set_)),
         vae_(backend_, weights_, options) {}
 
@@ -216,29 +228,45 @@ std::size_t pixel_count(const VaeWeights& weights, const Shape& latent) {
 constexpr VaeOptions kBf16{DType::kBF16};
 
 // Largest |Ferry bf16 − official fp32| allowed: every activation and cache slot rounded to bf16
-// (8 bits of mantissa), the ops still computing in f32. Measured on the CPU backend (the tiny
-// random VAEs, worst of both kinds): decode ≤ 9.8e-2 (wan22, 3 latent frames; pixels in
-// [-1, 1]), encode ≤ 2.9e-2 (wan22, 1 frame; normalised latents). The bounds are about twice that.
-constexpr float kBf16DecodeTolerance = 0.2f;
-constexpr float kBf16EncodeTolerance = 0.06f;
+// (8 bits of mantissa), the ops still computing in f32. How far that recipe moves the official
+// run depends on the weights (a random VAE amplifies some roundings far more than another), so
+// the bound comes from a floor measured on the same weights: the reference's own bf16 run
+// (make_vae_reference.py, Bf16Activations: the official modules with every op's result rounded
+// to bf16; `pixels_bf16_t*`, `latent_bf16_f*`), whose distance from the official fp32 run is
+// that of the recipe, not of Ferry. Its rounding points are not all Ferry's (the official RMS
+// norm is three ops, Ferry's one), so Ferry's distance is of the floor's size, not equal to it.
+// Measured (CPU backend; committed fixtures and make_vae_reference.py --seed 1..6 --dim 4 and 8):
+// see kBf16FloorFactor.
+constexpr float kBf16FloorFactor = 2.0f;
+
+// The reference's bf16 floor for one case: max |reference bf16 − reference fp32|.
+float bf16_floor(const Fixture& f, const std::string& bf16, const std::string& fp32) {
+  return max_abs_diff(f.reference(bf16).values, f.reference(fp32).values);
+}
 
 void expect_bf16_close_to_official(const Kind& kind) {
   Fixture f(kind, "", kBf16);
   for (int t : {1, 2, 3}) {
-    const HostArray z = f.reference("z_t" + std::to_string(t));
-    const HostArray expected = f.reference("pixels_t" + std::to_string(t));
+    const std::string n = std::to_string(t);
+    const HostArray z = f.reference("z_t" + n);
+    const HostArray expected = f.reference("pixels_t" + n);
     const float err = max_abs_diff(f.decode(z), expected.values);
-    EXPECT_LE(err, kBf16DecodeTolerance) << kind.name << " bf16 decode of " << t << " frames";
-    std::printf("  [%s bf16 decode of %d latent frames] max error %.2e\n", kind.name, t,
-                static_cast<double>(err));
+    const float floor = bf16_floor(f, "pixels_bf16_t" + n, "pixels_t" + n);
+    EXPECT_LE(err, kBf16FloorFactor * floor) << kind.name << " bf16 decode of " << t << " frames";
+    std::printf("  [%s bf16 decode of %d latent frames] max error %.3g, floor %.3g (%.2fx)\n",
+                kind.name, t, static_cast<double>(err), static_cast<double>(floor),
+                static_cast<double>(err / floor));
   }
   for (int frames : {1, 5, 9}) {
-    const HostArray video = f.reference("video_f" + std::to_string(frames));
-    const HostArray expected = f.reference("latent_f" + std::to_string(frames));
+    const std::string n = std::to_string(frames);
+    const HostArray video = f.reference("video_f" + n);
+    const HostArray expected = f.reference("latent_f" + n);
     const float err = max_abs_diff(f.encode(video), expected.values);
-    EXPECT_LE(err, kBf16EncodeTolerance) << kind.name << " bf16 encode of " << frames;
-    std::printf("  [%s bf16 encode of %d frames] max error %.2e\n", kind.name, frames,
-                static_cast<double>(err));
+    const float floor = bf16_floor(f, "latent_bf16_f" + n, "latent_f" + n);
+    EXPECT_LE(err, kBf16FloorFactor * floor) << kind.name << " bf16 encode of " << frames;
+    std::printf("  [%s bf16 encode of %d frames] max error %.3g, floor %.3g (%.2fx)\n", kind.name,
+                frames, static_cast<double>(err), static_cast<double>(floor),
+                static_cast<double>(err / floor));
   }
 }
 
@@ -321,8 +349,8 @@ TEST_F(WanVae, diffusers_and_official_files_load_the_same_weights) {
     Fixture official(kind);
     Fixture diffusers(kind, "_diffusers");
     EXPECT_EQ(diffusers.weights().config().kind, kind.kind);
-    const auto set = io::SafetensorsSet::open(
-        test::data_path(std::string("wan/vae/") + kind.name + "_tiny.safetensors"));
+    const auto set =
+        io::SafetensorsSet::open(vae_fixture(std::string(kind.name) + "_tiny.safetensors"));
     std::size_t compared = 0;
     for (const auto& entry : set.entries()) {
       const std::string& name = entry.tensor->name;
@@ -536,51 +564,60 @@ TEST_F(WanVae, tiled_decode_puts_every_tile_in_its_place) {
 }
 
 // Tiles see only their part of the frame (the decoder's per-frame attention above all), so a
-// tiled decode is close to, not equal to, the untiled one. The tiny random VAEs mix space far
-// more than the real ones, so the bounds are loose; measured on a smooth 6 × 8 latent, tile 5,
-// overlap 3 (2 × 3 tiles): mean |tiled − untiled| 0.073 (2.2) / 0.088 (2.1), max 1.12 / 1.20,
-// against a mean difference of 0.43 / 0.50 between the decodes of two unrelated latents.
-constexpr float kTiledMeanBound = 0.1f;
-constexpr float kTiledMaxBound = 1.5f;
-// The tiled encode's mean error relative to the mean latent magnitude (smooth 6 × 8-position
-// video, tile 5, overlap 3): measured 0.17 (2.2) / 0.15 (2.1).
-constexpr double kTiledEncodeMeanBound = 0.25;
+// tiled decode is close to, not equal to, the untiled one, and how close depends on the weights
+// (a random tiny VAE mixes space far more than a real one, each seed differently). The floor on
+// the same weights and latent: the reference's tiled decode (make_vae_reference.py tiled_decode:
+// Ferry's tiles, overlap ramps and blend restated on the official decoder; `tiled_pixels`, of
+// the smooth latent `tiled_z`, tile 5, overlap 3) against its untiled one (`tiled_untiled`).
+// Ferry's tiled decode is the reference's up to fp32 summation order (kDecodeTolerance, as the
+// untiled decode), so Ferry's own |tiled − untiled| stays within the reference's plus twice that.
+const VaeTiling kFloorTiling{5, 3};
 
-void expect_tiled_close_to_untiled(const Kind& kind, std::int64_t h, std::int64_t w) {
+void expect_tiled_close_to_untiled(const Kind& kind) {
   Fixture f(kind);
-  const VaeTiling tiling{5, 3};
-  const HostArray z = smooth_latent(f.weights(), 3, h, w, 3);
+  const HostArray z = f.reference("tiled_z");
+  const std::vector<float> ref_tiled = f.reference("tiled_pixels").values;
+  const std::vector<float> ref_untiled = f.reference("tiled_untiled").values;
   const Tensor latent = f.upload(z);
-  std::vector<float> untiled(pixel_count(f.weights(), z.shape)), tiled(untiled.size()),
-      other(untiled.size());
+  const std::int64_t h = z.shape[2], w = z.shape[3];
+  std::vector<float> untiled(pixel_count(f.weights(), z.shape)), tiled(untiled.size());
   memory::Arena arena = f.arena(wan::WanVae::decode_arena_bytes(f.weights(), h, w));
   f.vae().decode(latent, arena, untiled);
-  f.vae().decode(f.upload(smooth_latent(f.weights(), 3, h, w, 4)), arena, other);
-  memory::Arena tiled_arena = f.arena(tiled_decode_arena_bytes(f.weights(), tiling, 3, h, w));
-  decode_tiled(f.vae(), f.backend(), latent, tiled_arena, tiling, tiled);
-  double sum = 0.0, unrelated = 0.0;
-  float worst = 0.0f;
+  memory::Arena tiled_arena =
+      f.arena(tiled_decode_arena_bytes(f.weights(), kFloorTiling, z.shape[1], h, w));
+  decode_tiled(f.vae(), f.backend(), latent, tiled_arena, kFloorTiling, tiled);
+  ASSERT_EQ(ref_tiled.size(), tiled.size()) << kind.name;
+  double sum = 0.0, floor_sum = 0.0;
+  float worst = 0.0f, floor_worst = 0.0f;
   for (std::size_t i = 0; i < untiled.size(); ++i) {
     const float d = std::abs(untiled[i] - tiled[i]);
+    const float floor = std::abs(ref_untiled[i] - ref_tiled[i]);
     sum += d;
-    unrelated += std::abs(untiled[i] - other[i]);
+    floor_sum += floor;
     worst = std::max(worst, d);
+    floor_worst = std::max(floor_worst, floor);
   }
   const double n = static_cast<double>(untiled.size());
+  const float to_reference = max_abs_diff(tiled, ref_tiled);
   std::printf(
-      "%s tiled decode %lld x %lld latent, tile 5, overlap 3: max %.4f, mean %.4f (unrelated "
-      "latents: %.4f)\n",
-      kind.name, static_cast<long long>(h), static_cast<long long>(w), worst, sum / n,
-      unrelated / n);
-  EXPECT_LE(sum / n, kTiledMeanBound) << kind.name;
-  EXPECT_LE(worst, kTiledMaxBound) << kind.name;
-  EXPECT_LT(sum / n, 0.25 * unrelated / n) << kind.name;
+      "%s tiled decode %lld x %lld latent, tile 5, overlap 3: |tiled - untiled| max %.4f, mean "
+      "%.4f; the reference's max %.4f, mean %.4f; |Ferry tiled - reference tiled| max %.2e\n",
+      kind.name, static_cast<long long>(h), static_cast<long long>(w), worst, sum / n, floor_worst,
+      floor_sum / n, static_cast<double>(to_reference));
+  EXPECT_LE(to_reference, kDecodeTolerance) << kind.name << ": the tiles are not the reference's";
+  EXPECT_LE(worst, floor_worst + 2 * kDecodeTolerance) << kind.name;
+  EXPECT_LE(sum / n, floor_sum / n + 2 * kDecodeTolerance) << kind.name;
+  EXPECT_GT(floor_sum, 0.0) << kind.name << ": the floor's latent fits in one tile";
 }
 
 TEST_F(WanVae, tiled_decode_stays_close_to_untiled) {
-  expect_tiled_close_to_untiled(kWan22, 6, 8);
-  expect_tiled_close_to_untiled(kWan21, 6, 8);
+  expect_tiled_close_to_untiled(kWan22);
+  expect_tiled_close_to_untiled(kWan21);
 }
+
+// The tiled encode's mean error relative to the mean latent magnitude (smooth 6 × 8-position
+// video, tile 5, overlap 3): measured 0.17 (2.2) / 0.15 (2.1).
+constexpr double kTiledEncodeMeanBound = 0.25;
 
 // A smooth video [3, F, H, W] in [-1, 1]: low-frequency waves that move from frame to frame.
 HostArray smooth_video(std::int64_t frames, std::int64_t height, std::int64_t width) {

@@ -43,6 +43,21 @@ void advise_dontneed(const void* base, std::size_t length) noexcept;
 // the source raised SIGBUS / EXCEPTION_IN_PAGE_ERROR. Other faults are not caught.
 bool guarded_copy(void* dst, const void* src, std::size_t n) noexcept;
 
+// Installs the handler behind guarded_copy for the whole process (guarded_copy does on its first
+// call; the app does at start, io::install_process_guards). Later calls do nothing. Other fault
+// handlers may come before or after it: on Windows the guard's (a vectored handler, or __except)
+// always runs before an unhandled-exception filter; on POSIX the guard passes the faults that are
+// not its own to the handler it replaced, and a handler installed after it hands the guard its
+// SIGBUS first (resume_guarded_copy).
+void install_fault_guard() noexcept;
+
+#ifndef _WIN32
+// For a SIGBUS handler that replaced the guard's (the crash reporter): when `fault_address` lies
+// in the source of a guarded copy running on this thread, ends that copy (it returns false) and
+// does not return; otherwise returns. Async-signal-safe.
+void resume_guarded_copy(const void* fault_address) noexcept;
+#endif
+
 // Flushes a finished file to the disk (fsync / FlushFileBuffers), so a rename that publishes
 // it cannot survive a crash that loses its contents. Throws Error(kIo).
 void flush_to_disk(const std::filesystem::path& path);
