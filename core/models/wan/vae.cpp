@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/models/wan/vae_shape_backend.h"
+#include "core/models/wan/shape_backend.h"
 
 namespace ferry::models::wan {
 namespace {
