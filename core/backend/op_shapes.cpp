@@ -1,18 +1,15 @@
 #include "core/backend/op_shapes.h"
 
-#include <string>
-
 namespace ferry {
 
 LinearShape check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   const char* op = "linear";
   LinearShape s{x.shape.rows(), x.shape.cols(), 0};
-  require(w.shape.rank() == 2 && w.shape[1] == s.k, op,
-          "weight " + w.shape.str() + " does not match input " + x.shape.str());
+  require(w.shape.rank() == 2 && w.shape[1] == s.k, op, "weight ", w.shape,
+          " does not match input ", x.shape);
   s.n = w.shape[0];
-  require(y.shape.rows() == s.m && y.shape.cols() == s.n, op,
-          "output " + y.shape.str() + " is not [" + std::to_string(s.m) + ", " +
-              std::to_string(s.n) + "]");
+  require(y.shape.rows() == s.m && y.shape.cols() == s.n, op, "output ", y.shape, " is not [", s.m,
+          ", ", s.n, "]");
   require(bias == nullptr || bias->numel() == s.n, op, "bias size differs from the output width");
   require_float(x, op, "x");
   require_float(y, op, "y");
@@ -41,7 +38,7 @@ Conv3dShape check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
           "x and y must be [C, T, H, W] and w [Co, Ci, kt, kh, kw]");
   Conv3dShape s{x.shape[0], x.shape[1], x.shape[2], x.shape[3],
                 w.shape[0], w.shape[2], w.shape[3], w.shape[4], 0, 0, 0};
-  require(w.shape[1] == s.ci, op, "weight " + w.shape.str() + " does not take " + x.shape.str());
+  require(w.shape[1] == s.ci, op, "weight ", w.shape, " does not take ", x.shape);
   require(p.stride_t > 0 && p.stride_h > 0 && p.stride_w > 0, op, "strides must be positive");
   require(p.pad_front >= 0 && p.pad_back >= 0 && p.pad_top >= 0 && p.pad_bottom >= 0 &&
               p.pad_left >= 0 && p.pad_right >= 0, op, "padding must not be negative");
@@ -61,9 +58,8 @@ RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid) {
   const char* op = "rope_3d";
   require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");
   RopeShape s{x.shape[0], x.shape[1], x.shape[2], 0, 0};
-  require(s.len == grid.frames * grid.height * grid.width, op,
-          std::to_string(s.len) + " tokens for a " + std::to_string(grid.frames) + "x" +
-              std::to_string(grid.height) + "x" + std::to_string(grid.width) + " grid");
+  require(s.len == grid.frames * grid.height * grid.width, op, s.len, " tokens for a ", grid.frames,
+          "x", grid.height, "x", grid.width, " grid");
   require(s.dim % 2 == 0 && s.dim >= 6, op, "head_dim must be even");
   const std::int64_t hw_real = 2 * (s.dim / 6);
   s.t_pairs = (s.dim - 2 * hw_real) / 2;
@@ -73,9 +69,8 @@ RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid) {
 
 bool check_row_param(const Tensor& p, std::int64_t rows, std::int64_t cols, const char* op,
                      const char* name) {
-  require(p.numel() == cols || p.numel() == rows * cols, op,
-          std::string(name) + " is " + p.shape.str() + ", expected [" + std::to_string(cols) +
-              "] or [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  require(p.numel() == cols || p.numel() == rows * cols, op, name, " is ", p.shape, ", expected [",
+          cols, "] or [", rows, ", ", cols, "]");
   return p.numel() != cols;
 }
 

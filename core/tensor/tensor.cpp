@@ -40,15 +40,15 @@ std::string Shape::str() const {
 }
 
 Tensor Tensor::reshaped(Shape to) const {
-  require(to.numel() == numel(), "reshape", shape.str() + " -> " + to.str());
+  require(to.numel() == numel(), "reshape", shape, " -> ", to);
   Tensor t = *this;
   t.shape = to;
   return t;
 }
 
 Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
-  require(shape.rank() >= 1 && begin >= 0 && begin <= end && end <= shape[0], "rows",
-          shape.str() + " rows " + std::to_string(begin) + ".." + std::to_string(end));
+  require(shape.rank() >= 1 && begin >= 0 && begin <= end && end <= shape[0], "rows", shape,
+          " rows ", begin, "..", end);
   Tensor t = *this;
   t.shape[0] = end - begin;
   const std::size_t row_bytes = shape[0] == 0 ? 0 : bytes() / static_cast<std::size_t>(shape[0]);
@@ -60,18 +60,31 @@ std::string describe(const Tensor& t) {
   return std::string(dtype_name(t.dtype)) + t.shape.str() + " on " + std::string(device_name(t.device));
 }
 
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw Error(ErrorCode::kInternal, std::string(op) + ": " + what);
+namespace detail {
+
+void fail_check(const char* op, const std::string& what) {
+  throw Error(ErrorCode::kInternal, std::string(op) + ": " + what);
 }
 
+void append_piece(std::string& out, const Shape& shape) {
+  out += shape.str();
+}
+void append_piece(std::string& out, DType dtype) {
+  out += dtype_name(dtype);
+}
+void append_piece(std::string& out, const Tensor& tensor) {
+  out += describe(tensor);
+}
+
+}  // namespace detail
+
 void require_shape(const Tensor& t, const Shape& shape, const char* op, const char* name) {
-  require(t.shape == shape, op,
-          std::string(name) + " is " + t.shape.str() + ", expected " + shape.str());
+  require(t.shape == shape, op, name, " is ", t.shape, ", expected ", shape);
 }
 
 void require_float(const Tensor& t, const char* op, const char* name) {
-  require(t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16, op,
-          std::string(name) + " must be F32, BF16 or F16, not " + std::string(dtype_name(t.dtype)));
+  require(t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16, op, name,
+          " must be F32, BF16 or F16, not ", t.dtype);
 }
 
 }  // namespace ferry

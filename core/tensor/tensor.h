@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include "core/tensor/dtype.h"
 
@@ -68,7 +70,35 @@ std::string describe(const Tensor& t);  // "BF16[3, 4] on cuda"
 
 // Checks used by every backend entry point: they throw Error(kInternal) naming `op`, because a
 // wrong shape reaching an op is a bug in the model code, not a user error.
-void require(bool condition, const char* op, const std::string& what);
+//
+// The message is given in pieces (text, numbers, shapes, dtypes, tensors) that are joined only
+// when the check fails: a check that passes costs a comparison and allocates nothing, which the
+// ops on a step's hot path rely on (architecture.md §3 rule 3). A std::string piece is accepted,
+// but it was built before the call whatever the outcome: hot paths pass the parts instead.
+//   require(w.shape[1] == k, op, "weight ", w.shape, " does not match input ", x.shape);
+namespace detail {
+[[noreturn]] void fail_check(const char* op, const std::string& what);
+inline void append_piece(std::string& out, std::string_view text) {
+  out += text;
+}
+void append_piece(std::string& out, const Shape& shape);
+void append_piece(std::string& out, DType dtype);
+void append_piece(std::string& out, const Tensor& tensor);
+template <typename T>
+requires std::is_integral_v<T>
+void append_piece(std::string& out, T value) {
+  out += std::to_string(value);
+}
+}  // namespace detail
+
+template <typename... Pieces>
+void require(bool condition, const char* op, const Pieces&... what) {
+  if (condition) [[likely]]
+    return;
+  std::string message;
+  (detail::append_piece(message, what), ...);
+  detail::fail_check(op, message);
+}
 void require_shape(const Tensor& t, const Shape& shape, const char* op, const char* name);
 void require_float(const Tensor& t, const char* op, const char* name);
 

@@ -25,8 +25,9 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, fl
   constexpr std::int64_t kBlock = 32;
   float* kh = grow(scratch_a_, static_cast<std::size_t>(keys * dim));
   float* vh = grow(scratch_b_, static_cast<std::size_t>(keys * dim));
-  std::vector<float> rel(relative_bias != nullptr ? static_cast<std::size_t>(32 * heads) : 0);
-  if (relative_bias != nullptr) load(*relative_bias, 0, 32 * heads, rel.data());
+  float* rel =
+      relative_bias != nullptr ? grow(scratch_c_, static_cast<std::size_t>(32 * heads)) : nullptr;
+  if (relative_bias != nullptr) load(*relative_bias, 0, 32 * heads, rel);
   const auto d = static_cast<std::size_t>(dim);
   const auto s = static_cast<std::size_t>(keys);
 
@@ -66,9 +67,18 @@ void CpuBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {
   const auto [len, heads, dim, t_pairs, hw_pairs] = check_rope_3d(x, grid);
   const std::int64_t pairs = dim / 2;
 
-  // cos/sin per (position, pair) for each axis, in f64 as the reference computes them.
-  auto table = [](std::int64_t positions, std::int64_t axis_pairs) {
-    std::vector<double> t(static_cast<std::size_t>(positions * axis_pairs * 2));
+  // cos/sin per (position, pair) for each axis, in f64 as the reference computes them, one
+  // after the other in the backend's table scratch.
+  const auto entries = [](std::int64_t positions, std::int64_t axis_pairs) {
+    return static_cast<std::size_t>(positions * axis_pairs * 2);
+  };
+  const std::size_t f_entries = entries(grid.frames, t_pairs);
+  const std::size_t h_entries = entries(grid.height, hw_pairs);
+  const std::size_t w_entries = entries(grid.width, hw_pairs);
+  if (rope_tables_.size() < f_entries + h_entries + w_entries) {
+    rope_tables_.resize(f_entries + h_entries + w_entries);
+  }
+  const auto table = [](double* t, std::int64_t positions, std::int64_t axis_pairs) {
     const double width = static_cast<double>(2 * axis_pairs);
     for (std::int64_t p = 0; p < positions; ++p) {
       for (std::int64_t j = 0; j < axis_pairs; ++j) {
@@ -80,9 +90,9 @@ void CpuBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {
     }
     return t;
   };
-  const std::vector<double> tf = table(grid.frames, t_pairs);
-  const std::vector<double> th = table(grid.height, hw_pairs);
-  const std::vector<double> tw = table(grid.width, hw_pairs);
+  const double* tf = table(rope_tables_.data(), grid.frames, t_pairs);
+  const double* th = table(rope_tables_.data() + f_entries, grid.height, hw_pairs);
+  const double* tw = table(rope_tables_.data() + f_entries + h_entries, grid.width, hw_pairs);
 
   pool_.parallel_for(static_cast<std::size_t>(len), grain_for(heads * dim), [&](std::size_t b, std::size_t e) {
     float* v = row_buffer(0, static_cast<std::size_t>(heads * dim));

@@ -1,16 +1,17 @@
 #include "core/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "core/backend/cpu/cpu_copy_queue.h"
+#include "core/backend/cpu/cpu_rows.h"
 #include "core/backend/cpu/gemm.h"
+#include "core/backend/op_shapes.h"
 #include "core/error.h"
 #include "core/memory/aligned_buffer.h"
-#include "core/backend/cpu/cpu_rows.h"
-#include "core/backend/op_shapes.h"
 #include "core/tensor/convert.h"
 
 namespace ferry::cpu {
@@ -81,8 +82,8 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, co
   const bool fp8 = w.dtype == DType::kF8E4M3 || w.dtype == DType::kF8E5M2;
   // fp8 weights are widened panel by panel (bounded workspace) and multiplied as f32.
   constexpr std::int64_t kPanelRows = 256;
-  std::vector<float> panel;
-  if (fp8) panel.resize(static_cast<std::size_t>(std::min(kPanelRows, n) * k));
+  float* panel =
+      fp8 ? grow(scratch_d_, static_cast<std::size_t>(std::min(kPanelRows, n) * k)) : nullptr;
 
   for (std::int64_t r0 = 0; r0 < m; r0 += block) {
     const std::int64_t rows = std::min(block, m - r0);
@@ -109,13 +110,13 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, co
       case DType::kF8E5M2:
         for (std::int64_t n0 = 0; n0 < n; n0 += kPanelRows) {
           const std::int64_t pn = std::min(kPanelRows, n - n0);
-          load(w, n0 * k, pn * k, panel.data());
-          gemm_f32(mm, static_cast<std::size_t>(pn), kk, w_scale, xf, kk, panel.data(), kk, true,
-                   0.0f, yf + n0, nn, pool_);
+          load(w, n0 * k, pn * k, panel);
+          gemm_f32(mm, static_cast<std::size_t>(pn), kk, w_scale, xf, kk, panel, kk, true, 0.0f,
+                   yf + n0, nn, pool_);
         }
         break;
       default:
-        require(false, op, "weights of dtype " + std::string(dtype_name(w.dtype)));
+        require(false, op, "weights of dtype ", w.dtype);
     }
     if (bias_f != nullptr) {
       for (std::int64_t i = 0; i < rows; ++i) {
@@ -134,7 +135,7 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, cons
   require_same_shape(x, y, op);
   const std::int64_t rows = x.shape.rows();
   const std::int64_t cols = x.shape.cols();
-  require(weight.numel() == cols, op, "weight is " + weight.shape.str());
+  require(weight.numel() == cols, op, "weight is ", weight.shape);
   pool_.parallel_for(static_cast<std::size_t>(rows), grain_for(cols), [&](std::size_t b, std::size_t e) {
     float* v = row_buffer(0, static_cast<std::size_t>(cols));
     float* g = row_buffer(1, static_cast<std::size_t>(cols));
@@ -190,14 +191,14 @@ void CpuBackend::channel_rms_norm(const Tensor& x, const Tensor& gamma, const Te
   require(x.shape.rank() >= 1, op, "x needs a channel dimension");
   const std::int64_t channels = x.shape[0];
   const std::int64_t positions = channels == 0 ? 0 : x.numel() / channels;
-  require(gamma.numel() == channels, op, "gamma is " + gamma.shape.str());
+  require(gamma.numel() == channels, op, "gamma is ", gamma.shape);
   const float root_c = std::sqrt(static_cast<float>(channels));
   constexpr std::int64_t kSpan = 1024;  // positions per task
   const auto tasks = static_cast<std::size_t>((positions + kSpan - 1) / kSpan);
   pool_.parallel_for(tasks, 1, [&](std::size_t b, std::size_t e) {
     float* g = row_buffer(0, static_cast<std::size_t>(channels));
     float* v = row_buffer(1, static_cast<std::size_t>(kSpan));
-    std::vector<double> sums(kSpan);
+    std::array<double, kSpan> sums;  // on the stack: a chunk allocates nothing
     load(gamma, 0, channels, g);
     for (std::size_t task = b; task < e; ++task) {
       const std::int64_t s0 = static_cast<std::int64_t>(task) * kSpan;

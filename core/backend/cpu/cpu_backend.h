@@ -60,10 +60,13 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool& pool_;
   std::shared_ptr<memory::Fence> compute_done_;
-  // Scratch for linear and attention: grown on first use, then reused (no per-step allocation).
+  // Scratch for the ops that run on the calling thread: grown on first use, then reused (no
+  // per-step allocation).
   std::vector<float> scratch_a_;
   std::vector<float> scratch_b_;
   std::vector<float> scratch_c_;
+  std::vector<float> scratch_d_;     // linear: an fp8 weight's widened panel; conv3d: the bias
+  std::vector<double> rope_tables_;  // rope_3d: cos/sin per position and pair, for each axis
 };
 
 }  // namespace ferry::cpu

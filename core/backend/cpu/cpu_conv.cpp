@@ -29,8 +29,12 @@ void CpuBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
     load(w, 0, co * k, converted);
     wf = converted;
   }
-  std::vector<float> bias_f(static_cast<std::size_t>(co), 0.0f);
-  if (bias != nullptr) load(*bias, 0, co, bias_f.data());
+  float* bias_f = grow(scratch_d_, static_cast<std::size_t>(co));
+  if (bias != nullptr) {
+    load(*bias, 0, co, bias_f);
+  } else {
+    std::fill(bias_f, bias_f + co, 0.0f);
+  }
 
   // Output positions per block: the [K, block] column matrix stays within 16 MiB.
   const std::int64_t block = std::clamp<std::int64_t>((std::int64_t{1} << 22) / std::max<std::int64_t>(k, 1), 1, plane);
@@ -68,7 +72,7 @@ void CpuBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
                out, static_cast<std::size_t>(n), pool_);
       for (std::int64_t c = 0; c < co; ++c) {
         float* row = out + c * n;
-        for (std::int64_t i = 0; i < n; ++i) row[i] += bias_f[static_cast<std::size_t>(c)];
+        for (std::int64_t i = 0; i < n; ++i) row[i] += bias_f[c];
         store(row, y, (c * to + ot) * plane + p0, n);
       }
     }
@@ -98,7 +102,8 @@ void CpuBackend::avg_down_3d(const Tensor& x, int ft, int fs, const Tensor& y) {
   require(x.shape.rank() == 4 && y.shape.rank() == 4 && ft > 0 && fs > 0, op, "x and y must be [C, T, H, W]");
   const std::int64_t ci = x.shape[0], t = x.shape[1], h = x.shape[2], w = x.shape[3];
   const std::int64_t co = y.shape[0];
-  require(t % ft == 0 && h % fs == 0 && w % fs == 0, op, x.shape.str() + " is not a multiple of the factors");
+  require(t % ft == 0 && h % fs == 0 && w % fs == 0, op, x.shape,
+          " is not a multiple of the factors");
   require_shape(y, Shape{co, t / ft, h / fs, w / fs}, op, "y");
   const std::int64_t expanded = ci * ft * fs * fs;
   require(co > 0 && expanded % co == 0, op, "channels do not group evenly");

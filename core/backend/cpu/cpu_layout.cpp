@@ -1,5 +1,6 @@
 // The CPU backend's data movement: permute, concat, slice (byte copies, no conversion) and the
 // embedding lookup.
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,8 +17,7 @@ using namespace detail;
 namespace {
 
 void require_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  require(a.dtype == b.dtype, op, "dtypes " + std::string(dtype_name(a.dtype)) + " and " +
-                                      std::string(dtype_name(b.dtype)) + " differ");
+  require(a.dtype == b.dtype, op, "dtypes ", a.dtype, " and ", b.dtype, " differ");
 }
 
 }  // namespace
@@ -27,8 +27,9 @@ void CpuBackend::permute(const Tensor& x, const std::vector<int>& order, const T
   const int rank = x.shape.rank();
   require(static_cast<int>(order.size()) == rank && y.shape.rank() == rank, op, "order has the wrong length");
   require_same_dtype(x, y, op);
-  std::vector<bool> seen(static_cast<std::size_t>(rank));
-  std::vector<std::int64_t> in_stride(static_cast<std::size_t>(rank));
+  // Shapes have at most Shape::kMaxRank dimensions: the bookkeeping lives on the stack.
+  std::array<bool, Shape::kMaxRank> seen{};
+  std::array<std::int64_t, Shape::kMaxRank> in_stride{};
   std::int64_t s = 1;
   for (int i = rank - 1; i >= 0; --i) {
     in_stride[static_cast<std::size_t>(i)] = s;
@@ -38,7 +39,7 @@ void CpuBackend::permute(const Tensor& x, const std::vector<int>& order, const T
     const int from = order[static_cast<std::size_t>(i)];
     require(from >= 0 && from < rank && !seen[static_cast<std::size_t>(from)], op, "order is not a permutation");
     seen[static_cast<std::size_t>(from)] = true;
-    require(y.shape[i] == x.shape[from], op, "y is " + y.shape.str() + " for x " + x.shape.str());
+    require(y.shape[i] == x.shape[from], op, "y is ", y.shape, " for x ", x.shape);
   }
   if (x.numel() == 0) return;
   const std::size_t size = dtype_size(x.dtype);
@@ -75,7 +76,7 @@ void CpuBackend::concat(const Tensor& a, const Tensor& b, int dim, const Tensor&
   joined[dim] = a.shape[dim] + b.shape[dim];
   Shape b_as_a = b.shape;
   b_as_a[dim] = a.shape[dim];
-  require(b_as_a == a.shape, op, a.shape.str() + " and " + b.shape.str() + " differ outside dim " + std::to_string(dim));
+  require(b_as_a == a.shape, op, a.shape, " and ", b.shape, " differ outside dim ", dim);
   require_shape(y, joined, op, "y");
   const auto [outer, inner] = split_at(a.shape, dim);
   const std::size_t size = dtype_size(a.dtype);
@@ -95,8 +96,8 @@ void CpuBackend::slice(const Tensor& x, int dim, std::int64_t begin, const Tenso
   Shape expect = x.shape;
   expect[dim] = y.shape[dim];
   require_shape(y, expect, op, "y");
-  require(begin >= 0 && begin + y.shape[dim] <= x.shape[dim], op,
-          "range " + std::to_string(begin) + "+" + std::to_string(y.shape[dim]) + " of " + x.shape.str());
+  require(begin >= 0 && begin + y.shape[dim] <= x.shape[dim], op, "range ", begin, "+",
+          y.shape[dim], " of ", x.shape);
   const auto [outer, inner] = split_at(x.shape, dim);
   const std::size_t size = dtype_size(x.dtype);
   const std::size_t in_chunk = static_cast<std::size_t>(x.shape[dim] * inner) * size;

@@ -29,16 +29,29 @@ inline void store(const float* src, const Tensor& t, std::int64_t offset, std::i
   convert_from_f32(src, t.dtype, element_ptr(t, offset), static_cast<std::size_t>(n));
 }
 
+// Rows every thread's buffers hold from the start (64 KiB each): the ThreadPool's workers take
+// them when they start (reserve_row_buffers), so which thread happens to run a chunk first does
+// not decide whether a later step allocates. Wider rows grow a buffer once, on the thread that
+// first meets them.
+inline constexpr std::size_t kReservedRowFloats = std::size_t{1} << 14;
+
 // Per-thread row buffers: sized by the widest row seen, then reused.
 inline float* row_buffer(int which, std::size_t n) {
   thread_local std::vector<float> buffers[3];
   std::vector<float>& b = buffers[which];
-  if (b.size() < n) b.resize(n);
+  if (b.size() < n) b.resize(std::max(n, kReservedRowFloats));
   return b.data();
 }
 
+inline void reserve_row_buffers() {
+  for (int which = 0; which < 3; ++which) row_buffer(which, kReservedRowFloats);
+}
+
+// A backend scratch of at least n floats: reserved at kReservedRowFloats on first use, grown
+// when an op first needs more (an op that first runs in a later step, as the VAE's temporal
+// upsampling does from the second chunk on, then finds room for small shapes).
 inline float* grow(std::vector<float>& v, std::size_t n) {
-  if (v.size() < n) v.resize(n);
+  if (v.size() < n) v.resize(std::max(n, kReservedRowFloats));
   return v.data();
 }
 
@@ -48,11 +61,11 @@ inline std::size_t grain_for(std::int64_t cols) {
 }
 
 inline void require_cpu(const Tensor& t, const char* op, const char* name) {
-  require(t.device == Device::kCpu, op, std::string(name) + " is not in host memory");
+  require(t.device == Device::kCpu, op, name, " is not in host memory");
 }
 
 inline void require_same_shape(const Tensor& a, const Tensor& b, const char* op) {
-  require(a.shape == b.shape, op, "shapes " + a.shape.str() + " and " + b.shape.str() + " differ");
+  require(a.shape == b.shape, op, "shapes ", a.shape, " and ", b.shape, " differ");
 }
 
 // A [C] or [R,C] parameter's row r.

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -154,32 +153,38 @@ void edge_tile(const MicroKernel& kernel, std::size_t kc, const float* ap, const
   }
 }
 
-// A-block buffers for the threads of one GEMM: as many as ran at once, reused across blocks.
-class PackBuffers {
- public:
-  explicit PackBuffers(std::size_t bytes) : bytes_(bytes) {}
+// The packing buffers, per thread and kept for the thread's life, so a GEMM allocates nothing
+// once its thread has run one of that size: the B panel of the GEMMs a thread calls, and the A
+// block of the tasks it runs. A thread never needs two of either at once (a nested GEMM, from
+// inside a chunk, runs inline on its own thread after the outer one's chunk has packed).
+constexpr std::size_t kReservedPanelFloats = std::size_t{1} << 16;
 
-  memory::AlignedBuffer take() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!free_.empty()) {
-        memory::AlignedBuffer buffer = std::move(free_.back());
-        free_.pop_back();
-        return buffer;
-      }
-    }
-    return memory::AlignedBuffer(bytes_, kCacheLine);
+float* thread_buffer(memory::AlignedBuffer& buffer, std::size_t floats) {
+  if (buffer.size() < floats * sizeof(float)) {
+    buffer =
+        memory::AlignedBuffer(std::max(floats, kReservedPanelFloats) * sizeof(float), kCacheLine);
   }
-  void give_back(memory::AlignedBuffer buffer) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(std::move(buffer));
-  }
+  return reinterpret_cast<float*>(buffer.data());
+}
 
- private:
-  std::size_t bytes_;
-  std::mutex mutex_;
-  std::vector<memory::AlignedBuffer> free_;
-};
+float* thread_b_panel(std::size_t floats) {
+  thread_local memory::AlignedBuffer buffer;
+  return thread_buffer(buffer, floats);
+}
+
+float* thread_a_block(std::size_t floats) {
+  thread_local memory::AlignedBuffer buffer;
+  return thread_buffer(buffer, floats);
+}
+
+}  // namespace
+
+void reserve_thread_buffers() {
+  thread_b_panel(kReservedPanelFloats);
+  thread_a_block(kReservedPanelFloats);
+}
+
+namespace {
 
 // Splits `extent` into the fewest blocks of at most `limit`, of (about) equal size rounded up to
 // a multiple of `step`: no thin last block that costs a full pass for little work.
@@ -203,9 +208,8 @@ void run_own(const Operands& op, ThreadPool& pool, const MicroKernel& kernel) {
   const std::size_t m_blocks = (op.m + mc - 1) / mc;
   const std::size_t threads = pool.size();
 
-  memory::AlignedBuffer b_panel(kc_max * nc_max * sizeof(float), kCacheLine);
-  auto* packed_b = reinterpret_cast<float*>(b_panel.data());
-  PackBuffers a_buffers(mc * kc_max * sizeof(float));
+  float* packed_b = thread_b_panel(kc_max * nc_max);
+  const std::size_t a_floats = mc * kc_max;
 
   for (std::size_t jc = 0; jc < op.n; jc += nc_max) {
     const std::size_t nc = std::min(nc_max, op.n - jc);
@@ -227,8 +231,7 @@ void run_own(const Operands& op, ThreadPool& pool, const MicroKernel& kernel) {
       });
 
       pool.parallel_for(m_blocks * n_parts, 1, [&](std::size_t t0, std::size_t t1) {
-        memory::AlignedBuffer a_buffer = a_buffers.take();
-        auto* packed_a = reinterpret_cast<float*>(a_buffer.data());
+        float* packed_a = thread_a_block(a_floats);
         std::size_t packed_block = m_blocks;  // none yet
         for (std::size_t t = t0; t < t1; ++t) {
           const std::size_t block = t / n_parts;
@@ -257,7 +260,6 @@ void run_own(const Operands& op, ThreadPool& pool, const MicroKernel& kernel) {
             }
           }
         }
-        a_buffers.give_back(std::move(a_buffer));
       });
     }
   }
@@ -290,19 +292,24 @@ void run_openblas(const Operands& op, ThreadPool& pool) {
   }
   const std::size_t columns = std::min(op.n, kWidenColumns);
   const std::size_t depth = std::min(op.k, kWidenDepth);
-  std::vector<float> scratch(columns * depth);
+  // Per calling thread, kept: a linear on bf16 weights allocates nothing after its first call.
+  // The chunks below run on other threads too, so they get this thread's buffer by pointer (a
+  // thread_local named inside them would be their own thread's).
+  thread_local std::vector<float> scratch_buffer;
+  if (scratch_buffer.size() < columns * depth) scratch_buffer.resize(columns * depth);
+  float* const scratch = scratch_buffer.data();
   for (std::size_t j0 = 0; j0 < op.n; j0 += columns) {
     const std::size_t nb = std::min(columns, op.n - j0);
     for (std::size_t k0 = 0; k0 < op.k; k0 += depth) {
       const std::size_t kb = std::min(depth, op.k - k0);
       pool.parallel_for(nb, 16, [&](std::size_t j_begin, std::size_t j_end) {
         for (std::size_t j = j_begin; j < j_end; ++j) {
-          widen(op.b_format, op.b, (j0 + j) * op.ldb + k0, scratch.data() + j * kb, kb);
+          widen(op.b_format, op.b, (j0 + j) * op.ldb + k0, scratch + j * kb, kb);
         }
       });
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<blasint>(nb),
-                  static_cast<blasint>(kb), op.alpha, op.a + k0, blas_ld(op.lda, kb, op.m),
-                  scratch.data(), blas_ld(kb, kb, nb), k0 == 0 ? op.beta : 1.0f, op.c + j0,
+                  static_cast<blasint>(kb), op.alpha, op.a + k0, blas_ld(op.lda, kb, op.m), scratch,
+                  blas_ld(kb, kb, nb), k0 == 0 ? op.beta : 1.0f, op.c + j0,
                   blas_ld(op.ldc, nb, op.m));
     }
   }

@@ -46,6 +46,10 @@ void gemm_own(std::size_t m, std::size_t n, std::size_t k, float alpha, const fl
               std::size_t lda, const void* b, std::size_t ldb, BFormat b_format, bool b_transposed,
               float beta, float* c, std::size_t ldc, ThreadPool& pool, const MicroKernel& kernel);
 
+// Takes this thread's packing buffers at their reserved size (64 Ki floats each), which covers
+// every A block of the kernels' blocking: the ThreadPool's workers call it when they start.
+void reserve_thread_buffers();
+
 // OpenBLAS's build and core ("OpenBLAS 0.3.21 ... Haswell, 2 threads"); empty without it.
 std::string openblas_description();
 

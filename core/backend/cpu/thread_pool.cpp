@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/backend/cpu/cpu_rows.h"
+#include "core/backend/cpu/gemm_kernels.h"
+
 namespace ferry::cpu {
 namespace {
 
@@ -52,8 +55,7 @@ ThreadPool::~ThreadPool() {
   for (auto& worker : workers_) worker.join();
 }
 
-void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
-                              const std::function<void(std::size_t, std::size_t)>& fn) {
+void ThreadPool::run_job(std::size_t n, std::size_t grain, const ChunkFn& fn) {
   if (n == 0) return;
   grain = std::max<std::size_t>(grain, 1);
   const std::size_t chunks = std::min(std::max<std::size_t>(n / grain, 1),
@@ -92,6 +94,14 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
 }
 
 void ThreadPool::worker_loop() {
+  // The CPU backend's per-thread scratch, taken now rather than in whichever step first hands
+  // this thread a chunk: after the first step, a step allocates nothing.
+  try {
+    detail::reserve_row_buffers();
+    gemm_detail::reserve_thread_buffers();
+  } catch (...) {
+    // Memory refused now is asked for again where a buffer is first used, which reports it.
+  }
   unsigned long long seen = 0;
   std::unique_lock lock(mutex_);
   for (;;) {

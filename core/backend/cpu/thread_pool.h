@@ -5,7 +5,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,15 +23,37 @@ class ThreadPool {
   // Threads that run a job's chunks, the caller included.
   unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
 
+  // What a job runs: a callable seen through a pointer, valid for the parallel_for call. Not a
+  // std::function, which copies the lambda to the heap when it captures more than two pointers:
+  // every op of a step is a job, and a step must not allocate.
+  class ChunkFn {
+   public:
+    template <typename F>
+    explicit ChunkFn(F& fn)
+        : object_(const_cast<void*>(static_cast<const void*>(&fn))),
+          call_([](void* object, std::size_t begin, std::size_t end) {
+            (*static_cast<F*>(object))(begin, end);
+          }) {}
+    void operator()(std::size_t begin, std::size_t end) const { call_(object_, begin, end); }
+
+   private:
+    void* object_;
+    void (*call_)(void*, std::size_t, std::size_t);
+  };
+
   // Runs fn(begin, end) over [0, n) split into contiguous chunks of at least `grain` (one chunk
   // of n when n < grain; grain 0 counts as 1), on the pool's threads and the caller's; returns
   // when all are done and rethrows the first exception a chunk threw (chunks not yet started
   // then never start). A call made from inside a chunk of any pool runs fn(0, n) inline, so
   // nested parallel code cannot deadlock; calls from several outside threads take turns.
-  void parallel_for(std::size_t n, std::size_t grain,
-                    const std::function<void(std::size_t, std::size_t)>& fn);
+  // Allocates nothing.
+  template <typename F>
+  void parallel_for(std::size_t n, std::size_t grain, F&& fn) {
+    run_job(n, grain, ChunkFn(fn));
+  }
 
  private:
+  void run_job(std::size_t n, std::size_t grain, const ChunkFn& fn);
   void worker_loop();
   // Claims and runs chunks of the current job until none is left.
   void run_chunks();
@@ -49,7 +70,7 @@ class ThreadPool {
   unsigned active_ = 0;                // workers inside the current job
 
   // The current job; written by the caller before it is published, under mutex_.
-  const std::function<void(std::size_t, std::size_t)>* fn_ = nullptr;
+  const ChunkFn* fn_ = nullptr;
   std::size_t n_ = 0;
   std::size_t chunks_ = 0;
   std::size_t next_chunk_ = 0;  // under mutex_ too: claims are rare next to the work they start

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/models/wan/dit_keys.h"
+#include "core/models/wan/shape_backend.h"
 #include "core/tensor/convert.h"
 
 namespace ferry::models::wan {
@@ -136,24 +137,35 @@ float read_scalar(const io::SafetensorsFile& file, const io::TensorInfo& info) {
   return value;
 }
 
-// The group's tensors by official name (without `strip`, the group's "blocks.<i>." prefix),
-// in `names` order; fp8 scales from `<name without .weight>.scale_weight` (ComfyUI's scaled fp8)
-// or `.weight_scale` (its newer quantised files).
+// Where each of `names` is among a group's tensors (official names without `strip`, the group's
+// "blocks.<i>." prefix): -1 when absent.
 template <std::size_t N>
-void index_group(const offload::LayerGroup& group, std::string_view strip,
-                 const std::array<std::string_view, N>& names, std::vector<int>& index,
-                 std::vector<float>& scale) {
-  index.assign(N, -1);
-  scale.assign(N, 1.0f);
-  std::vector<std::string> official(group.weights.size());
-  for (std::size_t i = 0; i < group.weights.size(); ++i) {
-    official[i] = official_dit_name(group.weights[i].tensor->name);
-    if (official[i].compare(0, strip.size(), strip) == 0) official[i].erase(0, strip.size());
+void index_names(std::vector<std::string>& official, std::string_view strip,
+                 const std::array<std::string_view, N>& names, std::vector<int>& index) {
+  for (std::string& name : official) {
+    if (name.compare(0, strip.size(), strip) == 0) name.erase(0, strip.size());
   }
+  index.assign(N, -1);
   for (std::size_t n = 0; n < N; ++n) {
     for (std::size_t i = 0; i < official.size(); ++i) {
       if (official[i] == names[n]) index[n] = static_cast<int>(i);
     }
+  }
+}
+
+// The group's tensors by official name, in `names` order; fp8 scales from `<name without
+// .weight>.scale_weight` (ComfyUI's scaled fp8) or `.weight_scale` (its newer quantised files).
+template <std::size_t N>
+void index_group(const offload::LayerGroup& group, std::string_view strip,
+                 const std::array<std::string_view, N>& names, std::vector<int>& index,
+                 std::vector<float>& scale) {
+  scale.assign(N, 1.0f);
+  std::vector<std::string> official(group.weights.size());
+  for (std::size_t i = 0; i < group.weights.size(); ++i) {
+    official[i] = official_dit_name(group.weights[i].tensor->name);
+  }
+  index_names(official, strip, names, index);
+  for (std::size_t n = 0; n < N; ++n) {
     if (!names[n].ends_with(".weight") || index[n] < 0) continue;
     const std::string_view base = names[n].substr(0, names[n].size() - 7);
     for (std::size_t i = 0; i < official.size(); ++i) {
@@ -165,7 +177,89 @@ void index_group(const offload::LayerGroup& group, std::string_view strip,
   }
 }
 
+// An address for tensors that have shapes and no memory (the estimate's): never dereferenced,
+// so their pointer arithmetic starts from an object rather than from null.
+void* shapes_only_address() {
+  alignas(memory::Arena::kAlignment) static std::byte anchor[memory::Arena::kAlignment];
+  return anchor;
+}
+
+Tensor shapes_only(DType dtype, const Shape& shape) {
+  return Tensor{shapes_only_address(), dtype, shape, Device::kCpu};
+}
+
+Tensor shapes_only(const io::TensorSpec& spec) {
+  // A Shape is made from a list: zeros of the spec's rank (at most 5 for a DiT), then its sizes.
+  static const Shape kZeros[] = {Shape{},        Shape{0},          Shape{0, 0},
+                                 Shape{0, 0, 0}, Shape{0, 0, 0, 0}, Shape{0, 0, 0, 0, 0}};
+  Shape shape = kZeros[spec.shape.size()];
+  for (std::size_t i = 0; i < spec.shape.size(); ++i) {
+    shape[static_cast<int>(i)] = static_cast<std::int64_t>(spec.shape[i]);
+  }
+  return shapes_only(spec.dtype, shape);
+}
+
+// The official checkpoint's tensors for `config` grouped as dit_model_layout groups them
+// (embeddings, each block, head), with shapes and no memory, and their names.
+struct ShapeOnlyGroups {
+  std::vector<std::vector<Tensor>> tensors;
+  std::vector<std::vector<std::string>> names;
+};
+
+ShapeOnlyGroups shape_only_groups(const DitConfig& config) {
+  const std::size_t blocks = static_cast<std::size_t>(config.layers);
+  ShapeOnlyGroups g;
+  g.tensors.resize(blocks + 2);
+  g.names.resize(blocks + 2);
+  const auto add = [&](std::size_t group, const io::TensorSpec& spec) {
+    g.tensors[group].push_back(shapes_only(spec));
+    g.names[group].push_back(spec.name);
+  };
+  for (const io::TensorSpec& spec : dit_tensors(config, DType::kBF16)) {
+    if (spec.name.starts_with("blocks.")) continue;
+    add(spec.name.starts_with("head.") ? blocks + 1 : 0, spec);
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (const io::TensorSpec& spec : dit_block_tensors(config, b, DType::kBF16)) add(b + 1, spec);
+  }
+  return g;
+}
+
 }  // namespace
+
+// The streamer as a pass's weight source: each acquired group's tensors copied into a table
+// sized for the largest group (a copy of a few dozen views, no allocation).
+class WanDit::StreamedWeights final : public WeightSource {
+ public:
+  StreamedWeights(offload::WeightStreamer& streamer, std::vector<Tensor>& table)
+      : streamer_(streamer), table_(table) {}
+  void begin_pass() override { streamer_.begin_pass(); }
+  std::span<const Tensor> acquire(std::size_t group) override {
+    const offload::WeightStreamer::Loaded& loaded = streamer_.acquire(group);
+    if (loaded.size() > table_.size()) {
+      throw Error(ErrorCode::kInternal, "WanDit: a group holds more tensors than its layout");
+    }
+    for (std::size_t i = 0; i < loaded.size(); ++i) table_[i] = loaded.tensor(i);
+    return {table_.data(), loaded.size()};
+  }
+  void release(std::size_t group) override { streamer_.release(group); }
+
+ private:
+  offload::WeightStreamer& streamer_;
+  std::vector<Tensor>& table_;
+};
+
+// The estimate's weights: every group always there, with shapes and no memory.
+class WanDit::ShapeOnlyWeights final : public WeightSource {
+ public:
+  explicit ShapeOnlyWeights(const std::vector<std::vector<Tensor>>& groups) : groups_(groups) {}
+  void begin_pass() override {}
+  std::span<const Tensor> acquire(std::size_t group) override { return groups_[group]; }
+  void release(std::size_t) override {}
+
+ private:
+  const std::vector<std::vector<Tensor>>& groups_;
+};
 
 WanDit::WanDit(Backend& backend, const io::SafetensorsSet& set, const offload::ModelLayout& layout)
     : backend_(backend), config_(infer_dit_config(set)) {
@@ -219,11 +313,73 @@ WanDit::WanDit(Backend& backend, const io::SafetensorsSet& set, const offload::M
   patch_order_ = {1, 2, 4, 0, 3, 5};
   // head output [F, Hp, Wp, 2, 2, C] → velocity [C, F, Hp, 2, Wp, 2] (wan.md §B.6).
   unpatch_order_ = {5, 0, 1, 3, 2, 4};
+  std::size_t largest = 0;
+  for (const offload::LayerGroup& g : layout.groups) largest = std::max(largest, g.weights.size());
+  group_tensors_.resize(largest);
 }
 
-const Tensor& WanDit::tensor(const offload::WeightStreamer::Loaded& w, const Weights& ix,
-                             int i) const {
-  return w.tensor(static_cast<std::size_t>(ix.index[static_cast<std::size_t>(i)]));
+WanDit::WanDit(Backend& backend, const DitConfig& config) : backend_(backend), config_(config) {
+  groups_ = static_cast<std::size_t>(config.layers) + 2;
+  ShapeOnlyGroups g = shape_only_groups(config);
+  index_names(g.names.front(), "", kOuterNames, outer_embed_.index);
+  index_names(g.names.back(), "", kOuterNames, outer_head_.index);
+  outer_embed_.scale.assign(kOuterNames.size(), 1.0f);
+  outer_head_.scale.assign(kOuterNames.size(), 1.0f);
+  blocks_.resize(static_cast<std::size_t>(config.layers));
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    index_names(g.names[b + 1], "blocks." + std::to_string(b) + ".", kBlockNames, blocks_[b].index);
+    blocks_[b].scale.assign(kBlockNames.size(), 1.0f);
+  }
+  zeros_ =
+      shapes_only(DType::kBF16, Shape{kDitTextLen, static_cast<std::int64_t>(config.text_dim)});
+  patch_order_ = {1, 2, 4, 0, 3, 5};
+  unpatch_order_ = {5, 0, 1, 3, 2, 4};
+}
+
+std::uint64_t WanDit::measure_activation_bytes(const DitConfig& config, std::int64_t tokens,
+                                               std::int64_t ffn_chunk_tokens, std::int64_t branches,
+                                               std::int64_t distinct_timesteps) {
+  ShapeBackend shapes;
+  WanDit model(shapes, config);
+  const ShapeOnlyGroups groups = shape_only_groups(config);
+  ShapeOnlyWeights weights(groups.tensors);
+  memory::Arena arena = shapes_only_arena();
+  // The latent as one row of 2×2 patches per token: the arena sees only the token count.
+  const auto in_dim = static_cast<std::int64_t>(config.in_dim);
+  const auto out_dim = static_cast<std::int64_t>(config.out_dim);
+  const Tensor latent = shapes_only(DType::kF32, Shape{in_dim, tokens, 2, 2});
+  const std::vector<Tensor> contexts(
+      static_cast<std::size_t>(branches),
+      shapes_only(DType::kBF16, Shape{kDitTextLen, static_cast<std::int64_t>(config.text_dim)}));
+  const std::vector<Tensor> velocities(static_cast<std::size_t>(branches),
+                                       shapes_only(DType::kF32, Shape{out_dim, tokens, 2, 2}));
+  // The timestep values take the time embedding's rows; which tokens have which does not
+  // change a byte.
+  model.distinct_.assign(static_cast<std::size_t>(std::max<std::int64_t>(distinct_timesteps, 1)),
+                         0.0f);
+  model.runs_.assign(1, Run{0, tokens, 0});
+  const std::int64_t ffn_rows = ffn_chunk_tokens > 0 ? std::min(ffn_chunk_tokens, tokens) : tokens;
+  model.run_pass(weights, arena, latent, contexts, velocities, ffn_rows);
+  return arena.peak();
+}
+
+std::uint64_t WanDit::activation_bytes(std::int64_t tokens, std::int64_t ffn_chunk_tokens,
+                                       std::int64_t branches, std::int64_t values) {
+  for (const Estimate& e : estimates_) {
+    if (e.tokens == tokens && e.ffn_chunk_tokens == ffn_chunk_tokens && e.branches == branches &&
+        e.values == values) {
+      return e.bytes;
+    }
+  }
+  Estimate& e = estimates_[next_estimate_];
+  next_estimate_ = (next_estimate_ + 1) % estimates_.size();
+  e = Estimate{tokens, ffn_chunk_tokens, branches, values,
+               measure_activation_bytes(config_, tokens, ffn_chunk_tokens, branches, values)};
+  return e.bytes;
+}
+
+const Tensor& WanDit::tensor(GroupTensors w, const Weights& ix, int i) const {
+  return w[static_cast<std::size_t>(ix.index[static_cast<std::size_t>(i)])];
 }
 
 void WanDit::plan_timesteps(std::span<const float> timesteps, std::int64_t tokens) {
@@ -281,7 +437,6 @@ void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, co
                      std::span<const float> timesteps, std::span<const Tensor> contexts,
                      std::span<const Tensor> velocities, std::int64_t ffn_chunk_tokens) {
   const DitConfig& c = config_;
-  const auto d = static_cast<std::int64_t>(c.dim);
   const auto in_dim = static_cast<std::int64_t>(c.in_dim);
   const auto out_dim = static_cast<std::int64_t>(c.out_dim);
   if (latent.shape.rank() != 4 || latent.shape[0] != in_dim || latent.shape[2] % 2 != 0 ||
@@ -315,8 +470,8 @@ void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, co
   const auto values = static_cast<std::int64_t>(distinct_.size());
   const std::int64_t ffn_rows = ffn_chunk_tokens > 0 ? std::min(ffn_chunk_tokens, tokens) : tokens;
   // Checked before the pass starts, so a short arena leaves the streamer between passes.
-  const std::uint64_t needed = dit_activation_bytes(
-      c, tokens, ffn_chunk_tokens, static_cast<std::int64_t>(contexts.size()), values);
+  const std::uint64_t needed = activation_bytes(tokens, ffn_chunk_tokens,
+                                                static_cast<std::int64_t>(contexts.size()), values);
   if (arena.capacity() - arena.used() < needed) {
     throw Error(ErrorCode::kOutOfMemory,
                 "the DiT forward needs " + std::to_string(needed >> 20) + " MiB of activations, " +
@@ -324,7 +479,20 @@ void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, co
                     " MiB free");
   }
 
-  // Held for the whole pass (the order dit_activation_bytes counts them in).
+  StreamedWeights weights(streamer, group_tensors_);
+  run_pass(weights, arena, latent, contexts, velocities, ffn_rows);
+}
+
+void WanDit::run_pass(WeightSource& weights, memory::Arena& arena, const Tensor& latent,
+                      std::span<const Tensor> contexts, std::span<const Tensor> velocities,
+                      std::int64_t ffn_rows) {
+  const DitConfig& c = config_;
+  const auto d = static_cast<std::int64_t>(c.dim);
+  const RopeGrid grid{latent.shape[1], latent.shape[2] / 2, latent.shape[3] / 2};
+  const std::int64_t tokens = grid.frames * grid.height * grid.width;
+  const auto values = static_cast<std::int64_t>(distinct_.size());
+
+  // Held for the whole pass.
   const std::size_t start = arena.mark();
   const Tensor x0 = arena.allocate(DType::kBF16, Shape{tokens, d});
   streams_.resize(contexts.size());
@@ -337,12 +505,9 @@ void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, co
   const Tensor mod = arena.allocate(DType::kF32, Shape{values * 6, d});
   const Tensor hm = arena.allocate(DType::kF32, Shape{values * 2, d});
 
-  streamer.begin_pass();
-  {
-    const auto& w = streamer.acquire(0);
-    embed(w, arena, latent, contexts, streams_, x0, e, e0);
-    streamer.release(0);
-  }
+  weights.begin_pass();
+  embed(weights.acquire(0), arena, latent, contexts, streams_, x0, e, e0);
+  weights.release(0);
 
   const std::size_t block_mark = arena.mark();
   Scratch t;
@@ -357,7 +522,7 @@ void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, co
   t.cr = arena.allocate(DType::kF32, Shape{kDitTextLen, d});
   t.hidden = arena.allocate(DType::kBF16, Shape{ffn_rows, static_cast<std::int64_t>(c.ffn_dim)});
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
-    const auto& w = streamer.acquire(b + 1);
+    const GroupTensors w = weights.acquire(b + 1);
     // m = modulation + e0 per distinct timestep (f32): rows shift, scale, gate (attention),
     // shift, scale, gate (FFN).
     const Tensor& modulation = tensor(w, blocks_[b], at(BlockTensor::kModulation));
@@ -366,13 +531,13 @@ void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, co
                    mod.rows(v * 6, v * 6 + 6));
     }
     for (Stream& s : streams_) block(w, blocks_[b], b == 0, x0, s, t, mod, ffn_rows, grid);
-    streamer.release(b + 1);
+    weights.release(b + 1);
   }
   arena.release_to(block_mark);
 
   {
     const std::size_t last = groups_ - 1;
-    const auto& w = streamer.acquire(last);
+    const GroupTensors w = weights.acquire(last);
     // The head's shift and scale: head.modulation + e (not e0), f32.
     const Tensor hmod =
         tensor(w, outer_head_, at(OuterTensor::kHeadModulation)).reshaped(Shape{2, d});
@@ -383,14 +548,14 @@ void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, co
     for (std::size_t b = 0; b < streams_.size(); ++b) {
       head(w, arena, streams_[b].x, hm, velocities[b], grid);
     }
-    streamer.release(last);
+    weights.release(last);
   }
   arena.release_to(start);
 }
 
-void WanDit::embed(const offload::WeightStreamer::Loaded& w, memory::Arena& arena,
-                   const Tensor& latent, std::span<const Tensor> contexts,
-                   std::span<Stream> streams, const Tensor& x0, const Tensor& e, const Tensor& e0) {
+void WanDit::embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
+                   std::span<const Tensor> contexts, std::span<Stream> streams, const Tensor& x0,
+                   const Tensor& e, const Tensor& e0) {
   const DitConfig& c = config_;
   const Weights& ix = outer_embed_;
   const auto d = static_cast<std::int64_t>(c.dim);
@@ -440,9 +605,9 @@ void WanDit::embed(const offload::WeightStreamer::Loaded& w, memory::Arena& aren
   arena.release_to(mark);
 }
 
-void WanDit::block(const offload::WeightStreamer::Loaded& w, const Weights& ix, bool first,
-                   const Tensor& x0, Stream& s, const Scratch& t, const Tensor& mod,
-                   std::int64_t ffn_rows, const RopeGrid& grid) {
+void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& x0, Stream& s,
+                   const Scratch& t, const Tensor& mod, std::int64_t ffn_rows,
+                   const RopeGrid& grid) {
   const std::int64_t tokens = s.x.shape[0];
   const std::int64_t heads = this->heads();
   const auto hd = static_cast<std::int64_t>(kDitHeadDim);
@@ -508,8 +673,8 @@ void WanDit::block(const offload::WeightStreamer::Loaded& w, const Weights& ix, 
   gated_add_runs(s.x, t.q, mod, 5);
 }
 
-void WanDit::head(const offload::WeightStreamer::Loaded& w, memory::Arena& arena, const Tensor& x,
-                  const Tensor& hm, const Tensor& velocity, const RopeGrid& grid) {
+void WanDit::head(GroupTensors w, memory::Arena& arena, const Tensor& x, const Tensor& hm,
+                  const Tensor& velocity, const RopeGrid& grid) {
   const Weights& ix = outer_head_;
   const std::int64_t tokens = x.shape[0];
   const auto out_dim = static_cast<std::int64_t>(config_.out_dim);

@@ -10,8 +10,9 @@
 //
 // CFG: one forward runs several contexts (conditional and unconditional) through each block while
 // the block is loaded, each in its own residual stream, so every streamed weight crosses once per
-// step. Activations come from an Arena sized by dit_activation_bytes; nothing else is allocated
-// once the first forward has run.
+// step. Activations come from an Arena sized by dit_activation_bytes, which runs this same
+// forward on the shapes-only backend and reports its arena peak; nothing else is allocated once
+// the first forward has run (tests/memory/counting counts it on the CPU backend).
 #pragma once
 
 #include <array>
@@ -54,7 +55,30 @@ class WanDit {
                std::span<const float> timesteps, std::span<const Tensor> contexts,
                std::span<const Tensor> velocities, std::int64_t ffn_chunk_tokens = 0);
 
+  // The arena bytes of a forward of `config` at `tokens` with `branches` contexts and
+  // `distinct_timesteps` timestep values (dit_activation_bytes): the peak of the forward's own
+  // code run on the shapes-only backend, with weights that have shapes and no memory.
+  static std::uint64_t measure_activation_bytes(const DitConfig& config, std::int64_t tokens,
+                                                std::int64_t ffn_chunk_tokens,
+                                                std::int64_t branches,
+                                                std::int64_t distinct_timesteps);
+
  private:
+  // Where a pass gets each group's tensors (in LayerGroup order): the streamer, or tensors with
+  // shapes only for the estimate.
+  class WeightSource {
+   public:
+    virtual void begin_pass() = 0;
+    virtual std::span<const Tensor> acquire(std::size_t group) = 0;
+    virtual void release(std::size_t group) = 0;
+
+   protected:
+    ~WeightSource() = default;
+  };
+  class StreamedWeights;
+  class ShapeOnlyWeights;
+  using GroupTensors = std::span<const Tensor>;
+
   struct Run {  // tokens [begin, end) share distinct timestep `value`
     std::int64_t begin = 0, end = 0, value = 0;
   };
@@ -76,20 +100,31 @@ class WanDit {
     Tensor hidden;      // BF16 [rows, F]
   };
 
+  // The shapes-only model of measure_activation_bytes: the tensors in dit_tensors' order, the
+  // context padding without memory. `backend` computes nothing.
+  WanDit(Backend& backend, const DitConfig& config);
+
   void plan_timesteps(std::span<const float> timesteps, std::int64_t tokens);
-  void embed(const offload::WeightStreamer::Loaded& w, memory::Arena& arena, const Tensor& latent,
+  // The arena bytes forward() checks for, measured once per size and kept (no allocation once
+  // the sizes repeat).
+  std::uint64_t activation_bytes(std::int64_t tokens, std::int64_t ffn_chunk_tokens,
+                                 std::int64_t branches, std::int64_t values);
+  // One pass over the groups, timesteps planned: what forward() runs, and the estimate too.
+  void run_pass(WeightSource& weights, memory::Arena& arena, const Tensor& latent,
+                std::span<const Tensor> contexts, std::span<const Tensor> velocities,
+                std::int64_t ffn_rows);
+  void embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
              std::span<const Tensor> contexts, std::span<Stream> streams, const Tensor& x0,
              const Tensor& e, const Tensor& e0);
-  void block(const offload::WeightStreamer::Loaded& w, const Weights& ix, bool first,
-             const Tensor& x0, Stream& s, const Scratch& t, const Tensor& mod,
-             std::int64_t ffn_rows, const RopeGrid& grid);
-  void head(const offload::WeightStreamer::Loaded& w, memory::Arena& arena, const Tensor& x,
-            const Tensor& hm, const Tensor& velocity, const RopeGrid& grid);
+  void block(GroupTensors w, const Weights& ix, bool first, const Tensor& x0, Stream& s,
+             const Scratch& t, const Tensor& mod, std::int64_t ffn_rows, const RopeGrid& grid);
+  void head(GroupTensors w, memory::Arena& arena, const Tensor& x, const Tensor& hm,
+            const Tensor& velocity, const RopeGrid& grid);
   // x = in · (1 + scale) + shift, with the scale and shift rows of each token run's timestep.
   void modulate_runs(const Tensor& x, const Tensor& in, const Tensor& table, int scale_row,
                      int shift_row, int rows_per_value);
   void gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row);
-  const Tensor& tensor(const offload::WeightStreamer::Loaded& w, const Weights& ix, int i) const;
+  const Tensor& tensor(GroupTensors w, const Weights& ix, int i) const;
   float scale(const Weights& ix, int i) const { return ix.scale[static_cast<std::size_t>(i)]; }
 
   Backend& backend_;
@@ -106,6 +141,13 @@ class WanDit {
   std::vector<float> sinusoid_;
   std::vector<Stream> streams_;
   std::vector<int> patch_order_, unpatch_order_;
+  std::vector<Tensor> group_tensors_;  // the acquired group's tensors, sized for the largest
+  struct Estimate {                    // one size's activation bytes
+    std::int64_t tokens = -1, ffn_chunk_tokens = 0, branches = 0, values = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::array<Estimate, 4> estimates_{};
+  std::size_t next_estimate_ = 0;
 };
 
 }  // namespace ferry::models::wan

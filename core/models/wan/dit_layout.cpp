@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
-#include "core/memory/arena.h"
+#include "core/models/wan/dit.h"
 #include "core/models/wan/dit_keys.h"
 
 namespace ferry::models::wan {
@@ -136,33 +136,8 @@ std::int64_t dit_tokens(const DitConfig& config, int width, int height, int fram
 std::uint64_t dit_activation_bytes(const DitConfig& c, std::int64_t tokens,
                                    std::int64_t ffn_chunk_tokens, std::int64_t branches,
                                    std::int64_t distinct_timesteps) {
-  using memory::Arena;
-  const auto l = static_cast<std::uint64_t>(tokens);
-  const auto n = static_cast<std::uint64_t>(std::max<std::int64_t>(distinct_timesteps, 1));
-  const auto ctx = static_cast<std::uint64_t>(kDitTextLen);
-  const std::uint64_t d = c.dim;
-  const std::uint64_t ffn_rows =
-      ffn_chunk_tokens > 0
-          ? std::min<std::uint64_t>(l, static_cast<std::uint64_t>(ffn_chunk_tokens))
-          : l;
-  const auto f = [](std::uint64_t bytes) { return Arena::footprint(bytes); };
-  // Held for the whole forward: block 0's bf16 input, per branch the f32 residual and the bf16
-  // context, the time embedding e, its projection e0, a block's modulation and the head's.
-  const std::uint64_t held =
-      f(l * d * 2) + static_cast<std::uint64_t>(branches) * (f(l * d * 4) + f(ctx * d * 2)) +
-      f(n * d * 4) + 2 * f(n * 6 * d * 4) + f(n * 2 * d * 4);
-  // Embeddings: the patches, the sinusoid and the time MLP's hidden state, a padded context
-  // and the text MLP's hidden state.
-  const std::uint64_t embed = f(l * 4 * c.in_dim * 4) + f(n * c.freq_dim * 4) + f(n * d * 4) +
-                              f(ctx * c.text_dim * 2) + f(ctx * d * 2);
-  // A block, one branch at a time: the modulated input and the q/k RMS output (f32); q, k, v and
-  // the attention output (bf16); the context's k and v (bf16) and RMS output (f32); the FFN's
-  // hidden state (bf16).
-  const std::uint64_t block = 2 * f(l * d * 4) + 4 * f(l * d * 2) + 2 * f(ctx * d * 2) +
-                              f(ctx * d * 4) + f(ffn_rows * c.ffn_dim * 2);
-  // The head: the modulated input and the output patches (f32).
-  const std::uint64_t head = f(l * d * 4) + f(l * 4 * c.out_dim * 4);
-  return held + std::max({embed, block, head});
+  return WanDit::measure_activation_bytes(c, tokens, ffn_chunk_tokens, branches,
+                                          distinct_timesteps);
 }
 
 offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, int height,

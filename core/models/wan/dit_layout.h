@@ -53,13 +53,13 @@ DitConfig infer_dit_config(const io::SafetensorsSet& set);
 // stride (16 for the 48-channel Wan 2.2 latent, 8 otherwise), then the 2×2 patch.
 std::int64_t dit_tokens(const DitConfig& config, int width, int height, int frames);
 
-// Working memory of one WanDit::forward at `tokens` (wan.md §E, the lean set), exactly as the
-// forward takes it from its arena (alignment included): for each of `branches` contexts run
-// through each block together (CFG: 2), an f32 residual stream and the 512-row context; the time
-// embedding for up to `distinct_timesteps` timestep values (never per token); and the largest of
-// the phases' temporaries — a block's (modulated input and q/k RMS in f32, q/k/v and attention
-// output in bf16, the context's k/v, the FFN hidden state in bf16 in chunks of ffn_chunk_tokens
-// when > 0), the embeddings' and the head's.
+// Working memory of one WanDit::forward at `tokens` (wan.md §E, the lean set), in bytes of its
+// arena: for each of `branches` contexts run through each block together (CFG: 2), an f32
+// residual stream and the 512-row context; the time embedding for up to `distinct_timesteps`
+// timestep values (never per token); and the largest of the phases' temporaries (a block's,
+// with the FFN hidden state in chunks of ffn_chunk_tokens when > 0, the embeddings' and the
+// head's). Measured, not modelled: the forward's own code runs on the shapes-only backend
+// (WanDit::measure_activation_bytes) and this is its arena's peak, alignment included.
 std::uint64_t dit_activation_bytes(const DitConfig& config, std::int64_t tokens,
                                    std::int64_t ffn_chunk_tokens, std::int64_t branches = 2,
                                    std::int64_t distinct_timesteps = 2);

@@ -1,19 +1,30 @@
 #include "core/models/wan/vae.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
-#include "core/models/wan/vae_shape_backend.h"
+#include "core/models/wan/shape_backend.h"
 
 namespace ferry::models::wan {
 namespace {
 
 // Frames a causal k_t = 3 convolution keeps from one chunk for the next (the official CACHE_T).
 constexpr std::int64_t kCacheFrames = 2;
+
+// Backend::permute's orders, made once (a braced list would build a std::vector per call).
+const std::vector<int> kChannelsLast{1, 2, 0};         // [C, T, L] → [T, L, C]
+const std::vector<int> kChannelsFirst{2, 0, 1};        // [T, L, C] → [C, T, L]
+const std::vector<int> kInterleaveFrames{1, 2, 0, 3};  // [2, C, T, P] → [C, T, 2, P]
+const std::vector<int> kPatchify{0, 5, 3, 1, 2, 4};
+const std::vector<int> kUnpatchify{0, 3, 4, 2, 5, 1};
+const std::vector<int> kSwap01{1, 0, 2};
 
 // One causal convolution's memory of the previous chunk (wan.md §C.4): up to `shape[1]` frames
 // stored as [C, valid, H, W] at the front of the slot.
@@ -55,8 +66,8 @@ struct Run {
 
   Tensor alloc(const Shape& shape) { return arena.allocate(act, shape); }
   Tensor alloc(DType dtype, const Shape& shape) { return arena.allocate(dtype, shape); }
-  bool has(const std::string& name) const { return w.has(name); }
-  const Tensor& weight(const std::string& name) const { return w.at(name); }
+  bool has(std::string_view name) const { return w.has(name); }
+  const Tensor& weight(std::string_view name) const { return w.at(name); }
 
   CacheSlot& slot(std::int64_t c, std::int64_t frames, std::int64_t h, std::int64_t wd) {
     const Shape shape{c, frames, h, wd};
@@ -87,8 +98,47 @@ Dims dims(const Tensor& x) {
   return {x.shape[0], x.shape[1], x.shape[2], x.shape[3]};
 }
 
-std::string idx(std::int64_t i) {
-  return std::to_string(i) + ".";
+// A tensor name built on the stack ("decoder.upsamples.0.upsamples.1.residual.0.gamma"). A
+// chunk names every weight it reads, hundreds of names, and a std::string past 15 characters
+// is a heap allocation: a chunk after the first allocates nothing.
+class Name {
+ public:
+  Name() = default;
+  explicit Name(std::string_view text) { append(text); }
+  Name(const char* text) : Name(std::string_view(text)) {}  // NOLINT: literals are names
+
+  Name operator+(std::string_view text) const {
+    Name out = *this;
+    out.append(text);
+    return out;
+  }
+  Name operator+(const char* text) const { return *this + std::string_view(text); }
+  Name operator+(const Name& other) const { return *this + std::string_view(other); }
+  friend Name operator+(const char* text, const Name& name) { return Name(text) + name; }
+  operator std::string_view() const { return {chars_.data(), size_}; }
+
+ private:
+  static constexpr std::size_t kCapacity = 120;  // the longest Wan VAE name has 53 characters
+
+  void append(std::string_view text) {
+    if (size_ + text.size() > kCapacity) {
+      throw Error(ErrorCode::kInternal,
+                  "VAE: a tensor name is longer than " + std::to_string(kCapacity) + " characters");
+    }
+    std::copy(text.begin(), text.end(), chars_.begin() + static_cast<std::ptrdiff_t>(size_));
+    size_ += text.size();
+  }
+
+  std::array<char, kCapacity> chars_{};
+  std::size_t size_ = 0;
+};
+
+// "<i>." without allocating.
+Name idx(std::int64_t i) {
+  std::array<char, 24> digits{};
+  const auto [end, error] = std::to_chars(digits.data(), digits.data() + digits.size(), i);
+  (void)error;  // 24 characters hold any int64
+  return Name(std::string_view(digits.data(), static_cast<std::size_t>(end - digits.data()))) + ".";
 }
 
 // The main chain of a chunk (x = layer(x), ...) on the arena's stack: a layer that returns a new
@@ -131,7 +181,7 @@ Tensor as_conv3d(const Tensor& w2d) {
 // ---- primitives (wan.md §C.1) ----
 
 // RMS_norm over channels: y = x / max(‖x‖, 1e-12) · √C · γ. y may be x.
-void rms(Run& r, const std::string& name, const Tensor& x, const Tensor& y) {
+void rms(Run& r, const Name& name, const Tensor& x, const Tensor& y) {
   const Dims d = dims(x);
   const Tensor& gamma = r.weight(name + ".gamma");
   r.be.channel_rms_norm(x.reshaped(Shape{d.c, d.t * d.h * d.w}), gamma.reshaped(Shape{d.c}),
@@ -142,7 +192,7 @@ void rms(Run& r, const std::string& name, const Tensor& x, const Tensor& y) {
 // and the zero padding in front shrinks by as many, so the chunks together equal one causal
 // convolution over the whole sequence with 2·pt zero frames in front. The slot then keeps the
 // last frames of [slot; x].
-void causal_conv(Run& r, CacheSlot& slot, const std::string& name, const Tensor& x, const Tensor& y,
+void causal_conv(Run& r, CacheSlot& slot, const Name& name, const Tensor& x, const Tensor& y,
                  int pad_hw) {
   const Dims d = dims(x);
   const std::size_t mark = r.arena.mark();
@@ -161,7 +211,7 @@ void causal_conv(Run& r, CacheSlot& slot, const std::string& name, const Tensor&
 }
 
 // A causal 3×3×3 convolution (pad 1) that takes the next cache slot.
-void causal_conv3(Run& r, const std::string& name, const Tensor& x, const Tensor& y) {
+void causal_conv3(Run& r, const Name& name, const Tensor& x, const Tensor& y) {
   const Dims d = dims(x);
   causal_conv(r, r.slot(d.c, kCacheFrames, d.h, d.w), name, x, y, 1);
 }
@@ -172,8 +222,8 @@ void causal_conv3(Run& r, const std::string& name, const Tensor& x, const Tensor
 // so the numbers are those of activating x and caching the activated frames, and no activated
 // copy of x is made besides the buffer the convolution reads anyway. With nothing cached yet and
 // `x_dies` (the caller no longer needs x), x itself is activated in place.
-void norm_silu_causal_conv3(Run& r, const std::string& norm, const std::string& conv,
-                            const Tensor& x, const Tensor& y, bool x_dies) {
+void norm_silu_causal_conv3(Run& r, const Name& norm, const Name& conv, const Tensor& x,
+                            const Tensor& y, bool x_dies) {
   const Dims d = dims(x);
   CacheSlot& slot = r.slot(d.c, kCacheFrames, d.h, d.w);
   const std::size_t mark = r.arena.mark();
@@ -204,7 +254,7 @@ void pointwise(Run& r, const Tensor& weight, const Tensor& bias, const Tensor& x
 // changes. Without a shortcut x is updated in place (the block's input is not needed after it);
 // with one, x is left as it is and the first conv's buffer, dead after the second conv, takes
 // the result.
-Tensor residual(Run& r, const std::string& p, const Tensor& x) {
+Tensor residual(Run& r, const Name& p, const Tensor& x) {
   const Dims d = dims(x);
   const std::int64_t co = r.weight(p + "residual.2.weight").shape[0];
   const bool shortcut = r.has(p + "shortcut.weight");
@@ -227,14 +277,14 @@ Tensor residual(Run& r, const std::string& p, const Tensor& x) {
 
 // AttentionBlock: per frame, single-head attention over the H·W positions (head dim C), then a
 // projection and the residual add. x is updated in place.
-void attention(Run& r, const std::string& p, const Tensor& x) {
+void attention(Run& r, const Name& p, const Tensor& x) {
   const Dims d = dims(x);
   const std::int64_t len = d.h * d.w;
   const std::size_t mark = r.arena.mark();
   const Tensor n = r.alloc(x.shape);
   rms(r, p + "norm", x, n);
   const Tensor tokens = r.alloc(Shape{d.t, len, d.c});  // token rows, channels last
-  r.be.permute(n.reshaped(Shape{d.c, d.t, len}), {1, 2, 0}, tokens);
+  r.be.permute(n.reshaped(Shape{d.c, d.t, len}), kChannelsLast, tokens);
   const Tensor qkv = r.alloc(Shape{d.t * len, 3 * d.c});
   r.be.linear(tokens.reshaped(Shape{d.t * len, d.c}),
               r.weight(p + "to_qkv.weight").reshaped(Shape{3 * d.c, d.c}),
@@ -258,14 +308,15 @@ void attention(Run& r, const std::string& p, const Tensor& x) {
   r.be.linear(o, r.weight(p + "proj.weight").reshaped(Shape{d.c, d.c}), &r.weight(p + "proj.bias"),
               proj);
   const Tensor back = r.alloc(x.shape);
-  r.be.permute(proj.reshaped(Shape{d.t, len, d.c}), {2, 0, 1}, back.reshaped(Shape{d.c, d.t, len}));
+  r.be.permute(proj.reshaped(Shape{d.t, len, d.c}), kChannelsFirst,
+               back.reshaped(Shape{d.c, d.t, len}));
   r.be.add(x, back, x);
   r.arena.release_to(mark);
 }
 
 // Resample, decoder side (upsample3d when the layer has a time_conv, else upsample2d): the
 // temporal doubling (skipped on the first chunk), then per frame nearest 2× and a 3×3 conv.
-Tensor upsample(Run& r, const std::string& p, const Tensor& x) {
+Tensor upsample(Run& r, const Name& p, const Tensor& x) {
   const Dims d = dims(x);
   const bool temporal = r.has(p + "time_conv.weight");
   CacheSlot* slot = temporal ? &r.slot(d.c, kCacheFrames, d.h, d.w) : nullptr;
@@ -281,7 +332,7 @@ Tensor upsample(Run& r, const std::string& p, const Tensor& x) {
     const Tensor tc = r.alloc(Shape{2 * d.c, d.t, d.h, d.w});
     causal_conv(r, *slot, p + "time_conv", x, tc, 0);
     in = r.alloc(Shape{d.c, frames, d.h, d.w});
-    r.be.permute(tc.reshaped(Shape{2, d.c, d.t, d.h * d.w}), {1, 2, 0, 3},
+    r.be.permute(tc.reshaped(Shape{2, d.c, d.t, d.h * d.w}), kInterleaveFrames,
                  in.reshaped(Shape{d.c, d.t, 2, d.h * d.w}));
   }
   const Tensor up = r.alloc(Shape{d.c, frames, 2 * d.h, 2 * d.w});
@@ -296,7 +347,7 @@ Tensor upsample(Run& r, const std::string& p, const Tensor& x) {
 // Resample, encoder side: per frame, pad right and bottom by one and a 3×3 stride-2 conv; then
 // (downsample3d) a stride-2 temporal conv over [last frame of the previous chunk; frames], which
 // the first chunk skips.
-Tensor downsample(Run& r, const std::string& p, const Tensor& x) {
+Tensor downsample(Run& r, const Name& p, const Tensor& x) {
   const Dims d = dims(x);
   const bool temporal = r.has(p + "time_conv.weight");
   const Tensor& conv = r.weight(p + "resample.1.weight");
@@ -372,7 +423,7 @@ Tensor dup_up(Run& r, const Tensor& x, std::int64_t co, int ft, int fs) {
 Tensor patchify(Run& r, const Tensor& x) {
   const Dims d = dims(x);
   const Tensor out = r.alloc(x.dtype, Shape{d.c * 4, d.t, d.h / 2, d.w / 2});
-  r.be.permute(x.reshaped(Shape{d.c, d.t, d.h / 2, 2, d.w / 2, 2}), {0, 5, 3, 1, 2, 4},
+  r.be.permute(x.reshaped(Shape{d.c, d.t, d.h / 2, 2, d.w / 2, 2}), kPatchify,
                out.reshaped(Shape{d.c, 2, 2, d.t, d.h / 2, d.w / 2}));
   return out;
 }
@@ -381,14 +432,14 @@ Tensor unpatchify(Run& r, const Tensor& x) {
   const Dims d = dims(x);
   const std::int64_t c = d.c / 4;
   const Tensor out = r.alloc(x.dtype, Shape{c, d.t, d.h * 2, d.w * 2});
-  r.be.permute(x.reshaped(Shape{c, 2, 2, d.t, d.h, d.w}), {0, 3, 4, 2, 5, 1},
+  r.be.permute(x.reshaped(Shape{c, 2, 2, d.t, d.h, d.w}), kUnpatchify,
                out.reshaped(Shape{c, d.t, d.h, 2, d.w, 2}));
   return out;
 }
 
 // ---- encoder and decoder, one chunk ----
 
-Tensor middle_and_head(Run& r, const std::string& side, Tensor x) {
+Tensor middle_and_head(Run& r, const Name& side, Tensor x) {
   x = residual(r, side + "middle.0.", x);
   attention(r, side + "middle.1.", x);
   x = residual(r, side + "middle.2.", x);
@@ -410,7 +461,7 @@ Tensor encode_chunk(Run& r, const Tensor& pixels) {
   x = chain.keep(first);
   if (cfg.kind == VaeKind::kWan21) {
     for (std::int64_t i = 0;; ++i) {
-      const std::string p = "encoder.downsamples." + idx(i);
+      const Name p = "encoder.downsamples." + idx(i);
       if (r.has(p + "resample.1.weight")) {
         x = chain.keep(downsample(r, p, x));
       } else if (r.has(p + "residual.0.gamma")) {
@@ -422,10 +473,10 @@ Tensor encode_chunk(Run& r, const Tensor& pixels) {
   } else {
     for (std::int64_t s = 0;
          r.has("encoder.downsamples." + idx(s) + "downsamples.0.residual.0.gamma"); ++s) {
-      const std::string stage = "encoder.downsamples." + idx(s) + "downsamples.";
+      const Name stage = "encoder.downsamples." + idx(s) + "downsamples.";
       std::int64_t blocks = 0;
       while (r.has(stage + idx(blocks) + "residual.0.gamma")) ++blocks;
-      const std::string resample = stage + idx(blocks);
+      const Name resample = stage + idx(blocks);
       const bool down = r.has(resample + "resample.1.weight");
       const bool temporal = r.has(resample + "time_conv.weight");
       const std::int64_t co =
@@ -448,8 +499,7 @@ Tensor encode_chunk(Run& r, const Tensor& pixels) {
   const Tensor mu = r.alloc(Shape{z, d.t, d.h, d.w});
   r.be.slice(moments, 0, 0, mu);
   const Tensor latent = r.alloc(DType::kF32, mu.shape);  // the public latent's dtype
-  pointwise(r, r.weight(std::string(kNormalizeWeight)), r.weight(std::string(kNormalizeBias)), mu,
-            latent);
+  pointwise(r, r.weight(kNormalizeWeight), r.weight(kNormalizeBias), mu, latent);
   return latent;
 }
 
@@ -459,8 +509,7 @@ Tensor decode_chunk(Run& r, const Tensor& latent) {
   const VaeConfig& cfg = r.w.config();
   Chain chain(r);
   const Tensor z = r.alloc(latent.shape);
-  pointwise(r, r.weight(std::string(kDenormalizeWeight)), r.weight(std::string(kDenormalizeBias)),
-            latent, z);
+  pointwise(r, r.weight(kDenormalizeWeight), r.weight(kDenormalizeBias), latent, z);
   pointwise(r, r.weight("conv2.weight"), r.weight("conv2.bias"), z, z);
   Dims d = dims(z);
   Tensor x = r.alloc(Shape{r.weight("decoder.conv1.weight").shape[0], d.t, d.h, d.w});
@@ -470,7 +519,7 @@ Tensor decode_chunk(Run& r, const Tensor& latent) {
   x = residual(r, "decoder.middle.2.", x);
   if (cfg.kind == VaeKind::kWan21) {
     for (std::int64_t i = 0;; ++i) {
-      const std::string p = "decoder.upsamples." + idx(i);
+      const Name p = "decoder.upsamples." + idx(i);
       if (r.has(p + "resample.1.weight")) {
         x = chain.keep(upsample(r, p, x));
       } else if (r.has(p + "residual.0.gamma")) {
@@ -482,11 +531,11 @@ Tensor decode_chunk(Run& r, const Tensor& latent) {
   } else {
     for (std::int64_t s = 0; r.has("decoder.upsamples." + idx(s) + "upsamples.0.residual.0.gamma");
          ++s) {
-      const std::string stage = "decoder.upsamples." + idx(s) + "upsamples.";
+      const Name stage = "decoder.upsamples." + idx(s) + "upsamples.";
       // The stage's shortcut (DupUp3D of its input) exists only where the stage upsamples.
       std::int64_t blocks = 0;
       while (r.has(stage + idx(blocks) + "residual.0.gamma")) ++blocks;
-      const std::string resample = stage + idx(blocks);
+      const Name resample = stage + idx(blocks);
       const bool up = r.has(resample + "resample.1.weight");
       const int ft = r.has(resample + "time_conv.weight") ? 2 : 1;
       const std::int64_t co = up ? r.weight(resample + "resample.1.weight").shape[0] : 0;
@@ -549,7 +598,7 @@ void check_latent(const VaeWeights& w, const Tensor& latent) {
                 std::string(vae_kind_name(cfg.kind)) + ": the file has no decoder");
   require(latent.dtype == DType::kF32 && latent.shape.rank() == 4 && latent.shape[0] == cfg.z_dim &&
               latent.shape[1] >= 1,
-          "WanVae::decode", "latent must be F32 [z_dim, T, h, w], got " + describe(latent));
+          "WanVae::decode", "latent must be F32 [z_dim, T, h, w], got ", latent);
 }
 
 // The decoder over all latent frames: slots first, then one chunk at a time.
@@ -588,10 +637,10 @@ void encode_sequence(Run& r, const Tensor& video, const Tensor& latent) {
       chunk = converted;
     }
     const Tensor mu = encode_chunk(r, chunk);
-    r.be.permute(mu.reshaped(Shape{l.c, 1, l.h * l.w}), {1, 0, 2}, staging.rows(i, i + 1));
+    r.be.permute(mu.reshaped(Shape{l.c, 1, l.h * l.w}), kSwap01, staging.rows(i, i + 1));
     r.arena.release_to(mark);
   }
-  r.be.permute(staging, {1, 0, 2}, latent.reshaped(Shape{l.c, l.t, l.h * l.w}));
+  r.be.permute(staging, kSwap01, latent.reshaped(Shape{l.c, l.t, l.h * l.w}));
 }
 
 // The cache slots a call needs, learnt from a shapes-only run of its first chunk.
@@ -627,7 +676,7 @@ std::int64_t vae_pixel_frames(std::int64_t latent_frames) {
 WanVae::WanVae(Backend& backend, const VaeWeights& weights, const VaeOptions& options)
     : backend_(backend), weights_(weights), options_(options) {
   require(options.activations == DType::kF32 || options.activations == DType::kBF16, "WanVae",
-          "activations must be F32 or BF16, got " + std::string(dtype_name(options.activations)));
+          "activations must be F32 or BF16, got ", options.activations);
 }
 
 void WanVae::encode(const Tensor& video, memory::Arena& arena, const Tensor& latent) {
@@ -636,7 +685,7 @@ void WanVae::encode(const Tensor& video, memory::Arena& arena, const Tensor& lat
     throw Error(ErrorCode::kBadModelFile,
                 std::string(vae_kind_name(cfg.kind)) + ": the file has no encoder");
   require(video.dtype == DType::kF32 && video.shape.rank() == 4 && video.shape[0] == 3,
-          "WanVae::encode", "video must be F32 [3, F, H, W], got " + describe(video));
+          "WanVae::encode", "video must be F32 [3, F, H, W], got ", video);
   const Dims v = dims(video);
   const std::int64_t s = cfg.spatial;
   if (v.h % s != 0 || v.w % s != 0) {
@@ -781,7 +830,7 @@ void VaeChunkDecoder::take_caches(memory::Arena& arena) {
 Tensor VaeChunkDecoder::decode_next(const Tensor& frame, memory::Arena& arena) {
   State& st = *state_;
   require(frame.shape.rank() == 4 && frame.shape[1] == 1 && !st.slots.empty(),
-          "VaeChunkDecoder::decode_next", "frame must be [z, 1, h, w], got " + describe(frame));
+          "VaeChunkDecoder::decode_next", "frame must be [z, 1, h, w], got ", frame);
   Run r{st.backend, st.weights, arena, st.slots, false, st.act};
   r.start_chunk(st.next_frame == 0);
   ++st.next_frame;

@@ -258,8 +258,7 @@ void encode_tiled(WanVae& vae, Backend& backend, const Tensor& video, memory::Ar
                      w = latent.shape[3];
   require(h * s == height && w * s == width && t == vae_latent_frames(frames) &&
               z == vae.config().z_dim,
-          "encode_tiled",
-          "latent " + latent.shape.str() + " does not match video " + video.shape.str());
+          "encode_tiled", "latent ", latent.shape, " does not match video ", video.shape);
   std::vector<float> out(static_cast<std::size_t>(latent.numel()), 0.0f);
   std::vector<float> weight_sum(static_cast<std::size_t>(h * w), 0.0f);
   std::vector<float> tile_weight;

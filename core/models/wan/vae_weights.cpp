@@ -82,11 +82,11 @@ const float* vae_latent_std(VaeKind kind) {
   return kind == VaeKind::kWan21 ? kStd21.data() : kStd22.data();
 }
 
-const Tensor& VaeWeights::at(const std::string& name) const {
+const Tensor& VaeWeights::at(std::string_view name) const {
   const auto it = tensors_.find(name);
   if (it == tensors_.end()) {
-    throw Error(ErrorCode::kMissingTensor,
-                std::string(vae_kind_name(config_.kind)) + " tensor " + name + " is missing");
+    throw Error(ErrorCode::kMissingTensor, std::string(vae_kind_name(config_.kind)) + " tensor " +
+                                               std::string(name) + " is missing");
   }
   return it->second;
 }

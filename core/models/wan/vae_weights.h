@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,18 +46,27 @@ class VaeWeights {
   static VaeWeights shapes_only(const io::SafetensorsSet& set);
 
   const VaeConfig& config() const { return config_; }
-  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // Looked up by a view of the name, so the decoder's per-chunk lookups allocate nothing.
+  bool has(std::string_view name) const { return tensors_.find(name) != tensors_.end(); }
   // Throws Error(kMissingTensor).
-  const Tensor& at(const std::string& name) const;
+  const Tensor& at(std::string_view name) const;
   // Bytes of backend memory the weights occupy.
   std::size_t bytes() const { return bytes_; }
 
  private:
   static VaeWeights build(Backend* backend, const io::SafetensorsSet& set);
 
+  // Hashes std::string and std::string_view alike (heterogeneous lookup).
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const {
+      return std::hash<std::string_view>{}(name);
+    }
+  };
+
   VaeConfig config_;
   std::unique_ptr<DeviceBuffer> buffer_;
-  std::unordered_map<std::string, Tensor> tensors_;
+  std::unordered_map<std::string, Tensor, NameHash, std::equal_to<>> tensors_;
   std::size_t bytes_ = 0;
 };
 

@@ -1,7 +1,8 @@
 // Must-show 2 of issue 4: a model several times the streamer's RAM budget streamed from disk for
 // many steps keeps RSS and commit flat, and nothing allocates after the first step — counted by
-// the global operator new/delete below, on every thread (the IO thread and the copy worker too).
-// They replace the process's allocator, which is why this is an executable of its own.
+// the replaced global operator new/delete of tests/memory/counting, on every thread (the IO
+// thread and the copy worker too). They replace the process's allocator, which is why this is an
+// executable of its own.
 //
 // Sizes from the environment, so a bigger run can be made by hand:
 //   FERRY_FLAT_MODEL_MIB  model size (default 320; the streamer's budget is 64 MiB)
@@ -14,81 +15,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <thread>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/memory/process_memory.h"
 #include "core/offload/streamer.h"
+#include "tests/memory/counting/counting_allocator.h"
 #include "tests/offload/synthetic_model.h"
 #include "tests/test_support.h"
-
-// ---- the counting allocator ----
-
-namespace {
-
-std::atomic<bool> g_counting{false};
-std::atomic<std::uint64_t> g_allocations{0};
-std::atomic<std::size_t> g_last_size{0};
-
-void* counted_alloc(std::size_t size, std::size_t alignment) {
-  if (g_counting.load(std::memory_order_relaxed)) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    g_last_size.store(size, std::memory_order_relaxed);
-  }
-  if (size == 0) size = 1;
-  // Aligned or not, the block remembers where malloc's block starts, just in front of it.
-  const std::size_t a = alignment < alignof(std::max_align_t) ? alignof(std::max_align_t) : alignment;
-  void* raw = std::malloc(size + a + sizeof(void*));
-  if (raw == nullptr) return nullptr;
-  const auto base = reinterpret_cast<std::uintptr_t>(raw) + sizeof(void*);
-  const std::uintptr_t aligned = (base + a - 1) / a * a;
-  reinterpret_cast<void**>(aligned)[-1] = raw;
-  return reinterpret_cast<void*>(aligned);
-}
-
-void counted_free(void* p) noexcept {
-  if (p != nullptr) std::free(static_cast<void**>(p)[-1]);
-}
-
-void* must_alloc(std::size_t size, std::size_t alignment) {
-  void* p = counted_alloc(size, alignment);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) { return must_alloc(n, 0); }
-void* operator new[](std::size_t n) { return must_alloc(n, 0); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n, 0); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a) {
-  return must_alloc(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return must_alloc(n, static_cast<std::size_t>(a));
-}
-void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return counted_alloc(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return counted_alloc(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept { counted_free(p); }
-void operator delete[](void* p) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { counted_free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { counted_free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { counted_free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
-  counted_free(p);
-}
 
 namespace ferry::offload {
 namespace {
@@ -102,13 +36,12 @@ std::uint64_t env_number(const char* name, std::uint64_t fallback) {
 }
 
 TEST(StreamerFlatMemory, counting_allocator_counts) {
-  g_allocations = 0;
-  g_counting = true;
+  test::start_counting_allocations();
   auto* p = new int(3);
   std::thread([] { delete new long(4); }).join();
-  g_counting = false;
+  const std::uint64_t counted = test::stop_counting_allocations();
   delete p;
-  EXPECT_GE(g_allocations.load(), 2u);
+  EXPECT_GE(counted, 2u);
 }
 
 // One step: every group acquired, its weights read (a byte per 4 KiB: the compute touches the
@@ -173,17 +106,15 @@ void run_flat(ReadMethod method) {
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t first_sum = step(streamer);
   (void)settle(1);
-  g_allocations = 0;
-  g_counting = true;  // from here on, every thread
+  test::start_counting_allocations();  // from here on, every thread
   EXPECT_EQ(step(streamer), first_sum);
-  g_counting = false;
+  std::uint64_t allocations = test::stop_counting_allocations();
   const memory::ProcessMemory at2 = settle(2);
-  g_counting = true;
+  test::start_counting_allocations();
   for (std::uint64_t s = 3; s <= steps; ++s) {
     if (step(streamer) != first_sum) ADD_FAILURE() << "step " << s << " read other bytes";
   }
-  g_counting = false;
-  const std::uint64_t allocations = g_allocations.load();
+  allocations += test::stop_counting_allocations();
   const memory::ProcessMemory atN = settle(steps);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -203,8 +134,9 @@ void run_flat(ReadMethod method) {
       delta_percent(atN.resident_bytes, at2.resident_bytes), mib(at2.resident_file_bytes),
       mib(atN.resident_file_bytes), mib(at2.commit_bytes), static_cast<unsigned long long>(steps),
       mib(atN.commit_bytes), delta_percent(atN.commit_bytes, at2.commit_bytes),
-      static_cast<unsigned long long>(allocations), g_last_size.load());
-  EXPECT_EQ(allocations, 0u) << "a step allocated (last size " << g_last_size.load() << ")";
+      static_cast<unsigned long long>(allocations), test::last_counted_allocation_size());
+  EXPECT_EQ(allocations, 0u) << "a step allocated (last size "
+                             << test::last_counted_allocation_size() << ")";
   std::uint64_t streamed_bytes = 0;
   for (std::size_t g = 0; g < model.layout.groups.size(); ++g) {
     if (plan.placement[g] == Placement::kDisk) streamed_bytes += model.layout.groups[g].bytes();

@@ -1,4 +1,4 @@
-#include "core/models/wan/vae_shape_backend.h"
+#include "core/models/wan/shape_backend.h"
 
 #include <cstddef>
 

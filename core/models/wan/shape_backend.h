@@ -1,6 +1,7 @@
-// A Backend that computes nothing: the VAE runs its layer sequence on it, with an Arena that has
-// no memory behind it, to learn its cache slots and to measure the arena bytes a real run takes
-// (the same code path, so the estimate is the measured peak, not a model of it).
+// A Backend that computes nothing: the VAE and the DiT run their layer sequences on it, with an
+// Arena that has no memory behind it, to learn the VAE's cache slots and to measure the arena
+// bytes a real run takes (the same code path, so the estimate is the measured peak, not a model
+// of it: WanVae::decode_arena_bytes, WanDit::measure_activation_bytes).
 #pragma once
 
 #include <memory>
