@@ -160,7 +160,8 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
     const std::uint64_t cache_budget = std::min(pinned_limit, available / 10 * 8);
     for (std::size_t i = 0; i < n; ++i) {
       if (plan.placement[i] != Placement::kDisk) continue;
-      const std::uint64_t bytes = layout.groups[i].bytes();
+      // What the streamer allocates for it: the group laid out as a device slot.
+      const std::uint64_t bytes = layout.groups[i].slot_bytes();
       if (plan.pinned_cache_bytes + bytes > cache_budget) break;  // keep the cached run contiguous
       plan.placement[i] = Placement::kPinnedCache;
       plan.pinned_cache_bytes += bytes;

@@ -201,6 +201,32 @@ TEST(Streamer, what_it_allocates_stays_within_the_planners_prediction) {
   }
 }
 
+// The planner counts the pinned cache in the bytes the streamer allocates for it: each group
+// laid out as a device slot (tensors 256-byte aligned), not the tensors' bytes. Tensors here are
+// not multiples of 256 bytes, so the two figures differ.
+TEST(Streamer, the_pinned_cache_the_planner_counts_is_what_the_streamer_allocates) {
+  Fixture f(SyntheticSpec{10, 60, 180, false});
+  ASSERT_NE(f.model->layout.groups[1].bytes(), f.model->layout.groups[1].slot_bytes());
+  cpu::CpuBackend backend;
+  Preset preset;
+  preset.name = "test";
+  preset.device = Device::kCuda;
+  preset.staging_slots = 3;
+  preset.staging_slot_bytes = 64 << 10;
+  const MachineInfo machine{true, 1ull << 30, 1ull << 30, 16ull << 30, 16ull << 30};
+  // RAM for the ring and four cached layers; VRAM for the slots and two resident layers.
+  preset.ram_budget_bytes =
+      kProcessBaseBytes + 3 * (64 << 10) + 4 * f.model->layout.groups[1].slot_bytes();
+  preset.vram_budget_bytes =
+      minimum_device_bytes(f.model->layout, preset) + 2 * f.model->layout.groups[1].slot_bytes();
+  const Plan plan = make_plan(f.model->layout, preset, machine);
+  ASSERT_GT(plan.count(Placement::kPinnedCache), 0u);
+  WeightStreamer streamer(backend, f.model->layout, plan, StreamerOptions{});
+  EXPECT_EQ(streamer.host_bytes(),
+            plan.staging_slots * plan.staging_slot_bytes + plan.pinned_cache_bytes);
+  EXPECT_LE(plan.predicted_ram_peak, preset.ram_budget_bytes);
+}
+
 TEST(Streamer, acquire_out_of_order_is_refused) {
   Fixture f;
   cpu::CpuBackend backend;
