@@ -18,9 +18,9 @@
 #include "core/io/detail/os_file.h"
 #include "core/io/user_data.h"
 #include "core/media/video_writer.h"
+#include "core/offload/machine.h"
 #include "core/pipeline/demo_model.h"
 #include "core/pipeline/generator.h"
-#include "cuda/choose_backend.h"
 #ifdef _WIN32
 #include <io.h>
 #define FERRY_ISATTY(fd) _isatty(fd)
@@ -180,12 +180,13 @@ int run(pipeline::GenerationRequest request, const Args& args, bool demo) {
 
   pipeline::GeneratorOptions options;
   options.stream_all = demo;
-  ChosenBackend chosen = choose_backend(preset, machine);
+  offload::BackendChoice chosen = offload::choose_backend(preset, machine);
   options.device_memory = chosen.device_memory;
   if (chosen.fell_back_to_cpu) {
     std::fprintf(stderr,
-                 "no usable NVIDIA GPU: running on the CPU with the cpu preset; this will be "
-                 "slow\n");
+                 "no usable NVIDIA GPU (%s): running on the CPU with the cpu preset; this will be "
+                 "slow\n",
+                 chosen.reason.c_str());
     request.preset = "cpu";
   }
   std::unique_ptr<Backend> backend = std::move(chosen.backend);

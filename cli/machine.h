@@ -1,5 +1,5 @@
-// The machine ferry-cli plans for: this one (GPU through the CUDA runtime when built with it,
-// RAM from the OS), or one described on the command line.
+// The machine ferry-cli plans for: this one (core/offload/machine.h: the GPU from the device
+// registry, RAM from the OS), or one described on the command line.
 #pragma once
 
 #include <filesystem>

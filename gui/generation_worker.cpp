@@ -10,8 +10,8 @@
 #include "core/io/detail/os_file.h"
 #include "core/media/video_reader.h"
 #include "core/models/wan/sampler.h"
+#include "core/offload/machine.h"
 #include "core/pipeline/run_log.h"
-#include "cuda/choose_backend.h"
 
 namespace ferry::gui {
 namespace {
@@ -111,7 +111,7 @@ void GenerationWorker::generate(const GenerationJob& job) {
     const offload::Preset preset = offload::find_preset(job.presets, request.preset, job.machine);
     pipeline::GeneratorOptions options;
     options.stream_all = job.streamAll;
-    ChosenBackend chosen = choose_backend(preset, job.machine);
+    offload::BackendChoice chosen = offload::choose_backend(preset, job.machine);
     options.device_memory = chosen.device_memory;
     // No usable NVIDIA GPU: the CPU backend with the cpu preset (slow, but it works).
     if (chosen.fell_back_to_cpu) request.preset = "cpu";
@@ -119,8 +119,8 @@ void GenerationWorker::generate(const GenerationJob& job) {
     if (log) {
       log->started(request, job.machine, backend->name());
       if (chosen.fell_back_to_cpu) {
-        log->note("preset " + job.request.preset +
-                  " wants a GPU and none is usable: the cpu preset runs instead");
+        log->note("preset " + job.request.preset + " wants a GPU and none is usable (" +
+                  chosen.reason + "): the cpu preset runs instead");
       }
     }
     {

@@ -4,11 +4,8 @@
 #include <QObject>
 #include <QStorageInfo>
 
-#include "core/memory/process_memory.h"
+#include "core/offload/machine.h"
 #include "gui/memory_chart.h"
-#ifdef FERRY_HAVE_CUDA
-#include "cuda/device_info.h"
-#endif
 
 namespace ferry::gui {
 namespace {
@@ -18,45 +15,19 @@ constexpr quint64 kGiB = quint64{1} << 30;
 }  // namespace
 
 offload::MachineInfo describeMachine() {
-  offload::MachineInfo m;
-  try {
-    const memory::SystemMemory ram = memory::sample_system_memory();
-    m.total_ram_bytes = ram.total_bytes;
-    m.available_ram_bytes = ram.available_bytes;
-  } catch (const std::exception&) {
-    // Unknown RAM: the presets' own budgets still apply.
-  }
-#ifdef FERRY_HAVE_CUDA
-  if (cuda::query_device()) {
-    try {
-      const cuda::DeviceMemory vram = cuda::sample_device_memory();
-      m.has_gpu = true;
-      m.total_vram_bytes = vram.total_bytes;
-      m.free_vram_bytes = vram.free_bytes;
-    } catch (const std::exception&) {
-      m.has_gpu = false;
-    }
-  }
-#endif
-  return m;
+  return offload::probe_machine();
 }
 
 MachineReport checkMachine(const QString& dataFolder) {
   MachineReport r;
   r.machine = describeMachine();
-#ifdef FERRY_HAVE_CUDA
   std::string why;
-  if (const auto device = cuda::query_device(&why)) {
-    r.gpuName = QString::fromStdString(device->name);
-    r.driver = QObject::tr("CUDA driver %1.%2")
-                   .arg(device->driver_version / 1000)
-                   .arg(device->driver_version % 1000 / 10);
+  if (const auto gpu = offload::find_gpu(&why)) {
+    r.gpuName = QString::fromStdString(gpu->name);
+    r.driver = QString::fromStdString(gpu->driver);
   } else {
     r.whyNoGpu = QString::fromStdString(why);
   }
-#else
-  r.whyNoGpu = QObject::tr("this build of Ferry has no CUDA backend");
-#endif
   QString folder = dataFolder;
   while (!folder.isEmpty() && !QDir(folder).exists()) {
     const QString up = QDir(folder).absoluteFilePath(QStringLiteral(".."));

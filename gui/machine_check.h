@@ -9,7 +9,8 @@
 
 namespace ferry::gui {
 
-// This machine as the planner sees it (the CUDA device when the build has CUDA, RAM from the OS).
+// This machine as the planner sees it (offload::probe_machine: the GPU from the device registry,
+// RAM from the OS).
 offload::MachineInfo describeMachine();
 
 struct MachineReport {
