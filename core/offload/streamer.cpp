@@ -462,7 +462,11 @@ void WeightStreamer::read_straight(const Group& group, std::byte* dst) {
     for (std::size_t done = 0; done < out.size();) {
       throw_if_cancelled();
       hook(StreamStage::kIo);
-      const std::size_t n = std::min(kChunk, out.size() - done);
+      std::size_t n = std::min(kChunk, out.size() - done);
+      if (read_method_ == ReadMethod::kDirect && done + n < out.size()) {
+        // The chunk ends on an aligned file offset: no block is read twice.
+        n -= static_cast<std::size_t>((t.info->offset + done + n) % f.reader.alignment());
+      }
       const Clock::time_point read_start = Clock::now();
       if (read_method_ == ReadMethod::kDirect) {
         read_direct(f, t.info->offset + done, out.subspan(done, n));

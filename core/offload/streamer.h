@@ -78,7 +78,7 @@ struct StreamerOptions {
 // Totals since construction; the construction's own loading is not counted.
 struct StreamStats {
   std::uint64_t bytes_read = 0;          // from the model files by the IO thread
-  std::uint64_t bytes_uploaded = 0;      // queued host → device (disk and pinned-cache groups)
+  std::uint64_t bytes_uploaded = 0;      // queued host → device, or read straight into it
   std::uint64_t groups_uploaded = 0;     // streamed groups uploaded
   std::uint64_t passes_completed = 0;    // passes whose last group was released
   double read_seconds = 0;               // IO thread: reading files into staging slots
