@@ -29,6 +29,7 @@
 
 #include "bench/bench_support.h"
 #include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/device.h"
 #include "core/error.h"
 #include "core/io/safetensors_set.h"
 #include "core/io/safetensors_writer.h"
@@ -37,10 +38,6 @@
 #include "core/offload/planner.h"
 #include "core/models/wan/denoise.h"
 #include "core/tensor/convert.h"
-#ifdef FERRY_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#include "cuda/device_info.h"
-#endif
 
 namespace fs = std::filesystem;
 namespace wan = ferry::models::wan;
@@ -277,16 +274,16 @@ void print_result(const char* name, const Result& r, double floor) {
 int main_checked(const Options& o) {
   std::unique_ptr<ferry::Backend> backend;
   if (o.cuda) {
-#ifdef FERRY_HAVE_CUDA
+    if (!ferry::has_device_provider(ferry::Device::kCuda)) {
+      throw Error(ErrorCode::kUnsupported, "--backend cuda: this build has no CUDA");
+    }
     std::string why;
-    if (!ferry::cuda::query_device(&why)) {
+    const auto device = ferry::find_device(ferry::Device::kCuda, &why);
+    if (!device) {
       std::printf("dit_step: no CUDA device (%s); nothing measured\n", why.c_str());
       return 0;
     }
-    backend = std::make_unique<ferry::cuda::CudaBackend>();
-#else
-    throw Error(ErrorCode::kUnsupported, "--backend cuda: this build has no CUDA");
-#endif
+    backend = ferry::create_backend(*device);
   } else {
     backend = std::make_unique<ferry::cpu::CpuBackend>();
   }

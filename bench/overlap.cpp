@@ -8,7 +8,9 @@
 //   streamed      the layers streamed from disk with the compute
 // and prints streamed ÷ max(compute-only, io-only) for a compute-bound setting (compute per
 // layer = 2 × the measured I/O per layer) and an I/O-bound one (0.5 ×). Target ≤ 1.10.
-// CPU backend: the copy queue is a worker thread, device slots are host buffers.
+// CPU backend: device slots are host memory, so the IO thread reads straight into them (file-
+// aligned slots, DeviceCapabilities::memory_is_host); --staged measures the path a GPU takes
+// instead: staging ring, then the copy queue (a worker thread's memcpy on the CPU).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -47,13 +49,14 @@ struct Options {
   // Compute as a busy loop (the CPU backend: a core is taken) or a sleep (a GPU's compute: the
   // host thread waits, its core is free for the IO thread and the copy worker).
   bool sleep = false;
+  bool staged = false;
   bool keep = false;
 };
 
 void print_usage() {
   std::printf(
       "usage: overlap [--file PATH] [--layers N] [--layer-mib M] [--steps S] [--look-ahead L]\n"
-      "               [--compute-ms C] [--sleep] [--keep]\n"
+      "               [--compute-ms C] [--sleep] [--staged] [--keep]\n"
       "  --layers N       layer groups streamed each step (default 12)\n"
       "  --layer-mib M    bytes read per layer group, MiB (default 32)\n"
       "  --steps S        steps per measurement; the first is a warm-up (default 4)\n"
@@ -62,6 +65,8 @@ void print_usage() {
       "  --sleep          compute sleeps instead of spinning (as the host does while a GPU\n"
       "                   computes); on a machine with few cores the spin takes one from the\n"
       "                   IO thread and the copy worker\n"
+      "  --staged         read through the staging ring and the copy queue, as for a GPU,\n"
+      "                   instead of straight into the device slots\n"
       "  --keep           keep the generated file\n");
 }
 
@@ -85,6 +90,8 @@ std::optional<Options> parse(int argc, char** argv) {
       o.compute_ms = value();
     } else if (arg == "--sleep") {
       o.sleep = true;
+    } else if (arg == "--staged") {
+      o.staged = true;
     } else if (arg == "--keep") {
       o.keep = true;
     } else {
@@ -135,9 +142,12 @@ Plan make_plan(const Model& m, Placement placement, const Options& o) {
   plan.placement.assign(m.layout.groups.size(), placement);
   plan.look_ahead = o.look_ahead;
   plan.device_slots = o.look_ahead + 1;
-  plan.device_slot_bytes = m.layout.groups.front().slot_bytes();
-  plan.staging_slots = 4;
-  plan.staging_slot_bytes = 8 * kMiB;
+  plan.slot_layout = o.staged ? SlotLayout::kPacked : SlotLayout::kFileAligned;
+  plan.device_slot_bytes = group_slot_bytes(m.layout.groups.front(), plan.slot_layout);
+  if (o.staged) {
+    plan.staging_slots = 4;
+    plan.staging_slot_bytes = 8 * kMiB;
+  }
   plan.read_method = ReadMethod::kDirect;
   return plan;
 }
@@ -177,9 +187,11 @@ int main_checked(const Options& o) {
   const Plan resident = make_plan(m, Placement::kDevice, o);
   std::printf(
       "overlap: %d layers x %zu MiB read unbuffered (DirectReader) per step, look-ahead %zu, "
-      "staging 4 x 8 MiB, CPU backend (copy queue = worker thread), compute = %s, %u cores\n",
-      o.layers, o.layer_mib, o.look_ahead, o.sleep ? "sleep" : "busy loop",
-      std::thread::hardware_concurrency());
+      "CPU backend, %s, compute = %s, %u cores\n",
+      o.layers, o.layer_mib, o.look_ahead,
+      o.staged ? "staged (staging 4 x 8 MiB, copy queue = worker thread)"
+               : "read straight into the device slots",
+      o.sleep ? "sleep" : "busy loop", std::thread::hardware_concurrency());
 
   const Run io = run(backend, m, streamed, 0, o);
   const double io_ms_per_layer = io.step_seconds * 1e3 / o.layers;

@@ -31,6 +31,7 @@
 
 #include "bench/bench_support.h"
 #include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/device.h"
 #include "core/error.h"
 #include "core/io/safetensors_set.h"
 #include "core/io/safetensors_writer.h"
@@ -42,10 +43,6 @@
 #include "core/offload/planner.h"
 #include "core/models/wan/vae_plan.h"
 #include "core/tensor/convert.h"
-#ifdef FERRY_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#include "cuda/device_info.h"
-#endif
 
 namespace fs = std::filesystem;
 using namespace ferry;
@@ -286,14 +283,13 @@ void run(const Options& o) {
   }
 }
 
-#ifdef FERRY_HAVE_CUDA
 // The largest driver-reported VRAM in use (cudaMemGetInfo) while it lives, sampled every 2 ms on
 // a thread of its own, so that what the CUDA runtime takes behind the backend's back (modules
 // loaded lazily on a kernel's first launch) counts too.
 class VramPeak {
  public:
-  VramPeak()
-      : thread_([this] {
+  explicit VramPeak(const DeviceProperties& device)
+      : device_(device), thread_([this] {
           while (!stop_.load()) {
             sample();
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -308,7 +304,7 @@ class VramPeak {
 
   void sample() {
     try {
-      const std::uint64_t used = cuda::sample_device_memory().used_bytes();
+      const std::uint64_t used = sample_device_memory(device_).used_bytes();
       std::uint64_t peak = peak_.load();
       while (used > peak && !peak_.compare_exchange_weak(peak, used)) {
       }
@@ -319,6 +315,7 @@ class VramPeak {
   std::uint64_t peak() const { return peak_.load(); }
 
  private:
+  const DeviceProperties& device_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> peak_{0};
   std::thread thread_;
@@ -326,7 +323,7 @@ class VramPeak {
 
 void run_cuda(const Options& o) {
   std::string why;
-  const auto device = cuda::query_device(&why);
+  const auto device = find_device(Device::kCuda, &why);
   if (!device) {
     std::printf("\n== run on CUDA: no CUDA device (%s); nothing measured\n", why.c_str());
     return;
@@ -336,17 +333,18 @@ void run_cuda(const Options& o) {
   std::printf(
       "\n== run on CUDA (%s, %.1f GiB): Wan 2.2 decoder, real widths, random weights, the "
       "laptop-8gb plan at each size\n",
-      device->name.c_str(), gib(device->total_bytes));
+      device->name.c_str(), gib(device->memory.total_bytes));
   // In use before Ferry allocates anything: the CUDA context (and any other process).
-  const std::uint64_t context = cuda::sample_device_memory().used_bytes();
+  const std::uint64_t context = sample_device_memory(*device).used_bytes();
   const fs::path path = write_random_decoder(o.dir);
-  cuda::CudaBackend backend;
-  const std::uint64_t with_backend = cuda::sample_device_memory().used_bytes();
+  const std::unique_ptr<Backend> backend_owner = create_backend(*device);
+  Backend& backend = *backend_owner;
+  const std::uint64_t with_backend = sample_device_memory(*device).used_bytes();
   const VaeWeights weights = VaeWeights::load(backend, io::SafetensorsSet::open(path));
   if (!o.keep) fs::remove(path);
   WanVae vae(backend, weights);
   backend.synchronize();
-  const std::uint64_t with_weights = cuda::sample_device_memory().used_bytes();
+  const std::uint64_t with_weights = sample_device_memory(*device).used_bytes();
   std::printf(
       "driver-reported VRAM in use: %.3f GiB with the context, %.3f GiB with the backend's "
       "workspaces, %.3f GiB with the weights (%.3f GiB of tensors)\n",
@@ -368,7 +366,7 @@ void run_cuda(const Options& o) {
     std::uint64_t vram_peak = 0;
     const auto start = bench::Clock::now();
     {
-      VramPeak sampler;
+      VramPeak sampler(*device);
       Pixels pixels;
       decode(vae, backend, latent.tensor, arena, p.mode, p.tiling, p.caches, size, pixels,
              [&] { sampler.sample(); });
@@ -399,7 +397,6 @@ void run_cuda(const Options& o) {
                 gib(decode_vram), gib(p.predicted_vram_peak), seconds);
   }
 }
-#endif
 
 }  // namespace
 
@@ -452,12 +449,11 @@ int main(int argc, char** argv) {
     fs::create_directories(o.dir);
     estimates(o.dir);
     if (o.run && o.cuda) {
-#ifdef FERRY_HAVE_CUDA
+      if (!has_device_provider(Device::kCuda)) {
+        std::fprintf(stderr, "vae_decode: --backend cuda: this build has no CUDA\n");
+        return 1;
+      }
       run_cuda(o);
-#else
-      std::fprintf(stderr, "vae_decode: --backend cuda: this build has no CUDA\n");
-      return 1;
-#endif
     } else if (o.run) {
       run(o);
     }

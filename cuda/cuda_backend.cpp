@@ -12,7 +12,6 @@
 #include "cuda/cuda_backend_detail.h"
 #include "cuda/cuda_error.h"
 #include "cuda/elementwise.cuh"
-#include "cuda/event_fence.h"
 #include "cuda/gemm.h"
 #include "cuda/layout.cuh"
 #include "cuda/norm.cuh"
@@ -118,11 +117,21 @@ class PooledEventFence final : public memory::Fence {
     check(status, "cudaEventQuery");
     return true;
   }
-  cudaEvent_t event() const { return event_; }
+  void* device_event() const override { return event_; }
 
  private:
   cudaEvent_t event_ = nullptr;
 };
+
+// `stream` waits for `fence` on the device: an event when the fence has one (every fence this
+// backend records), a host wait for one a CPU thread signals.
+static void stream_wait(cudaStream_t stream, memory::Fence& fence) {
+  if (void* event = fence.device_event()) {
+    check(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(event), 0), "cudaStreamWaitEvent");
+  } else {
+    fence.wait();
+  }
+}
 
 std::shared_ptr<PooledEventFence> make_event_fence() {
   return std::make_shared<PooledEventFence>();
@@ -162,6 +171,10 @@ class CudaCopyQueue final : public CopyQueue {
           "cudaMemcpyAsync (upload)");
   }
   std::shared_ptr<memory::Fence> record() override { return events_.record(stream_); }
+  // The copy stream waits for a compute event: the IO thread goes on reading meanwhile.
+  void wait_for(const std::shared_ptr<memory::Fence>& fence) override {
+    if (fence) stream_wait(stream_, *fence);
+  }
 
  private:
   cudaStream_t stream_ = nullptr;
@@ -175,13 +188,7 @@ std::unique_ptr<CopyQueue> CudaBackend::create_copy_queue() {
 }
 
 void CudaBackend::wait_for(memory::Fence& fence) {
-  if (auto* pooled = dynamic_cast<PooledEventFence*>(&fence)) {
-    check(cudaStreamWaitEvent(stream_, pooled->event(), 0), "cudaStreamWaitEvent");
-  } else if (auto* event = dynamic_cast<EventFence*>(&fence)) {
-    check(cudaStreamWaitEvent(stream_, event->event(), 0), "cudaStreamWaitEvent");
-  } else {
-    fence.wait();  // a host-side fence: nothing the stream can wait on
-  }
+  stream_wait(stream_, fence);
 }
 
 std::shared_ptr<memory::Fence> CudaBackend::record_compute() {

@@ -44,6 +44,7 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override;
+  DeviceCapabilities capabilities() const override { return capabilities_of(info_); }
 
   std::unique_ptr<DeviceBuffer> allocate(std::size_t bytes) override;
   // Queued on the compute stream. From pageable host memory the copy has read `host` when this
@@ -53,7 +54,8 @@ class CudaBackend final : public Backend {
   void synchronize() override;
 
   // Pinned (cudaHostAlloc) host memory; copy queues are streams of their own whose fences are
-  // events the compute stream waits on without the host waiting.
+  // events the compute stream waits on without the host waiting, and which wait on the compute
+  // stream's events the same way.
   memory::HostAllocator& host_allocator() override { return pinned_; }
   std::unique_ptr<CopyQueue> create_copy_queue() override;
   void wait_for(memory::Fence& fence) override;

@@ -32,10 +32,19 @@ std::optional<DeviceInfo> query_device(std::string* why) {
   info.compute_major = prop.major;
   info.compute_minor = prop.minor;
   info.multiprocessors = prop.multiProcessorCount;
+  info.async_engines = prop.asyncEngineCount;
   info.total_bytes = prop.totalGlobalMem;
   check(cudaDriverGetVersion(&info.driver_version), "cudaDriverGetVersion");
   check(cudaRuntimeGetVersion(&info.runtime_version), "cudaRuntimeGetVersion");
   return info;
+}
+
+DeviceCapabilities capabilities_of(const DeviceInfo& info) {
+  DeviceCapabilities c;
+  c.memory_is_host = false;
+  c.async_copies = info.async_engines > 0;
+  c.pinned_host_memory = true;
+  return c;
 }
 
 DeviceMemory sample_device_memory() {

@@ -18,6 +18,7 @@ class EventFence final : public memory::Fence {
 
   void wait() override;
   bool done() override;
+  void* device_event() const override { return event_; }
   cudaEvent_t event() const { return event_; }
 
  private:

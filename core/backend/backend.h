@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/device.h"
 #include "core/memory/aligned_buffer.h"
 #include "core/memory/fence.h"
 #include "core/tensor/tensor.h"
@@ -46,6 +47,10 @@ class CopyQueue {
   virtual void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) = 0;
   // A fence that completes when every copy queued so far has completed.
   virtual std::shared_ptr<memory::Fence> record() = 0;
+  // Copies queued after this call start once `fence` (this backend's: a compute fence from
+  // record_compute()) has completed. The caller does not wait: CUDA makes the copy stream wait
+  // for the event; the CPU's worker waits before its next copy (holding the fence till then).
+  virtual void wait_for(const std::shared_ptr<memory::Fence>& fence) = 0;
 };
 
 // A 3-D convolution's stride and zero padding. Causal convolutions pad only in front in time
@@ -70,6 +75,9 @@ class Backend {
 
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
+  // What the device can do (core/backend/device.h). A backend that declares nothing gets the
+  // plain data path: device memory of its own, reached through staging copies.
+  virtual DeviceCapabilities capabilities() const { return DeviceCapabilities{}; }
 
   // ---- memory ----
   // A block of this backend's memory (device memory on CUDA); Error(kOutOfMemory) if refused.
@@ -86,8 +94,8 @@ class Backend {
   // asynchronously), plain page-aligned memory on the CPU.
   virtual memory::HostAllocator& host_allocator() = 0;
   virtual std::unique_ptr<CopyQueue> create_copy_queue() = 0;
-  // Later compute waits for `fence` (CUDA: cudaStreamWaitEvent on the compute stream, no host
-  // wait; CPU: fence.wait()).
+  // Later compute waits for `fence` (this backend's: a copy queue's record()). CUDA:
+  // cudaStreamWaitEvent on the compute stream, no host wait; CPU: fence.wait().
   virtual void wait_for(memory::Fence& fence) = 0;
   // A fence that completes when all compute queued so far has completed (CUDA: an event on the
   // compute stream; CPU: already complete, since CPU ops are synchronous).

@@ -15,26 +15,33 @@ std::string mib(std::uint64_t bytes) {
 }
 
 // The largest slot a streamed group needs.
-std::uint64_t largest_group_slot(const ModelLayout& layout) {
+std::uint64_t largest_group_slot(const ModelLayout& layout, SlotLayout slots) {
   std::uint64_t largest = 0;
   for (const LayerGroup& g : layout.groups) {
-    if (!g.always_resident) largest = std::max(largest, g.slot_bytes());
+    if (!g.always_resident) largest = std::max(largest, group_slot_bytes(g, slots));
   }
   return largest;
 }
 
-std::uint64_t always_resident_bytes(const ModelLayout& layout) {
+std::uint64_t always_resident_bytes(const ModelLayout& layout, SlotLayout slots) {
   std::uint64_t n = 0;
   for (const LayerGroup& g : layout.groups) {
-    if (g.always_resident) n += g.slot_bytes();
+    if (g.always_resident) n += group_slot_bytes(g, slots);
   }
   return n;
 }
 
 }  // namespace
 
+SlotLayout slot_layout_for(const Preset& preset, const MachineInfo& machine) {
+  return machine.capabilities(preset.device).memory_is_host &&
+                 preset.read_method == ReadMethod::kDirect
+             ? SlotLayout::kFileAligned
+             : SlotLayout::kPacked;
+}
+
 std::uint64_t usable_device_bytes(const Preset& preset, const MachineInfo& machine) {
-  if (preset.device == Device::kCpu) {
+  if (machine.capabilities(preset.device).memory_is_host) {
     return preset.ram_budget_bytes > kProcessBaseBytes ? preset.ram_budget_bytes - kProcessBaseBytes
                                                        : 0;
   }
@@ -45,9 +52,11 @@ std::uint64_t usable_device_bytes(const Preset& preset, const MachineInfo& machi
   return std::min(preset.vram_budget_bytes, free_after_headroom);
 }
 
-std::uint64_t minimum_device_bytes(const ModelLayout& layout, const Preset& preset) {
-  return always_resident_bytes(layout) + layout.activation_bytes +
-         (preset.look_ahead + 1) * largest_group_slot(layout);
+std::uint64_t minimum_device_bytes(const ModelLayout& layout, const Preset& preset,
+                                   const MachineInfo& machine) {
+  const SlotLayout slots = slot_layout_for(preset, machine);
+  return always_resident_bytes(layout, slots) + layout.activation_bytes +
+         (preset.look_ahead + 1) * largest_group_slot(layout, slots);
 }
 
 Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInfo& machine) {
@@ -57,21 +66,23 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
                                              "cpu preset (slow) or a machine with a GPU");
   }
   const std::size_t n = layout.groups.size();
+  const DeviceCapabilities device = machine.capabilities(preset.device);
   Plan plan;
   plan.placement.assign(n, Placement::kDisk);
   plan.look_ahead = preset.look_ahead;
   plan.read_method = preset.read_method;
+  plan.slot_layout = slot_layout_for(preset, machine);
   plan.activation_bytes = layout.activation_bytes;
 
+  // A device whose memory is host RAM reads straight into its slots: no staging ring, so its
+  // whole budget is the device's.
   const std::uint64_t device_budget = usable_device_bytes(preset, machine);
-  // On the CPU the "device" is host RAM, which a streamed plan shares with its staging ring.
-  const std::uint64_t ring_bytes = preset.staging_slots * preset.staging_slot_bytes;
-  const std::uint64_t streaming_budget = preset.device != Device::kCpu ? device_budget
-                                         : device_budget > ring_bytes  ? device_budget - ring_bytes
-                                                                       : 0;
-  const std::uint64_t always = always_resident_bytes(layout);
-  const std::uint64_t slot = largest_group_slot(layout);
-  const std::uint64_t minimum = minimum_device_bytes(layout, preset);
+  const std::uint64_t always = always_resident_bytes(layout, plan.slot_layout);
+  const std::uint64_t slot = largest_group_slot(layout, plan.slot_layout);
+  const std::uint64_t minimum = minimum_device_bytes(layout, preset, machine);
+  auto slot_bytes = [&](std::size_t i) {
+    return group_slot_bytes(layout.groups[i], plan.slot_layout);
+  };
 
   std::vector<std::size_t> streamable;
   std::uint64_t all_streamable_bytes = 0;
@@ -80,7 +91,7 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
       plan.placement[i] = Placement::kDevice;
     } else {
       streamable.push_back(i);
-      all_streamable_bytes += layout.groups[i].slot_bytes();
+      all_streamable_bytes += slot_bytes(i);
     }
   }
 
@@ -89,7 +100,7 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
     for (std::size_t i : streamable) plan.placement[i] = Placement::kDevice;
     plan.resident_bytes = always + all_streamable_bytes;
   } else {
-    if (minimum > streaming_budget) {
+    if (minimum > device_budget) {
       std::string fits;
       for (const Preset& p : builtin_presets()) {
         if (p.device == preset.device && p.vram_budget_bytes >= minimum) {
@@ -100,10 +111,10 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
       throw Error(
           ErrorCode::kDoesNotFit,
           layout.name + " needs at least " + mib(minimum) + " of " +
-              (preset.device == Device::kCpu ? "RAM" : "VRAM") + " at this size (" +
+              (device.memory_is_host ? "RAM" : "VRAM") + " at this size (" +
               mib(layout.activation_bytes) + " working memory, " + mib(always) +
               " always-resident weights, " + std::to_string(preset.look_ahead + 1) + " slots of " +
-              mib(slot) + "), but preset '" + preset.name + "' has " + mib(streaming_budget) +
+              mib(slot) + "), but preset '" + preset.name + "' has " + mib(device_budget) +
               " here" +
               (fits.empty() ? ": choose a smaller size or fewer frames"
                             : ": choose a smaller size, or preset '" + fits + "' on a larger GPU"));
@@ -111,7 +122,7 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
     // Resident blocks, as many as the rest of the budget holds, spread evenly through the stack.
     plan.device_slots = preset.look_ahead + 1;
     plan.device_slot_bytes = slot;
-    const std::uint64_t spare = streaming_budget - minimum;
+    const std::uint64_t spare = device_budget - minimum;
     std::uint64_t average = all_streamable_bytes / std::max<std::size_t>(streamable.size(), 1);
     std::size_t resident =
         average == 0 ? 0 : static_cast<std::size_t>(spare / std::max<std::uint64_t>(average, 1));
@@ -123,7 +134,7 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
         chosen.push_back(streamable[(2 * k + 1) * streamable.size() / (2 * resident)]);
       }
       std::uint64_t bytes = 0;
-      for (std::size_t i : chosen) bytes += layout.groups[i].slot_bytes();
+      for (std::size_t i : chosen) bytes += slot_bytes(i);
       if (bytes <= spare || resident == 0) {
         for (std::size_t i : chosen) plan.placement[i] = Placement::kDevice;
         plan.resident_bytes = always + bytes;
@@ -132,25 +143,26 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
     }
   }
 
-  // Streamed groups: cached in pinned RAM while the RAM budget and the pinned limit allow.
+  // Streamed groups: through the staging ring to a device of its own, and cached in pinned RAM
+  // while the RAM budget and the pinned limit allow.
   const bool streams = std::any_of(plan.placement.begin(), plan.placement.end(),
                                    [](Placement p) { return p == Placement::kDisk; });
-  if (streams) {
+  if (streams && !device.memory_is_host) {
     plan.staging_slots = preset.staging_slots;
     plan.staging_slot_bytes = preset.staging_slot_bytes;
   }
   const std::uint64_t ring = plan.staging_slots * plan.staging_slot_bytes;
+  const std::uint64_t device_fixed =
+      plan.resident_bytes + plan.device_slots * plan.device_slot_bytes + plan.activation_bytes;
   std::uint64_t ram_fixed = kProcessBaseBytes + ring;
-  if (preset.device == Device::kCpu)
-    ram_fixed +=
-        plan.resident_bytes + plan.activation_bytes + plan.device_slots * plan.device_slot_bytes;
+  if (device.memory_is_host) ram_fixed += device_fixed;
   if (ram_fixed > preset.ram_budget_bytes) {
     throw Error(ErrorCode::kDoesNotFit,
                 "preset '" + preset.name + "' allows " + mib(preset.ram_budget_bytes) +
                     " of RAM but this plan needs " + mib(ram_fixed) +
                     " before any cache: choose a preset with more RAM or a smaller size");
   }
-  if (preset.device == Device::kCuda && streams) {
+  if (device.pinned_host_memory && streams) {
     const std::uint64_t pinned_limit = std::min<std::uint64_t>(
         preset.ram_budget_bytes - ram_fixed,
         static_cast<std::uint64_t>(preset.max_pinned_fraction_of_ram *
@@ -160,30 +172,27 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
     const std::uint64_t cache_budget = std::min(pinned_limit, available / 10 * 8);
     for (std::size_t i = 0; i < n; ++i) {
       if (plan.placement[i] != Placement::kDisk) continue;
-      const std::uint64_t bytes = layout.groups[i].bytes();
+      // What the streamer allocates for it: the group laid out as a device slot.
+      const std::uint64_t bytes = slot_bytes(i);
       if (plan.pinned_cache_bytes + bytes > cache_budget) break;  // keep the cached run contiguous
       plan.placement[i] = Placement::kPinnedCache;
       plan.pinned_cache_bytes += bytes;
     }
   }
 
-  if (preset.device == Device::kCpu) {
-    plan.predicted_vram_peak = 0;
-    plan.predicted_ram_peak = ram_fixed;
-  } else {
-    plan.predicted_vram_peak =
-        plan.resident_bytes + plan.device_slots * plan.device_slot_bytes + plan.activation_bytes;
-    plan.predicted_ram_peak = ram_fixed + plan.pinned_cache_bytes;
-  }
+  plan.predicted_vram_peak = device.memory_is_host ? 0 : device_fixed;
+  plan.predicted_ram_peak = ram_fixed + plan.pinned_cache_bytes;
   return plan;
 }
 
-Plan streamed_plan(const ModelLayout& layout, const Preset& preset) {
+Plan streamed_plan(const ModelLayout& layout, const Preset& preset, const MachineInfo& machine) {
+  const DeviceCapabilities device = machine.capabilities(preset.device);
   Plan plan;
   plan.look_ahead = preset.look_ahead;
   plan.read_method = preset.read_method;
+  plan.slot_layout = slot_layout_for(preset, machine);
   plan.activation_bytes = layout.activation_bytes;
-  plan.resident_bytes = always_resident_bytes(layout);
+  plan.resident_bytes = always_resident_bytes(layout, plan.slot_layout);
   bool streams = false;
   for (const LayerGroup& g : layout.groups) {
     plan.placement.push_back(g.always_resident ? Placement::kDevice : Placement::kDisk);
@@ -191,15 +200,17 @@ Plan streamed_plan(const ModelLayout& layout, const Preset& preset) {
   }
   if (streams) {
     plan.device_slots = preset.look_ahead + 1;
-    plan.device_slot_bytes = largest_group_slot(layout);
-    plan.staging_slots = preset.staging_slots;
-    plan.staging_slot_bytes = preset.staging_slot_bytes;
+    plan.device_slot_bytes = largest_group_slot(layout, plan.slot_layout);
+    if (!device.memory_is_host) {
+      plan.staging_slots = preset.staging_slots;
+      plan.staging_slot_bytes = preset.staging_slot_bytes;
+    }
   }
-  const std::uint64_t device =
+  const std::uint64_t on_device =
       plan.resident_bytes + plan.device_slots * plan.device_slot_bytes + plan.activation_bytes;
   const std::uint64_t ring = plan.staging_slots * plan.staging_slot_bytes;
-  plan.predicted_vram_peak = preset.device == Device::kCpu ? 0 : device;
-  plan.predicted_ram_peak = kProcessBaseBytes + ring + (preset.device == Device::kCpu ? device : 0);
+  plan.predicted_vram_peak = device.memory_is_host ? 0 : on_device;
+  plan.predicted_ram_peak = kProcessBaseBytes + ring + (device.memory_is_host ? on_device : 0);
   return plan;
 }
 

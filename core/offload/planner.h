@@ -18,15 +18,22 @@ Plan make_plan(const ModelLayout& layout, const Preset& preset, const MachineInf
 
 // The plan that streams every group but the always-resident ones from disk on every pass, with
 // the preset's look-ahead, staging ring and read method: what the demo runs (to show the disk
-// path on any machine) and what benchmarks compare against. No budget check.
-Plan streamed_plan(const ModelLayout& layout, const Preset& preset);
+// path on any machine) and what benchmarks compare against. No budget check. `machine` says
+// what its GPU can do (a discrete GPU's by default).
+Plan streamed_plan(const ModelLayout& layout, const Preset& preset,
+                   const MachineInfo& machine = {});
+
+// How the preset's device holds its slots: file-aligned where device memory is host memory and
+// reads are unbuffered (the streamer reads straight into the slots), packed otherwise.
+SlotLayout slot_layout_for(const Preset& preset, const MachineInfo& machine);
 
 // The device memory a preset may use on this machine: its budget, less headroom below what the
-// driver reports free. For the CPU preset, the RAM budget less the process's own base (the
-// "device" is host memory; a streamed plan's staging ring comes out of it too).
+// driver reports free. Where device memory is host memory (the cpu preset), the RAM budget less
+// the process's own base.
 std::uint64_t usable_device_bytes(const Preset& preset, const MachineInfo& machine);
 
 // The smallest device budget that runs `layout` with everything streamed.
-std::uint64_t minimum_device_bytes(const ModelLayout& layout, const Preset& preset);
+std::uint64_t minimum_device_bytes(const ModelLayout& layout, const Preset& preset,
+                                   const MachineInfo& machine);
 
 }  // namespace ferry::offload

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/backend/device.h"
 #include "core/offload/plan.h"
 #include "core/tensor/tensor.h"
 
@@ -42,6 +43,14 @@ struct MachineInfo {
   std::uint64_t free_vram_bytes = 0;
   std::uint64_t total_ram_bytes = 0;
   std::uint64_t available_ram_bytes = 0;
+  // What the GPU can do, as the device registry lists it (core/offload/machine.h); a discrete
+  // GPU's for a machine described by hand.
+  DeviceCapabilities gpu_capabilities = kDiscreteGpuCapabilities;
+
+  // The capabilities of the device a preset names (the CPU's are the host's).
+  DeviceCapabilities capabilities(Device device) const {
+    return device == Device::kCpu ? kHostCapabilities : gpu_capabilities;
+  }
 };
 
 // Parses and validates one preset; Error(kBadArgument) naming `source` and the problem.

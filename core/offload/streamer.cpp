@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -79,6 +80,17 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
                 "the plan places " + std::to_string(plan.placement.size()) +
                     " layer groups but the model has " + std::to_string(layout.groups.size()));
   }
+  const DeviceCapabilities device = backend.capabilities();
+  if (plan.slot_layout == SlotLayout::kFileAligned && !device.memory_is_host) {
+    throw Error(ErrorCode::kBadArgument,
+                "the plan lays out file-aligned slots, which only a device whose memory is host "
+                "memory reads into; " +
+                    backend.name() + " has memory of its own");
+  }
+  // Mapped views copy into any address; unbuffered reads land only where the layout keeps each
+  // tensor at its file offset's alignment.
+  reads_straight_ = device.memory_is_host && (read_method_ == ReadMethod::kMapped ||
+                                              plan.slot_layout == SlotLayout::kFileAligned);
 
   // Per-group tensor tables, so acquire() and tensor lookups never allocate.
   std::map<const io::SafetensorsFile*, std::size_t> file_index;
@@ -99,7 +111,7 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
       }
       const auto [it, added] = file_index.emplace(w.file, files_.size());
       if (added) files_.push_back(File{w.file, {}});
-      offset = slot_align(offset);
+      offset = tensor_slot_offset(offset, *w.tensor, plan.slot_layout);
       group.tensors.push_back(TensorSlot{w.tensor, it->second, offset});
       group.loaded.tensors_.push_back(
           Tensor{nullptr, w.tensor->dtype, shape_of(*w.tensor), backend.device()});
@@ -114,7 +126,7 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
       }
       offset += w.tensor->bytes;
     }
-    group.slot_bytes = slot_align(offset);
+    group.slot_bytes = group_slot_bytes(source, plan.slot_layout);
     std::sort(group.loaded.by_name_.begin(), group.loaded.by_name_.end());
     switch (group.placement) {
       case Placement::kDevice:
@@ -141,7 +153,7 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
                       " device slots of " + mib_text(plan.device_slot_bytes));
     }
   }
-  if (any_disk && (plan.staging_slots == 0 || plan.staging_slot_bytes == 0)) {
+  if (any_disk && !reads_straight_ && (plan.staging_slots == 0 || plan.staging_slot_bytes == 0)) {
     throw Error(ErrorCode::kBadArgument, "the plan streams from disk without a staging ring");
   }
 
@@ -159,7 +171,7 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
       slots = 2;
       slot_bytes = std::size_t{8} << 20;
     }
-    if (resident_bytes > 0 || any_disk) {
+    if (!reads_straight_ && (resident_bytes > 0 || any_disk)) {
       ring_ = std::make_unique<memory::StagingRing>(slots, slot_bytes, backend.host_allocator());
       for (const File& f : files_) {
         if (read_method_ == ReadMethod::kDirect && ring_->slot_bytes() % f.reader.alignment() != 0) {
@@ -171,6 +183,17 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
         }
       }
     }
+  }
+
+  if (reads_straight_ && read_method_ == ReadMethod::kDirect) {
+    std::size_t alignment = 1;
+    for (const File& f : files_) alignment = std::max(alignment, f.reader.alignment());
+    bounce_ = memory::AlignedBuffer(alignment, alignment);
+  }
+  {
+    auto arrived = std::make_shared<memory::CpuFence>();
+    arrived->signal();
+    arrived_ = std::move(arrived);
   }
 
   if (options_.copy_queue != nullptr) {
@@ -202,7 +225,11 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
     if (group.placement == Placement::kDevice) {
       group.resident = static_cast<std::byte*>(resident_memory_->data()) + resident_offset;
       resident_offset += group.slot_bytes;
-      last_upload = upload_from_disk(group, group.resident, nullptr);
+      if (reads_straight_) {
+        read_straight(group, group.resident);
+      } else {
+        last_upload = upload_from_disk(group, group.resident, nullptr);
+      }
       point_tensors(group, group.resident);
     } else if (group.placement == Placement::kPinnedCache) {
       group.resident = pinned_cache_.data() + cache_offset;
@@ -286,7 +313,7 @@ std::uint64_t WeightStreamer::host_bytes() const {
 // ---- the IO thread ----
 
 std::shared_ptr<memory::Fence> WeightStreamer::upload_from_disk(
-    const Group& group, std::byte* dst, const std::shared_ptr<memory::Fence>* before) {
+    const Group& group, std::byte* dst, const std::shared_ptr<memory::Fence>& before) {
   const bool direct = read_method_ == ReadMethod::kDirect;
   const std::size_t slot_size = ring_->slot_bytes();
   const std::size_t window = std::max<std::size_t>(options_.evict_window_bytes, 1);
@@ -360,12 +387,8 @@ std::shared_ptr<memory::Fence> WeightStreamer::upload_from_disk(
 
         hook(StreamStage::kCopy);
         if (!waited) {
-          // The device slot's previous group: its compute must be done before we overwrite it.
-          if (before != nullptr && *before) {
-            const Clock::time_point stall = Clock::now();
-            (*before)->wait();
-            stall_ns_ += ns_since(stall);
-          }
+          // The device slot's previous group: the copies wait for its compute, not this thread.
+          copy_queue_->wait_for(before);
           waited = true;
         }
         copy_queue_->copy_to_device(dst + t.offset + done, src, static_cast<std::size_t>(chunk));
@@ -387,6 +410,81 @@ std::shared_ptr<memory::Fence> WeightStreamer::upload_from_disk(
     }
     lease.retire(std::move(fence));
     throw;
+  }
+}
+
+void WeightStreamer::throw_if_cancelled() const {
+  std::lock_guard lock(mutex_);
+  if (cancelled_) throw Error(ErrorCode::kCancelled, "cancelled");
+}
+
+void WeightStreamer::read_direct(File& file, std::uint64_t at, std::span<std::byte> dst) {
+  const std::size_t a = file.reader.alignment();
+  const auto address = reinterpret_cast<std::uintptr_t>(dst.data());
+  if ((address - at) % a != 0) {
+    // Not at its file offset's alignment (a file whose reads need more than kFileAlignment):
+    // through the reader's own bounce buffer.
+    file.reader.read(at, dst);
+    return;
+  }
+  auto bounced = [&](std::uint64_t offset, std::span<std::byte> out) {
+    const std::span<const std::byte> bytes =
+        file.reader.read_cover(offset, out.size(), bounce_.span());
+    std::memcpy(out.data(), bytes.data(), out.size());
+  };
+  const std::size_t head =
+      std::min<std::size_t>(dst.size(), static_cast<std::size_t>((a - at % a) % a));
+  if (head > 0) bounced(at, dst.first(head));
+  const std::size_t middle = (dst.size() - head) / a * a;
+  if (middle > 0) {
+    const std::size_t got = file.reader.read_aligned(at + head, dst.subspan(head, middle));
+    if (got < middle) {
+      throw Error(ErrorCode::kIo, "reading " + file.file->path().string() +
+                                      ": the file ended early (it shrank while in use)");
+    }
+  }
+  const std::size_t tail = dst.size() - head - middle;
+  if (tail > 0) bounced(at + head + middle, dst.last(tail));
+}
+
+void WeightStreamer::read_straight(const Group& group, std::byte* dst) {
+  // Chunks small enough to notice a cancel soon, large enough to keep the disk busy.
+  constexpr std::size_t kChunk = std::size_t{16} << 20;
+  const std::size_t window = std::max<std::size_t>(options_.evict_window_bytes, 1);
+  for (const TensorSlot& t : group.tensors) {
+    File& f = files_[t.file];
+    const std::span<std::byte> out(dst + t.offset, static_cast<std::size_t>(t.info->bytes));
+    io::MappedView view;
+    if (read_method_ == ReadMethod::kMapped && !out.empty()) {
+      view = f.file->mapped_file().map(t.info->offset, t.info->bytes);
+      view.prefetch();
+    }
+    for (std::size_t done = 0; done < out.size();) {
+      throw_if_cancelled();
+      hook(StreamStage::kIo);
+      std::size_t n = std::min(kChunk, out.size() - done);
+      if (read_method_ == ReadMethod::kDirect && done + n < out.size()) {
+        // The chunk ends on an aligned file offset: no block is read twice.
+        n -= static_cast<std::size_t>((t.info->offset + done + n) % f.reader.alignment());
+      }
+      const Clock::time_point read_start = Clock::now();
+      if (read_method_ == ReadMethod::kDirect) {
+        read_direct(f, t.info->offset + done, out.subspan(done, n));
+      } else {
+        // Window by window, each window's pages dropped from our resident set once copied.
+        for (std::size_t copied = 0; copied < n; copied += window) {
+          const std::size_t len = std::min(window, n - copied);
+          view.copy_to(done + copied, out.subspan(done + copied, len));
+          view.evict(done + copied, len);
+        }
+      }
+      read_ns_ += ns_since(read_start);
+      bytes_read_ += n;
+      bytes_uploaded_ += n;  // on the device already
+      hook(StreamStage::kCopy);
+      done += n;
+    }
+    view.release();  // the lease ends as soon as its bytes are in the slot
   }
 }
 
@@ -416,13 +514,23 @@ void WeightStreamer::io_loop() {
       if (group.placement == Placement::kPinnedCache) {
         // Already in pinned memory, laid out as a slot: one copy, nothing to read.
         hook(StreamStage::kCopy);
-        if (compute) compute->wait();
+        copy_queue_->wait_for(compute);
         copy_queue_->copy_to_device(slot.data, group.resident,
                                     static_cast<std::size_t>(group.slot_bytes));
         bytes_uploaded_ += group.slot_bytes;
         upload = copy_queue_->record();
+      } else if (reads_straight_) {
+        // This thread writes the slot itself: the compute reading it must be done (on the
+        // CPU it is, when recorded).
+        if (compute) {
+          const Clock::time_point stall = Clock::now();
+          compute->wait();
+          stall_ns_ += ns_since(stall);
+        }
+        read_straight(group, slot.data);
+        upload = arrived_;
       } else {
-        upload = upload_from_disk(group, slot.data, &compute);
+        upload = upload_from_disk(group, slot.data, compute);
       }
       {
         std::lock_guard lock(mutex_);

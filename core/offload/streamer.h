@@ -6,12 +6,20 @@
 //              MappedView lease copied window by window, its pages evicted as copied and the
 //              lease released once copied; or DirectReader::read_cover straight into the slot),
 //              each chunk queued on the copy queue at once. kPinnedCache groups are not read:
-//              their cache, laid out as a device slot, is queued as one copy.
+//              their cache, laid out as a device slot, is queued as one copy. Before the first
+//              copy into a device slot, the copy queue is told to wait for the compute fence of
+//              the slot's previous group (CopyQueue::wait_for): the IO thread itself never waits
+//              for compute, and reads on.
 //   copy queue staging slot / cache → device slot. The slot is retired with the fence recorded
 //              after the group's last copy, which is also the group's upload fence.
 //   compute    acquire() makes compute wait for the upload fence (backend.wait_for: no host
 //              wait on CUDA); release() records a compute fence, and the device slot is filled
 //              again only after that fence.
+// On a device whose memory is host memory (DeviceCapabilities::memory_is_host: the CPU) there is
+// nothing to copy: the IO thread reads the file straight into the device slot (mapped views
+// copied out window by window; unbuffered reads into a SlotLayout::kFileAligned slot, where each
+// tensor sits at its file offset's alignment), without a staging ring or the copy queue. The
+// slot's compute fence is then waited for on the IO thread; the CPU's are complete at once.
 // Streamed groups take the device slots in turn; while the caller computes one, the next
 // `look_ahead` are read and uploaded. The streaming continues across passes (the first groups of
 // the next step load while the last ones of this step compute) up to `StreamerOptions::passes`.
@@ -46,7 +54,8 @@ namespace ferry::offload {
 // Where a test hook is called from.
 enum class StreamStage {
   kIo,       // on the IO thread, before each chunk is read
-  kCopy,     // on the IO thread, before each copy is queued
+  kCopy,     // on the IO thread, before each copy is queued (reading straight into the device
+             // slot: once each chunk is read, its mapped view still leased)
   kCompute,  // on the caller's thread, in acquire() once the group is ready
 };
 
@@ -69,7 +78,7 @@ struct StreamerOptions {
 // Totals since construction; the construction's own loading is not counted.
 struct StreamStats {
   std::uint64_t bytes_read = 0;          // from the model files by the IO thread
-  std::uint64_t bytes_uploaded = 0;      // queued host → device (disk and pinned-cache groups)
+  std::uint64_t bytes_uploaded = 0;      // queued host → device, or read straight into it
   std::uint64_t groups_uploaded = 0;     // streamed groups uploaded
   std::uint64_t passes_completed = 0;    // passes whose last group was released
   double read_seconds = 0;               // IO thread: reading files into staging slots
@@ -102,9 +111,9 @@ class WeightStreamer {
 
   // Allocates everything once and loads what the plan keeps: kDevice groups are uploaded to
   // device memory, kPinnedCache groups read into pinned host memory. Throws Error: kBadArgument
-  // when the plan does not match the layout (placements, slot sizes), kIo when a file cannot be
-  // read, kOutOfMemory when an allocation is refused. `layout` (and its files) must outlive the
-  // streamer.
+  // when the plan does not match the layout (placements, slot sizes) or the device (file-aligned
+  // slots on a device with memory of its own), kIo when a file cannot be read, kOutOfMemory when
+  // an allocation is refused. `layout` (and its files) must outlive the streamer.
   WeightStreamer(Backend& backend, const ModelLayout& layout, const Plan& plan,
                  const StreamerOptions& options = {});
   // Stops the IO thread, waits for every copy and compute fence, then frees.
@@ -159,10 +168,20 @@ class WeightStreamer {
   };
 
   void io_loop();
-  // Reads and queues group `g`'s tensors into device memory at `dst`; the staging slots it
-  // used are retired with the copy fence, which it returns.
+  // Reads and queues group `g`'s tensors into device memory at `dst`, the copies after the
+  // compute fence `before` (if any); the staging slots it used are retired with the copy fence,
+  // which it returns.
   std::shared_ptr<memory::Fence> upload_from_disk(const Group& group, std::byte* dst,
-                                                  const std::shared_ptr<memory::Fence>* before);
+                                                  const std::shared_ptr<memory::Fence>& before);
+  // Reads group `g`'s tensors from the files straight into host-addressable device memory.
+  void read_straight(const Group& group, std::byte* dst);
+  // [at, at + dst.size()) of `file` into dst, unbuffered: the part aligned in both the file and
+  // memory straight in, the unaligned head and tail (under one alignment block each) through
+  // bounce_.
+  void read_direct(File& file, std::uint64_t at, std::span<std::byte> dst);
+  // Throws Error(kCancelled) once cancel() or the destructor has begun: reads stop between
+  // chunks.
+  void throw_if_cancelled() const;
   void stall_until_slot_free(std::uint64_t occurrence);
   void point_tensors(Group& group, std::byte* base);
   void hook(StreamStage stage) const {
@@ -174,6 +193,10 @@ class WeightStreamer {
   StreamerOptions options_;
   std::size_t look_ahead_ = 1;
   ReadMethod read_method_ = ReadMethod::kDirect;
+  // Device memory is host memory and the plan's layout lets reads land in it: no staging.
+  bool reads_straight_ = false;
+  // The upload fence of a group read straight in: complete, as the read is.
+  std::shared_ptr<memory::Fence> arrived_;
   std::vector<Group> groups_;
   std::vector<std::size_t> streamed_;  // indices of kDisk and kPinnedCache groups, in order
   std::vector<File> files_;
@@ -184,6 +207,7 @@ class WeightStreamer {
   std::vector<std::unique_ptr<DeviceBuffer>> slot_memory_;
   memory::AlignedBuffer pinned_cache_;
   std::unique_ptr<memory::StagingRing> ring_;
+  memory::AlignedBuffer bounce_;  // reading straight: unaligned heads and tails of tensors
   std::unique_ptr<CopyQueue> owned_copy_queue_;
   CopyQueue* copy_queue_ = nullptr;
 

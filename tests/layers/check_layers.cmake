@@ -24,8 +24,7 @@ set(allowed_media    base memory io media)
 # file directly in core/models/ may include only what the folders may, and no folder.
 set(allowed_models   base memory io backend offload media)
 set(allowed_pipeline base memory io backend offload models media pipeline)
-set(allowed_cuda     base memory backend cuda offload)  # offload: cuda/choose_backend.h, until
-                                                          # the device registry replaces it
+set(allowed_cuda     base memory backend cuda)
 
 # The floor of a path relative to ROOT ("core/io/x.h" → io), or "" for front ends, tests and the
 # rest (which may include any floor). For models, also the model folder's name.

@@ -208,12 +208,13 @@ TEST(Planner, an_impossible_budget_is_refused_with_what_would_fit) {
     EXPECT_EQ(e.code(), ErrorCode::kDoesNotFit);
     EXPECT_EQ(exit_code(e.code()), 3);
     const std::string text = e.what();
-    EXPECT_NE(
-        text.find("needs at least " +
-                  std::to_string((minimum_device_bytes(m.layout, preset("laptop-6gb")) + kMiB - 1) /
-                                 kMiB) +
-                  " MiB"),
-        std::string::npos)
+    EXPECT_NE(text.find("needs at least " +
+                        std::to_string(
+                            (minimum_device_bytes(m.layout, preset("laptop-6gb"), laptop(6, 16)) +
+                             kMiB - 1) /
+                            kMiB) +
+                        " MiB"),
+              std::string::npos)
         << text;
     EXPECT_NE(text.find("laptop-8gb"), std::string::npos) << text;
   }

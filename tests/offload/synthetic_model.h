@@ -135,6 +135,22 @@ inline Plan synthetic_plan(const ModelLayout& layout, const std::vector<Placemen
   return plan;
 }
 
+// `plan` with file-aligned slots and no staging ring: what the planner gives a device whose
+// memory is host memory (the CPU) with unbuffered reads, which land straight in the slots.
+inline Plan file_aligned(Plan plan, const ModelLayout& layout) {
+  plan.slot_layout = SlotLayout::kFileAligned;
+  plan.device_slot_bytes = 0;
+  for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+    if (plan.placement[g] != Placement::kDevice) {
+      plan.device_slot_bytes =
+          std::max(plan.device_slot_bytes, group_slot_bytes(layout.groups[g], plan.slot_layout));
+    }
+  }
+  plan.staging_slots = 0;
+  plan.staging_slot_bytes = 0;
+  return plan;
+}
+
 inline std::vector<Placement> all_layers(int layers, Placement p) {
   return std::vector<Placement>(static_cast<std::size_t>(layers), p);
 }

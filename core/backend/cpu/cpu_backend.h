@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device::kCpu; }
   std::string name() const override;
+  DeviceCapabilities capabilities() const override { return kHostCapabilities; }
 
   std::unique_ptr<DeviceBuffer> allocate(std::size_t bytes) override;
   void upload(const Tensor& dst, const void* host) override;

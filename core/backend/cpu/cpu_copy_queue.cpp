@@ -44,13 +44,18 @@ void CpuCopyQueue::push(Job job) {
 
 void CpuCopyQueue::copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) {
   if (bytes == 0) return;
-  push(Job{device_dst, host_src, bytes, nullptr});
+  push(Job{device_dst, host_src, bytes, nullptr, nullptr});
+}
+
+void CpuCopyQueue::wait_for(const std::shared_ptr<memory::Fence>& fence) {
+  if (!fence || fence->done()) return;  // the CPU's compute fences: complete when recorded
+  push(Job{nullptr, nullptr, 0, nullptr, fence});
 }
 
 std::shared_ptr<memory::Fence> CpuCopyQueue::record() {
   std::shared_ptr<memory::CpuFence> fence = fences_.take(make_fence);
   fence->reset();
-  push(Job{nullptr, nullptr, 0, fence});
+  push(Job{nullptr, nullptr, 0, fence, nullptr});
   return fence;
 }
 
@@ -69,6 +74,8 @@ void CpuCopyQueue::worker_loop() {
     not_full_.notify_one();
     if (job.fence) {
       job.fence->signal();
+    } else if (job.wait) {
+      job.wait->wait();
     } else {
       if (before_copy_ != nullptr) before_copy_(hook_context_);
       std::memcpy(job.dst, job.src, job.bytes);

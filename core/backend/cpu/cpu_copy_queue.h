@@ -30,6 +30,8 @@ class CpuCopyQueue final : public CopyQueue {
 
   void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) override;
   std::shared_ptr<memory::Fence> record() override;
+  // The worker waits for `fence` before the copies queued after this call.
+  void wait_for(const std::shared_ptr<memory::Fence>& fence) override;
 
  private:
   struct Job {
@@ -37,6 +39,7 @@ class CpuCopyQueue final : public CopyQueue {
     const void* src = nullptr;
     std::size_t bytes = 0;
     std::shared_ptr<memory::CpuFence> fence;  // a fence job when set
+    std::shared_ptr<memory::Fence> wait;      // a wait job when set
   };
 
   void push(Job job);

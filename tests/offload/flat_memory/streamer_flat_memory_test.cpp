@@ -67,7 +67,7 @@ double delta_percent(std::uint64_t later, std::uint64_t earlier) {
          static_cast<double>(earlier);
 }
 
-void run_flat(ReadMethod method) {
+void run_flat(ReadMethod method, SlotLayout layout = SlotLayout::kPacked) {
   const std::uint64_t model_mib = env_number("FERRY_FLAT_MODEL_MIB", 320);
   const std::uint64_t steps = std::max<std::uint64_t>(
       env_number("FERRY_FLAT_STEPS", method == ReadMethod::kMapped ? 200 : 30), 3);
@@ -79,7 +79,8 @@ void run_flat(ReadMethod method) {
   synth::write_synthetic_model(dir / "big.safetensors", spec);
   synth::SyntheticModel model(dir / "big.safetensors", spec);
   std::vector<Placement> placements = synth::all_layers(spec.layers, Placement::kDisk);
-  const Plan plan = synth::synthetic_plan(model.layout, placements, 1, method, 4, 8 * kMiB);
+  Plan plan = synth::synthetic_plan(model.layout, placements, 1, method, 4, 8 * kMiB);
+  if (layout == SlotLayout::kFileAligned) plan = synth::file_aligned(plan, model.layout);
   const std::uint64_t budget =
       plan.device_slots * plan.device_slot_bytes + plan.staging_slots * plan.staging_slot_bytes;
   const std::uint64_t model_bytes = model.layout.weight_bytes();
@@ -126,8 +127,10 @@ void run_flat(ReadMethod method) {
       "  RSS    step 2 %.1f MiB, step %llu %.1f MiB: %+.3f %%  (file pages %.1f -> %.1f MiB)\n"
       "  commit step 2 %.1f MiB, step %llu %.1f MiB: %+.3f %%\n"
       "  heap allocations after step 1: %llu (last size %zu)\n",
-      method == ReadMethod::kMapped ? "mapped" : "direct", mib(model_bytes),
-      static_cast<double>(model_bytes) / static_cast<double>(budget), mib(budget),
+      method == ReadMethod::kMapped        ? "mapped"
+      : layout == SlotLayout::kFileAligned ? "direct, straight into the slots"
+                                           : "direct, staged",
+      mib(model_bytes), static_cast<double>(model_bytes) / static_cast<double>(budget), mib(budget),
       static_cast<unsigned long long>(steps), seconds,
       static_cast<double>(stats.bytes_read) / seconds / 1e9, mib(at2.resident_bytes),
       static_cast<unsigned long long>(steps), mib(atN.resident_bytes),
@@ -154,6 +157,10 @@ TEST(StreamerFlatMemory, mapped_reads_keep_rss_and_commit_flat_and_allocate_noth
 
 TEST(StreamerFlatMemory, direct_reads_keep_rss_and_commit_flat_and_allocate_nothing) {
   run_flat(ReadMethod::kDirect);
+}
+
+TEST(StreamerFlatMemory, direct_reads_straight_into_the_slots_keep_flat_and_allocate_nothing) {
+  run_flat(ReadMethod::kDirect, SlotLayout::kFileAligned);
 }
 
 }  // namespace
