@@ -80,6 +80,9 @@ struct GeneratorOptions {
   // conversion to 8 bits.
   std::function<void(std::int64_t first_frame, std::int64_t count, std::span<const float> pixels)>
       decoded_frames;
+  // Told to the sink (ProgressSink::note) once the request, its plan and its inputs have passed
+  // every check, before the first stage (where the run goes, a fallback and why).
+  std::vector<std::string> notes;
 };
 
 // Runs one job on `backend` for `machine` under `preset`: `parts` is the opened model set.

@@ -29,16 +29,18 @@ std::optional<std::pair<int, int>> image_size(const GenerationRequest& request) 
 
 Session::Session(SessionOptions options) : options_(std::move(options)) {
   std::string why;
-  const bool gpu = offload::find_gpu(&why).has_value();
+  gpu_ = offload::find_gpu(&why);
   machine_ = options_.machine ? *options_.machine : offload::probe_machine();
-  if (!gpu) gpu_missing_ = why.empty() ? "no usable NVIDIA GPU" : why;
+  if (!gpu_) gpu_missing_ = why.empty() ? "no usable NVIDIA GPU" : why;
   presets_ = options_.presets ? *options_.presets : offload::load_presets(options_.user_presets);
 }
 
 std::string Session::machine_summary() const {
   const bool gpu = options_.machine ? machine_.has_gpu : machine_.has_gpu && gpu_missing_.empty();
+  const std::string name =
+      gpu_ && !options_.machine ? gpu_->name + " (" + gpu_->architecture + ", " + gpu_->driver + "), " : "";
   std::string text = gpu
-                         ? "GPU with " + gib(machine_.total_vram_bytes) + " of VRAM (" +
+                         ? name + "GPU with " + gib(machine_.total_vram_bytes) + " of VRAM (" +
                                gib(machine_.free_vram_bytes) + " free)"
                          : "no usable GPU (" +
                                (gpu_missing_.empty() ? std::string("none described") : gpu_missing_) +
@@ -49,6 +51,7 @@ std::string Session::machine_summary() const {
 
 RunTarget Session::target(std::string_view preset_name) const {
   RunTarget t;
+  t.device = "CPU";
   t.preset = offload::find_preset(presets_, preset_name, machine_);
   if (t.preset.device != Device::kCuda) return t;
   // A machine described by the caller is planned for as described; this one only when its GPU
@@ -56,6 +59,7 @@ RunTarget Session::target(std::string_view preset_name) const {
   const bool gpu_usable = options_.machine ? machine_.has_gpu : machine_.has_gpu && gpu_missing_.empty();
   if (gpu_usable) {
     t.on_gpu = true;
+    t.device = gpu_ ? gpu_->name + " (" + gpu_->architecture + ")" : "the GPU described";
     return t;
   }
   t.fell_back_to_cpu = true;
@@ -96,11 +100,14 @@ GenerationResult Session::run(const models::ModelParts& model, const GenerationR
     t.reason = chosen.reason;
     t.preset = offload::find_preset(presets_, "cpu", machine_);
   }
-  if (t.fell_back_to_cpu) {
-    sink.note("no usable NVIDIA GPU (" + t.reason + "): running on the CPU with the cpu preset; "
-              "this will be slow");
-  }
   GeneratorOptions options = options_.generator;
+  options.notes.push_back("running on " +
+                          (chosen.fell_back_to_cpu ? std::string("CPU") : t.device) +
+                          " with preset " + t.preset.name);
+  if (t.fell_back_to_cpu) {
+    options.notes.push_back("no usable NVIDIA GPU (" + t.reason +
+                            "): running on the CPU with the cpu preset; this will be slow");
+  }
   options.device_memory = chosen.device_memory;
   GenerationRequest effective = request;
   effective.preset = t.preset.name;

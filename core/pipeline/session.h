@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/backend/device.h"
 #include "core/models/family.h"
 #include "core/offload/cancel.h"
 #include "core/offload/preset.h"
@@ -46,6 +47,7 @@ struct SessionOptions {
 struct RunTarget {
   offload::Preset preset;     // the one that runs (`cpu` when a GPU preset falls back)
   bool on_gpu = false;
+  std::string device;  // what runs it: "NVIDIA GeForce RTX 4060 Laptop GPU (sm_89)", "CPU"
   bool fell_back_to_cpu = false;
   std::string reason;  // why it fell back: "no NVIDIA driver is installed", ...
 };
@@ -91,6 +93,7 @@ class Session {
   SessionOptions options_;
   offload::MachineInfo machine_;
   std::vector<offload::Preset> presets_;
+  std::optional<DeviceProperties> gpu_;  // the GPU that GPU presets run on
   std::string gpu_missing_;  // why there is no usable GPU; empty when there is one
 };
 

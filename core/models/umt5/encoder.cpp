@@ -110,31 +110,23 @@ float TextEmbedding::at(std::int64_t row, std::int64_t col) const {
   return bf16_to_f32(bf16.at(static_cast<std::size_t>(row * dim + col)));
 }
 
-EncodeResult encode(Backend& backend, const EncoderWeights& weights, const offload::Plan& plan,
+EncodeResult encode(Backend& backend, const EncoderWeights& weights,
+                    offload::WeightStreamer& streamer, memory::Arena& arena,
                     std::span<const std::vector<std::int32_t>> prompts,
-                    const EncodeOptions& options) {
+                    const std::atomic<bool>* cancel) {
   check_prompts(weights, prompts);
   const EncoderConfig& c = weights.config();
-  const offload::ModelLayout layout = weights.model_layout();
-
-  std::vector<std::int64_t> lengths;
-  for (const auto& ids : prompts) lengths.push_back(static_cast<std::int64_t>(ids.size()));
-  const std::uint64_t arena_bytes = weights.activation_bytes(lengths);
-  const std::unique_ptr<DeviceBuffer> activations =
-      backend.allocate(static_cast<std::size_t>(arena_bytes));
-  memory::Arena arena(activations->data(), static_cast<std::size_t>(arena_bytes), backend.device());
 
   std::vector<Tensor> hidden;
-  for (std::int64_t len : lengths)
-    hidden.push_back(arena.allocate(DType::kBF16, Shape{len, c.dim}));
+  for (const auto& ids : prompts) {
+    hidden.push_back(
+        arena.allocate(DType::kBF16, Shape{static_cast<std::int64_t>(ids.size()), c.dim}));
+  }
   embed(backend, weights, prompts, hidden);
 
-  offload::StreamerOptions streamer_options = options.streamer;
-  streamer_options.passes = 1;
-  offload::WeightStreamer streamer(backend, layout, plan, streamer_options);
   streamer.begin_pass();
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    if (options.cancel != nullptr && options.cancel->load()) {
+    if (cancel != nullptr && cancel->load()) {
       streamer.cancel();
       throw Error(ErrorCode::kCancelled, "text encoding cancelled");
     }
@@ -167,9 +159,30 @@ EncodeResult encode(Backend& backend, const EncoderWeights& weights, const offlo
   }
   streamer.release(final_group);
   result.stream = streamer.stats();
-  result.activation_bytes = arena_bytes;
+  result.activation_bytes = arena.capacity();
   result.activation_peak = arena.peak();
   return result;
+}
+
+EncodeResult encode(Backend& backend, const EncoderWeights& weights, const offload::Plan& plan,
+                    std::span<const std::vector<std::int32_t>> prompts,
+                    const EncodeOptions& options) {
+  check_prompts(weights, prompts);
+  const offload::ModelLayout layout = weights.model_layout();
+  const std::uint64_t arena_bytes = weights.activation_bytes(prompt_lengths(prompts));
+  const std::unique_ptr<DeviceBuffer> activations =
+      backend.allocate(static_cast<std::size_t>(arena_bytes));
+  memory::Arena arena(activations->data(), static_cast<std::size_t>(arena_bytes), backend.device());
+  offload::StreamerOptions streamer_options = options.streamer;
+  streamer_options.passes = 1;
+  offload::WeightStreamer streamer(backend, layout, plan, streamer_options);
+  return encode(backend, weights, streamer, arena, prompts, options.cancel);
+}
+
+std::vector<std::int64_t> prompt_lengths(std::span<const std::vector<std::int32_t>> prompts) {
+  std::vector<std::int64_t> lengths;
+  for (const auto& ids : prompts) lengths.push_back(static_cast<std::int64_t>(ids.size()));
+  return lengths;
 }
 
 }  // namespace ferry::models::umt5

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/memory/arena.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/offload/plan.h"
 #include "core/offload/streamer.h"
@@ -52,5 +53,16 @@ struct EncodeResult {
 EncodeResult encode(Backend& backend, const EncoderWeights& weights, const offload::Plan& plan,
                     std::span<const std::vector<std::int32_t>> prompts,
                     const EncodeOptions& options = {});
+
+// The same forward on what a stage owns: `streamer` (one pass over weights.model_layout()) and
+// `arena` (at least weights.activation_bytes(prompt_lengths(prompts)) bytes). The pipeline's text
+// stage runs this, so the stage — not the encoder — owns the streamer, the arena and the cancel.
+EncodeResult encode(Backend& backend, const EncoderWeights& weights,
+                    offload::WeightStreamer& streamer, memory::Arena& arena,
+                    std::span<const std::vector<std::int32_t>> prompts,
+                    const std::atomic<bool>* cancel = nullptr);
+
+// Each prompt's token count, for EncoderWeights::activation_bytes.
+std::vector<std::int64_t> prompt_lengths(std::span<const std::vector<std::int32_t>> prompts);
 
 }  // namespace ferry::models::umt5

@@ -113,10 +113,17 @@ class WanRun final : public FamilyRun {
     const std::vector<std::vector<std::int32_t>> prompts = {
         tokenizer.tokenize(r_.request.prompt).ids, tokenizer.tokenize(r_.negative_prompt).ids};
     const auto weights = umt5::EncoderWeights::from(parts_.text_encoder());
-    umt5::EncodeOptions options;
-    options.streamer = ctx.streamer;
-    options.cancel = &ctx.cancel.flag();
-    text_ = umt5::encode(ctx.backend, weights, stage_plan(plan_, kTextStage).plan, prompts, options)
+    const offload::ModelLayout layout = weights.model_layout();
+    offload::StreamerOptions streamer_options = ctx.streamer;
+    streamer_options.passes = 1;
+    offload::WeightStreamer streamer(ctx.backend, layout, stage_plan(plan_, kTextStage).plan,
+                                     streamer_options);
+    const auto watch = ctx.cancel.watch(streamer);
+    const auto arena_bytes =
+        static_cast<std::size_t>(weights.activation_bytes(umt5::prompt_lengths(prompts)));
+    const auto arena_memory = ctx.backend.allocate(arena_bytes);
+    memory::Arena arena(arena_memory->data(), arena_bytes, ctx.backend.device());
+    text_ = umt5::encode(ctx.backend, weights, streamer, arena, prompts, &ctx.cancel.flag())
                 .embeddings;
     if (ctx.text_state) {
       const char* names[] = {"context", "negative_context"};
