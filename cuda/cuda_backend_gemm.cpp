@@ -13,6 +13,7 @@
 #include "cuda/gemm.h"
 #include "cuda/gemm_plan.h"
 #include "cuda/linear.cuh"
+#include "cuda/linear_plan.h"
 
 namespace ferry::cuda {
 
@@ -31,13 +32,6 @@ cudaDataType_t cuda_type(DType t) {
     default:
       throw Error(ErrorCode::kInternal, "no cuBLAS type for " + std::string(dtype_name(t)));
   }
-}
-
-bool is_16bit(DType t) {
-  return t == DType::kBF16 || t == DType::kF16;
-}
-bool is_fp8(DType t) {
-  return t == DType::kF8E4M3 || t == DType::kF8E5M2;
 }
 
 std::string plan_failure(const char* op, std::size_t budget) {
@@ -63,7 +57,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
                          float w_scale) {
   const char* op = "linear";
   const auto [m, k, n] = check_linear(x, w, bias, y);
-  require(w.dtype == DType::kF32 || is_16bit(w.dtype) || is_fp8(w.dtype), op,
+  require(w.dtype == DType::kF32 || is_16bit_float(w.dtype) || is_fp8(w.dtype), op,
           "weights of dtype " + std::string(dtype_name(w.dtype)));
   require_input(x, op, "x");
   require_input(w, op, "w");
@@ -86,84 +80,28 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
     return;
   }
 
-  // What is staged for GEMM input type t, where in the workspace, and the loop order.
-  struct Way {
-    DType t = DType::kF32;
-    bool convert_x = false, convert_w = false, staging = false;
-    GemmChunks chunks;
-    void* a_block = nullptr;
-    void* w_panel = nullptr;
-    float* acc = nullptr;
-    bool panels_outer = false;
+  const DType* bias_dtype = bias != nullptr ? &bias->dtype : nullptr;
+  const auto plan_for = [&](DType t) {
+    const auto plan =
+        plan_linear(m, k, n, x.dtype, w.dtype, bias_dtype, y.dtype, t, options_.workspace_bytes);
+    require(plan.has_value(), op, plan_failure(op, options_.workspace_bytes));
+    return *plan;
   };
-  const bool bias_exact = bias != nullptr && (bias->dtype == y.dtype || y.dtype == DType::kF32);
-  const auto way_for = [&](DType t) {
-    Way way;
-    way.t = t;
-    way.convert_x = !(x.dtype == t && (y.dtype == DType::kF32 || y.dtype == x.dtype));
-    way.convert_w = w.dtype != t;
-    const bool direct = y.dtype == t || y.dtype == DType::kF32;
-    way.staging = !direct || (bias != nullptr && !bias_exact);
-    const std::size_t t_size = dtype_size(t);
-    GemmStaging need;
-    need.total_rows = m;
-    need.total_panel = n;
-    need.a_row_bytes = way.convert_x ? static_cast<std::size_t>(k) * t_size : 0;
-    need.w_row_bytes = way.convert_w ? static_cast<std::size_t>(k) * t_size : 0;
-    need.staging = way.staging;
-    const auto chunks = plan_gemm_chunks(need, options_.workspace_bytes);
-    require(chunks.has_value(), op, plan_failure(op, options_.workspace_bytes));
-    way.chunks = *chunks;
-    WorkspaceCursor ws(workspace_.get(), options_.workspace_bytes);
-    const auto rows = static_cast<std::size_t>(chunks->rows);
-    const auto panel = static_cast<std::size_t>(chunks->panel);
-    if (way.convert_x) way.a_block = ws.take(rows * need.a_row_bytes, op);
-    if (way.convert_w) way.w_panel = ws.take(panel * need.w_row_bytes, op);
-    if (way.staging) way.acc = static_cast<float*>(ws.take(rows * panel * sizeof(float), op));
-    // Each operand block is converted once per stay in the workspace: with one panel (or one
-    // row block) it stays for the whole op. The order that converts fewer elements wins; an fp8
-    // 3072->14336 layer at 27,280 tokens with an f32 bias dequantises its weights once instead
-    // of once per row block (18 times).
-    const std::int64_t row_blocks = (m + chunks->rows - 1) / chunks->rows;
-    const std::int64_t panels = (n + chunks->panel - 1) / chunks->panel;
-    const auto converted = [&](bool panels_outer) {
-      const std::int64_t x_times =
-          way.convert_x ? (panels_outer && row_blocks > 1 ? panels : 1) : 0;
-      const std::int64_t w_times =
-          way.convert_w ? (!panels_outer && panels > 1 ? row_blocks : 1) : 0;
-      return x_times * m * k + w_times * n * k;
-    };
-    way.panels_outer = converted(true) < converted(false);
-    return way;
-  };
-
-  // Every block of the op in the way's order: fn(r0, rows, n0, panel).
-  const auto for_each_block = [&](const Way& way, const auto& fn) {
-    const std::int64_t rows_step = way.chunks.rows, panel_step = way.chunks.panel;
-    if (way.panels_outer) {
-      for (std::int64_t n0 = 0; n0 < n; n0 += panel_step)
-        for (std::int64_t r0 = 0; r0 < m; r0 += rows_step)
-          fn(r0, std::min(rows_step, m - r0), n0, std::min(panel_step, n - n0));
-    } else {
-      for (std::int64_t r0 = 0; r0 < m; r0 += rows_step)
-        for (std::int64_t n0 = 0; n0 < n; n0 += panel_step)
-          fn(r0, std::min(rows_step, m - r0), n0, std::min(panel_step, n - n0));
-    }
-  };
+  auto* workspace = static_cast<std::byte*>(workspace_.get());
   // Column-major, as cuBLAS sees it: yᵀ[panel × rows] = w_panel[k × panel]ᵀ · xᵀ[k × rows].
-  const auto gemm_call = [&](const Way& way, std::int64_t r0, std::int64_t rows, std::int64_t n0,
-                             std::int64_t panel) {
+  const auto gemm_call = [&](const LinearPlan& p, std::int64_t r0, std::int64_t rows,
+                             std::int64_t n0, std::int64_t panel) {
     GemmCall call;
     call.m = panel;
     call.n = rows;
     call.k = k;
-    const void* w_ptr = way.convert_w ? way.w_panel : element_ptr(w, n0 * k);
-    const void* a_ptr = way.convert_x ? way.a_block : element_ptr(x, r0 * k);
-    call.a = GemmOperand{w_ptr, cuda_type(way.t), k, true};
-    call.b = GemmOperand{a_ptr, cuda_type(way.t), k, false};
+    const void* w_ptr = p.convert_w ? workspace + p.w_panel : element_ptr(w, n0 * k);
+    const void* a_ptr = p.convert_x ? workspace + p.a_block : element_ptr(x, r0 * k);
+    call.a = GemmOperand{w_ptr, cuda_type(p.t), k, true};
+    call.b = GemmOperand{a_ptr, cuda_type(p.t), k, false};
     call.alpha = w_scale;
-    if (way.staging) {
-      call.d = way.acc;
+    if (p.staging) {
+      call.d = workspace + p.acc;
       call.d_type = CUDA_R_32F;
       call.ldd = panel;
     } else {
@@ -175,16 +113,14 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
     return call;
   };
 
-  const DType a_values = y.dtype == DType::kF32 ? x.dtype : y.dtype;  // what round_y(x) holds
-  const DType t =
-      is_16bit(a_values) && (w.dtype == a_values || is_fp8(w.dtype)) ? a_values : DType::kF32;
-  Way way = way_for(t);
+  const DType t = linear_gemm_type(x.dtype, w.dtype, y.dtype);
+  LinearPlan plan = plan_for(t);
   if (t != DType::kF32) {
     bool planned = true;
-    for_each_block(way,
-                   [&](std::int64_t r0, std::int64_t rows, std::int64_t n0, std::int64_t panel) {
-                     if (planned) planned = gemm_->can_run(gemm_call(way, r0, rows, n0, panel));
-                   });
+    for_each_linear_block(
+        plan, m, n, [&](std::int64_t r0, std::int64_t rows, std::int64_t n0, std::int64_t panel) {
+          if (planned) planned = gemm_->can_run(gemm_call(plan, r0, rows, n0, panel));
+        });
     if (!planned) {
       log_once("linear " + std::to_string(m) + "x" + std::to_string(k) + "->" + std::to_string(n) +
                " (x " + std::string(dtype_name(x.dtype)) + ", w " +
@@ -192,45 +128,46 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
                (bias != nullptr ? ", bias " + std::string(dtype_name(bias->dtype)) : "") +
                "): no cuBLASLt algorithm for the " + std::string(dtype_name(t)) +
                " products, falling back to f32 operands");
-      way = way_for(DType::kF32);
+      plan = plan_for(DType::kF32);
     }
   }
 
-  std::int64_t x_in_block = -1;  // the row block (r0) a_block holds
-  std::int64_t w_in_panel = -1;  // the panel (n0) w_panel holds
-  for_each_block(way, [&](std::int64_t r0, std::int64_t rows, std::int64_t n0, std::int64_t panel) {
-    if (way.convert_x && x_in_block != r0) {
-      launch_convert(element_ptr(x, r0 * k), x.dtype, way.a_block, way.t, y.dtype, rows * k,
-                     stream_);
-      x_in_block = r0;
-    }
-    if (way.convert_w && w_in_panel != n0) {
-      launch_convert(element_ptr(w, n0 * k), w.dtype, way.w_panel, way.t, way.t, panel * k,
-                     stream_);
-      w_in_panel = n0;
-    }
-    const GemmCall call = gemm_call(way, r0, rows, n0, panel);
-    void* out_block = element_ptr(y, r0 * n + n0);
-    if (!way.staging && bias != nullptr) {
-      Epilogue preload = bias_only;
-      preload.rows = rows;
-      preload.cols = panel;
-      preload.out = out_block;
-      preload.bias_offset = n0;
-      launch_epilogue(preload, stream_);
-    }
-    gemm_->run(call, stream_);
-    if (way.staging) {
-      Epilogue e = bias_only;
-      e.acc = way.acc;
-      e.acc_ld = panel;
-      e.rows = rows;
-      e.cols = panel;
-      e.out = out_block;
-      e.bias_offset = n0;
-      launch_epilogue(e, stream_);
-    }
-  });
+  std::int64_t x_in_block = -1;  // the row block (r0) the workspace's x block holds
+  std::int64_t w_in_panel = -1;  // the panel (n0) the workspace's weight panel holds
+  for_each_linear_block(
+      plan, m, n, [&](std::int64_t r0, std::int64_t rows, std::int64_t n0, std::int64_t panel) {
+        if (plan.convert_x && x_in_block != r0) {
+          launch_convert(element_ptr(x, r0 * k), x.dtype, workspace + plan.a_block, plan.t, y.dtype,
+                         rows * k, stream_);
+          x_in_block = r0;
+        }
+        if (plan.convert_w && w_in_panel != n0) {
+          launch_convert(element_ptr(w, n0 * k), w.dtype, workspace + plan.w_panel, plan.t, plan.t,
+                         panel * k, stream_);
+          w_in_panel = n0;
+        }
+        const GemmCall call = gemm_call(plan, r0, rows, n0, panel);
+        void* out_block = element_ptr(y, r0 * n + n0);
+        if (!plan.staging && bias != nullptr) {
+          Epilogue preload = bias_only;
+          preload.rows = rows;
+          preload.cols = panel;
+          preload.out = out_block;
+          preload.bias_offset = n0;
+          launch_epilogue(preload, stream_);
+        }
+        gemm_->run(call, stream_);
+        if (plan.staging) {
+          Epilogue e = bias_only;
+          e.acc = reinterpret_cast<float*>(workspace + plan.acc);
+          e.acc_ld = panel;
+          e.rows = rows;
+          e.cols = panel;
+          e.out = out_block;
+          e.bias_offset = n0;
+          launch_epilogue(e, stream_);
+        }
+      });
 }
 
 // conv3d as the CPU backend computes it: per output frame, blocks of output positions unrolled
