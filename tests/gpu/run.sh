@@ -54,16 +54,14 @@ case "${1:-}" in
     shift 2
     exec "$@"
     ;;
-  --sanitize)  # --sanitize SANITIZER TESTS FILTER: memcheck, racecheck, initcheck in turn
+  --sanitize)  # --sanitize SANITIZER TESTS FILTER: memcheck, racecheck, initcheck, 50 s each
     sanitizer=$2 tests=$3 filter=$4 rc=0
     for tool in memcheck racecheck initcheck; do
       echo "== compute-sanitizer --tool $tool"
-      extra=()
-      [[ $tool == memcheck ]] && extra=(--leak-check full)
-      "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
-        "$tests" --gtest_filter="$filter"
+      timeout -k 5 50 "$sanitizer" --tool "$tool" --error-exitcode 99 \
+        --print-limit 20 "$tests" --gtest_filter="$filter"
       r=$?
-      echo "== $tool: exit $r"
+      echo "== $tool: exit $r$( ((r == 124)) && echo ' (timed out after 50 s)')"
       ((r != 0)) && rc=1
     done
     exit $rc
@@ -152,6 +150,15 @@ build links statically: no CUDA call would succeed. A machine with driver 580 or
       -name 'libcublasLt.so*' 2>/dev/null | head -n1)
     lt_h=$(find "$cuda_home/include/" "$cuda_home/targets/x86_64-linux/include/" -maxdepth 1 \
       -name cublasLt.h 2>/dev/null | head -n1)
+    local cudart
+    cudart=$(find "$cuda_home/lib64/" "$cuda_home/targets/x86_64-linux/lib/" -maxdepth 1 \
+      -name libcudart_static.a 2>/dev/null | head -n1)
+    if [[ -n $cudart ]]; then
+      note "CUDA runtime" "$cudart (linked statically)"
+    else
+      note "CUDA runtime" "MISSING: no libcudart_static.a in $cuda_home"
+      stop="${stop:+$stop; }the CUDA toolkit at $cuda_home has no static runtime (libcudart_static.a)"
+    fi
     if [[ -n $lt_lib && -n $lt_h ]]; then
       note "cuBLASLt" "$lt_lib"
     else
@@ -261,8 +268,12 @@ echo "pre-flight: ok ($((SECONDS - start)) s); GPU: $([[ $gpu == 1 ]] && echo ye
 rows=()
 failed=0    # a stage failed (or could not run where a GPU is shown)
 skipped=0   # a stage skipped for lack of a GPU (only without one)
+stage_why=""  # why a stage that a GPU should have run did not (judge sets it; row prints it)
 row() {  # row NAME STATUS SECONDS FIGURES
-  rows+=("$(printf '%-12s %-24s %5s s  %s' "$1" "$2" "$3" "$4")")
+  local figures=$4
+  [[ -n $stage_why ]] && figures="${figures:+$figures; }why: $stage_why"
+  stage_why=""
+  rows+=("$(printf '%-12s %-24s %5s s  %s' "$1" "$2" "$3" "$figures")")
   case $2 in
     ok | "not wanted") ;;
     "skipped (no GPU)") skipped=1 ;;
@@ -340,7 +351,7 @@ rerun_blocking() {  # rerun_blocking NAME LOG GTEST(0|1) COMMAND...
   if ((is_gtest)); then
     local failed_tests
     failed_tests=$(grep -oE '^\[  FAILED  \] [A-Za-z_0-9/]+\.[A-Za-z_0-9/]+' "$log" |
-      awk '{print $3}' | sort -u | paste -sd: -)
+      awk '{print $4}' | sort -u | paste -sd: -)
     [[ -n $failed_tests ]] && args=(--gtest_filter="$failed_tests")
   fi
   local blocking_log="${log%.txt}-blocking.txt"
@@ -376,6 +387,7 @@ judge() {  # judge NAME LOG GTEST(0|1) COMMAND...
   if [[ $stage_status == ok && ($skips -gt 0 || -n $no_device) ]]; then
     if ((gpu)); then
       stage_status="FAILED (did not run)"
+      stage_why=${no_device:-"$skips test(s) skipped"}
       record_failure "$name" "$log" \
         "a GPU is shown but ${skips} test(s) skipped / the GPU was not used: ${no_device:-see log}"
       return
