@@ -388,8 +388,11 @@ judge() {  # judge NAME LOG GTEST(0|1) COMMAND...
     if ((gpu)); then
       stage_status="FAILED (did not run)"
       stage_why=${no_device:-"$skips test(s) skipped"}
-      record_failure "$name" "$log" \
-        "a GPU is shown but ${skips} test(s) skipped / the GPU was not used: ${no_device:-see log}"
+      {
+        echo "==== $name: a GPU is shown, but ${skips} test(s) skipped / the GPU was not used"
+        grep -m3 -B1 -E 'Skipped|no CUDA device|needs [0-9]+ GiB' "$log"
+        echo
+      } >>"$out/failures.txt"
       return
     fi
     # Without a GPU: clean only when everything skipped for that reason.
@@ -455,8 +458,9 @@ if wanted parity; then
   if [[ -n $cuda_tests ]]; then
     run_stage parity 120 "$logs/parity.txt" "$cuda_tests" --gtest_filter='BackendParity.*'
     judge parity "$logs/parity.txt" 1 "$cuda_tests" --gtest_filter='BackendParity.*'
-    row parity "$stage_status" "$stage_secs" "$(gtest_counts "$logs/parity.txt"); $(grep -m1 \
-      -o '[0-9]* comparisons, [0-9]* failed' "$logs/parity.txt")"
+    comparisons=$(grep -m1 -o '[0-9]* comparisons, [0-9]* failed' "$logs/parity.txt")
+    row parity "$stage_status" "$stage_secs" \
+      "$(gtest_counts "$logs/parity.txt")${comparisons:+; $comparisons}"
   else
     missing parity
   fi
@@ -510,6 +514,7 @@ if wanted sanitizer; then
     missing sanitizer
   elif [[ -z $sanitizer ]]; then
     if ((gpu)); then
+      echo "==== sanitizer: compute-sanitizer not found on this image" >>"$out/failures.txt"
       row sanitizer "FAILED (no sanitizer)" 0 "compute-sanitizer not found on this image"
     else
       row sanitizer "skipped (no GPU)" 0 "compute-sanitizer not found either"
