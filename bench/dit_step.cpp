@@ -8,7 +8,9 @@
 // and prints each step time as a ratio to the resident one, with the bytes read per step and the
 // time compute waited for weights (I/O wait). The first step of each run is a warm-up; the runs go
 // in rounds, each starting with the next way, and each way is taken at its fastest step of all
-// rounds (load from other processes only ever adds time).
+// rounds (load from other processes only ever adds time). The final latents of every run must be
+// identical bit for bit (streaming does not change results; a difference is a copy/compute race):
+// the bench says so and exits 1 when they are not.
 //
 // CPU (default): only a few blocks (--blocks 2) at a small size (256x256, 5 frames: 128 tokens),
 // since a CPU step at video sizes takes minutes. CUDA (--backend cuda, when built with CUDA): all
@@ -18,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -200,6 +203,7 @@ struct Result {
   double bytes_read = 0;       // per step: every pass reads the same, so total / passes
   double read_seconds = 0;     // per step: the IO thread reading, total / passes
   double io_wait_seconds = 0;  // per measured step: compute waiting in acquire()
+  std::vector<float> latent;   // the final latent, compared bit for bit between the runs
 };
 
 Result run_steps(ferry::Backend& backend, const ferry::io::SafetensorsSet& set,
@@ -254,6 +258,7 @@ Result run_steps(ferry::Backend& backend, const ferry::io::SafetensorsSet& set,
   r.bytes_read = static_cast<double>(after.bytes_read) / passes;
   r.read_seconds = after.read_seconds / passes;
   r.io_wait_seconds = (after.acquire_wait_seconds - before.acquire_wait_seconds) / o.steps;
+  r.latent = std::move(latent);
   return r;
 }
 
@@ -269,6 +274,22 @@ void print_result(const char* name, const Result& r, double floor) {
       "I/O wait %.3f s/step\n",
       name, r.step_seconds, r.mean_seconds, r.step_seconds / floor, r.bytes_read / kMiB,
       r.read_seconds, r.io_wait_seconds);
+}
+
+// Values of `got` whose bits differ from `want`'s, and the largest difference among them.
+struct LatentDiff {
+  std::size_t differing = 0;
+  double max_abs = 0;
+};
+LatentDiff compare_bits(const std::vector<float>& want, const std::vector<float>& got) {
+  LatentDiff d;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (std::memcmp(&want[i], &got[i], sizeof(float)) != 0) {
+      ++d.differing;
+      d.max_abs = std::max(d.max_abs, std::fabs(static_cast<double>(want[i]) - got[i]));
+    }
+  }
+  return d;
 }
 
 int main_checked(const Options& o) {
@@ -307,6 +328,7 @@ int main_checked(const Options& o) {
       o.file.string().c_str(), backend->name().c_str(), std::thread::hardware_concurrency(),
       o.steps, o.rounds, o.look_ahead, o.staging_slots, o.staging_mib);
 
+  bool latents_differ = false;
   for (const Size& size : o.sizes) {
     const ferry::offload::ModelLayout layout =
         wan::dit_model_layout(set, size.width, size.height, size.frames, o.ffn_chunk_tokens);
@@ -335,19 +357,37 @@ int main_checked(const Options& o) {
     const char* names[3] = {"resident", "pinned", "disk"};
     const Plan plans[3] = {resident_plan(layout), pinned, disk};
     Result best[3];
+    std::vector<float> first_latent;  // of the first run; every other run must match it
+    const char* first_name = "";
+    bool differ = false;
     for (int round = 0; round < o.rounds; ++round) {
       std::printf("  round %d:", round + 1);
       for (int k = 0; k < 3; ++k) {
         const int m = (round + k) % 3;
-        const Result r = run_steps(*backend, set, layout, plans[m], size, o);
+        Result r = run_steps(*backend, set, layout, plans[m], size, o);
         std::printf("  %s %.3f s", names[m], r.step_seconds);
         std::fflush(stdout);
+        if (first_latent.empty()) {
+          first_latent = r.latent;
+          first_name = names[m];
+        } else {
+          const LatentDiff d = compare_bits(first_latent, r.latent);
+          if (d.differing > 0) {
+            std::printf(
+                "\n  LATENTS DIFFER: %s (round %d) vs %s: %zu of %zu values, max |diff| %.3g",
+                names[m], round + 1, first_name, d.differing, r.latent.size(), d.max_abs);
+            differ = true;
+          }
+        }
         if (round == 0 || r.step_seconds < best[m].step_seconds) best[m] = r;
       }
       std::printf("\n");
     }
     const double floor = best[0].step_seconds;
     for (int m = 0; m < 3; ++m) print_result(names[m], best[m], floor);
+    std::printf("  final latents: %s\n", differ ? "DIFFER between the runs (see above)"
+                                                : "identical bit for bit in every run");
+    latents_differ = latents_differ || differ;
     const Result& in_ram = best[1];
     const Result& from_disk = best[2];
     if (o.cuda && size.width * size.height >= 1280 * 704) {
@@ -356,7 +396,7 @@ int main_checked(const Options& o) {
                   met ? "met" : "TARGET MISSED");
     }
   }
-  return 0;
+  return latents_differ ? 1 : 0;
 }
 
 }  // namespace

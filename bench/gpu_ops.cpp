@@ -44,6 +44,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_error.h"
 #include "cuda/device_info.h"
+#include "cuda/gemm.h"
 
 namespace {
 
@@ -437,6 +438,14 @@ int run(int gemm_reps, double budget_s) {
           static_cast<long long>(len), ok ? "ok" : "MISMATCH", finite ? "yes" : "NO", rel);
     }
   }
+
+  // The backend's cuBLASLt planning over the whole run: one plan per distinct product, however
+  // many calls (the plain cuBLASLt calls above query once per shape, outside these counts).
+  const ferry::cuda::LtGemmCounters lt_counts = ferry::cuda::lt_gemm_counters();
+  std::printf("\ncuBLASLt: %llu heuristic queries, %llu plans, %llu without an algorithm\n",
+              static_cast<unsigned long long>(lt_counts.heuristic_queries),
+              static_cast<unsigned long long>(lt_counts.plans),
+              static_cast<unsigned long long>(lt_counts.no_algorithm));
 
   const double wall = ferry::bench::seconds_since(wall_start);
   std::printf("\ngpu_ops: %s, %.1f s\n", status == 0 ? "done" : "MISMATCH", wall);

@@ -1,5 +1,7 @@
 # Third-party packages, all from the system (Debian packages, the CUDA toolkit, vcpkg on
-# Windows). Nothing is downloaded or vendored.
+# Windows). Nothing is downloaded or vendored. The GPU machine's image has neither nlohmann-json
+# nor GoogleTest: tests/gpu/run.sh carries copies staged by scripts/stage-gpu-deps.sh and points
+# CMAKE_PREFIX_PATH and FERRY_GTEST_SOURCE_DIR at them.
 find_package(Threads REQUIRED)
 
 # nlohmann-json (header only). A cross build searches only the mingw sysroot, which has no copy:
@@ -13,7 +15,8 @@ if(NOT TARGET nlohmann_json::nlohmann_json)
     add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
     target_include_directories(nlohmann_json::nlohmann_json SYSTEM INTERFACE "${_ferry_json_dir}")
   else()
-    message(FATAL_ERROR "nlohmann-json not found: install nlohmann-json3-dev (scripts/setup-debian.sh)")
+    message(FATAL_ERROR "nlohmann-json not found: install nlohmann-json3-dev (scripts/setup-debian.sh), "
+                        "or stage a copy (scripts/stage-gpu-deps.sh) and pass -DCMAKE_PREFIX_PATH=<that folder>")
   endif()
 endif()
 
@@ -21,7 +24,14 @@ endif()
 set(FERRY_HAVE_CUDA OFF)
 if(NOT FERRY_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
+  if(CUDAToolkit_FOUND AND NOT TARGET CUDA::cublasLt)
+    # A toolkit without cuBLAS (nvcc alone): say so here rather than at link time.
+    if(FERRY_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "FERRY_CUDA=ON but the CUDA toolkit in ${CUDAToolkit_LIBRARY_DIR} has no "
+                          "cuBLASLt (libcublasLt): install the toolkit's cuBLAS")
+    endif()
+    message(STATUS "CUDA toolkit without cuBLASLt: the CUDA backend is not built")
+  elseif(CUDAToolkit_FOUND)
     set(FERRY_HAVE_CUDA ON)
   elseif(FERRY_CUDA STREQUAL "ON")
     message(FATAL_ERROR "FERRY_CUDA=ON but the CUDA toolkit was not found")
@@ -67,15 +77,25 @@ if(NOT FERRY_GUI STREQUAL "OFF")
   endif()
 endif()
 
-# GoogleTest: built from Debian's sources with this lane's compiler and flags (the mingw lane
-# needs that), else an installed package (vcpkg on Windows).
+# GoogleTest: built from sources with this lane's compiler and flags (the mingw lane needs that):
+# Debian's, or a staged copy (FERRY_GTEST_SOURCE_DIR); else an installed package (vcpkg on
+# Windows).
+set(FERRY_GTEST_SOURCE_DIR "/usr/src/googletest" CACHE PATH
+    "GoogleTest sources built with the project (Debian's googletest, or a staged copy)")
 if(FERRY_BUILD_TESTS)
-  if(EXISTS "/usr/src/googletest/CMakeLists.txt")
+  if(EXISTS "${FERRY_GTEST_SOURCE_DIR}/CMakeLists.txt")
     set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
     set(gtest_force_shared_crt ON CACHE BOOL "" FORCE)
-    add_subdirectory(/usr/src/googletest "${CMAKE_BINARY_DIR}/googletest" EXCLUDE_FROM_ALL SYSTEM)
+    add_subdirectory("${FERRY_GTEST_SOURCE_DIR}" "${CMAKE_BINARY_DIR}/googletest" EXCLUDE_FROM_ALL
+                     SYSTEM)
   else()
-    find_package(GTest REQUIRED)
+    find_package(GTest QUIET)
+    if(NOT GTest_FOUND)
+      message(FATAL_ERROR "GoogleTest not found (FERRY_BUILD_TESTS=ON): install googletest "
+                          "(scripts/setup-debian.sh), give its sources with "
+                          "-DFERRY_GTEST_SOURCE_DIR=<dir> (scripts/stage-gpu-deps.sh stages a copy), "
+                          "or configure with -DFERRY_BUILD_TESTS=OFF")
+    endif()
   endif()
   include(GoogleTest)
 endif()

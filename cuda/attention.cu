@@ -1,5 +1,8 @@
+#include <string>
+
 #include "cuda/attention.cuh"
 #include "cuda/convert.cuh"
+#include "cuda/cuda_log.h"
 #include "cuda/launch.cuh"
 
 namespace ferry::cuda {
@@ -335,6 +338,37 @@ bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
+// The float dtypes the kernels read and write (the kernels library does not link the core's
+// dtype_name).
+const char* float_name(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF8E4M3:
+      return "f8_e4m3";
+    case DType::kF8E5M2:
+      return "f8_e5m2";
+    default:
+      return "other";
+  }
+}
+
+// With FERRY_CUDA_LOG set: which kernel ran for which arguments, once per distinct line.
+void log_kernel(const char* kernel, const AttentionArgs& a) {
+  if (!kernel_log_enabled()) return;
+  log_once(
+      std::string("attention: ") + kernel + " kernel, L " + std::to_string(a.len) + " S " +
+      std::to_string(a.keys) + " H " + std::to_string(a.heads) + " D " + std::to_string(a.dim) +
+      ", q " + float_name(a.q_dtype) + " k " + float_name(a.k_dtype) + " v " +
+      float_name(a.v_dtype) + " o " + float_name(a.o_dtype) +
+      (a.rel != nullptr ? ", T5 relative bias" : "") +
+      ((aligned16(a.q) && aligned16(a.k) && aligned16(a.v)) ? "" : ", q/k/v not 16-byte aligned"));
+}
+
 }  // namespace
 
 bool flash_attention_applies(const AttentionArgs& a, int compute_capability) {
@@ -344,6 +378,7 @@ bool flash_attention_applies(const AttentionArgs& a, int compute_capability) {
 }
 
 void launch_flash_attention(const AttentionArgs& a, cudaStream_t stream) {
+  log_kernel("flash", a);
   const dim3 grid(static_cast<unsigned>((a.len + flash::kRows - 1) / flash::kRows),
                   static_cast<unsigned>(a.heads));
   flash_attention_kernel<<<grid, flash::kBlockThreads, 0, stream>>>(a);
@@ -351,6 +386,7 @@ void launch_flash_attention(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 void launch_tiled_attention(const AttentionArgs& a, cudaStream_t stream) {
+  log_kernel("tiled", a);
   if (a.dim <= 64) return launch_tiled<4>(a, stream);
   if (a.dim <= 128) return launch_tiled<8>(a, stream);
   if (a.dim <= 256) return launch_tiled<16>(a, stream);

@@ -9,9 +9,11 @@
 #include "cuda/conv.cuh"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_backend_detail.h"
+#include "cuda/cuda_log.h"
 #include "cuda/gemm.h"
 #include "cuda/gemm_plan.h"
 #include "cuda/linear.cuh"
+#include "cuda/linear_plan.h"
 
 namespace ferry::cuda {
 
@@ -32,13 +34,6 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 
-bool is_16bit(DType t) {
-  return t == DType::kBF16 || t == DType::kF16;
-}
-bool is_fp8(DType t) {
-  return t == DType::kF8E4M3 || t == DType::kF8E5M2;
-}
-
 std::string plan_failure(const char* op, std::size_t budget) {
   return std::string(op) + ": not even one row fits the CUDA workspace of " +
          std::to_string(budget) + " bytes";
@@ -55,11 +50,14 @@ std::string plan_failure(const char* op, std::size_t budget) {
 // - the product goes straight into y when cuBLASLt can write y's dtype from t (the bias, when
 //   y's dtype holds it exactly, preloaded there and added by the GEMM with beta = 1), else into
 //   an f32 block of the workspace, and an epilogue adds the bias and rounds.
+// When cuBLASLt has no algorithm for one of the 16-bit products (an alignment or a type pair it
+// does not take), the whole op takes the f32 path instead: both operands widened exactly to f32,
+// the same f32 accumulation, the result staged and rounded once. The fallback is logged.
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                          float w_scale) {
   const char* op = "linear";
   const auto [m, k, n] = check_linear(x, w, bias, y);
-  require(w.dtype == DType::kF32 || is_16bit(w.dtype) || is_fp8(w.dtype), op,
+  require(w.dtype == DType::kF32 || is_16bit_float(w.dtype) || is_fp8(w.dtype), op,
           "weights of dtype " + std::string(dtype_name(w.dtype)));
   require_input(x, op, "x");
   require_input(w, op, "w");
@@ -82,89 +80,94 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
     return;
   }
 
-  const DType a_values = y.dtype == DType::kF32 ? x.dtype : y.dtype;  // what round_y(x) holds
-  const DType t =
-      is_16bit(a_values) && (w.dtype == a_values || is_fp8(w.dtype)) ? a_values : DType::kF32;
-  const bool convert_x = !(x.dtype == t && (y.dtype == DType::kF32 || y.dtype == x.dtype));
-  const bool convert_w = w.dtype != t;
-  const bool direct = y.dtype == t || y.dtype == DType::kF32;
-  const bool bias_exact = bias != nullptr && (bias->dtype == y.dtype || y.dtype == DType::kF32);
-  const bool staging = !direct || (bias != nullptr && !bias_exact);
-  const std::size_t t_size = dtype_size(t);
-
-  GemmStaging need;
-  need.total_rows = m;
-  need.total_panel = n;
-  need.a_row_bytes = convert_x ? static_cast<std::size_t>(k) * t_size : 0;
-  need.w_row_bytes = convert_w ? static_cast<std::size_t>(k) * t_size : 0;
-  need.staging = staging;
-  const auto chunks = plan_gemm_chunks(need, options_.workspace_bytes);
-  require(chunks.has_value(), op, plan_failure(op, options_.workspace_bytes));
-
-  WorkspaceCursor ws(workspace_.get(), options_.workspace_bytes);
-  void* a_block =
-      convert_x ? ws.take(static_cast<std::size_t>(chunks->rows) * need.a_row_bytes, op) : nullptr;
-  void* w_panel =
-      convert_w ? ws.take(static_cast<std::size_t>(chunks->panel) * need.w_row_bytes, op) : nullptr;
-  auto* acc = staging
-                  ? static_cast<float*>(ws.take(
-                        static_cast<std::size_t>(chunks->rows * chunks->panel) * sizeof(float), op))
-                  : nullptr;
-
-  for (std::int64_t r0 = 0; r0 < m; r0 += chunks->rows) {
-    const std::int64_t rows = std::min(chunks->rows, m - r0);
-    const void* a_ptr = element_ptr(x, r0 * k);
-    if (convert_x) {
-      launch_convert(a_ptr, x.dtype, a_block, t, y.dtype, rows * k, stream_);
-      a_ptr = a_block;
+  const DType* bias_dtype = bias != nullptr ? &bias->dtype : nullptr;
+  const auto plan_for = [&](DType t) {
+    const auto plan =
+        plan_linear(m, k, n, x.dtype, w.dtype, bias_dtype, y.dtype, t, options_.workspace_bytes);
+    require(plan.has_value(), op, plan_failure(op, options_.workspace_bytes));
+    return *plan;
+  };
+  auto* workspace = static_cast<std::byte*>(workspace_.get());
+  // Column-major, as cuBLAS sees it: yᵀ[panel × rows] = w_panel[k × panel]ᵀ · xᵀ[k × rows].
+  const auto gemm_call = [&](const LinearPlan& p, std::int64_t r0, std::int64_t rows,
+                             std::int64_t n0, std::int64_t panel) {
+    GemmCall call;
+    call.m = panel;
+    call.n = rows;
+    call.k = k;
+    const void* w_ptr = p.convert_w ? workspace + p.w_panel : element_ptr(w, n0 * k);
+    const void* a_ptr = p.convert_x ? workspace + p.a_block : element_ptr(x, r0 * k);
+    call.a = GemmOperand{w_ptr, cuda_type(p.t), k, true};
+    call.b = GemmOperand{a_ptr, cuda_type(p.t), k, false};
+    call.alpha = w_scale;
+    if (p.staging) {
+      call.d = workspace + p.acc;
+      call.d_type = CUDA_R_32F;
+      call.ldd = panel;
+    } else {
+      call.d = element_ptr(y, r0 * n + n0);
+      call.d_type = cuda_type(y.dtype);
+      call.ldd = n;
+      if (bias != nullptr) call.beta = 1.0f;
     }
-    for (std::int64_t n0 = 0; n0 < n; n0 += chunks->panel) {
-      const std::int64_t panel = std::min(chunks->panel, n - n0);
-      const void* w_ptr = element_ptr(w, n0 * k);
-      if (convert_w) {
-        launch_convert(w_ptr, w.dtype, w_panel, t, t, panel * k, stream_);
-        w_ptr = w_panel;
-      }
-      // Column-major, as cuBLAS sees it: yᵀ[panel × rows] = w_panel[k × panel]ᵀ · xᵀ[k × rows].
-      GemmCall call;
-      call.m = panel;
-      call.n = rows;
-      call.k = k;
-      call.a = GemmOperand{w_ptr, cuda_type(t), k, true};
-      call.b = GemmOperand{a_ptr, cuda_type(t), k, false};
-      call.alpha = w_scale;
-      void* out_block = element_ptr(y, r0 * n + n0);
-      if (staging) {
-        call.d = acc;
-        call.d_type = CUDA_R_32F;
-        call.ldd = panel;
-      } else {
-        call.d = out_block;
-        call.d_type = cuda_type(y.dtype);
-        call.ldd = n;
-        if (bias != nullptr) {
+    return call;
+  };
+
+  const DType t = linear_gemm_type(x.dtype, w.dtype, y.dtype);
+  LinearPlan plan = plan_for(t);
+  if (t != DType::kF32) {
+    bool planned = true;
+    for_each_linear_block(
+        plan, m, n, [&](std::int64_t r0, std::int64_t rows, std::int64_t n0, std::int64_t panel) {
+          if (planned) planned = gemm_->can_run(gemm_call(plan, r0, rows, n0, panel));
+        });
+    if (!planned) {
+      log_once("linear " + std::to_string(m) + "x" + std::to_string(k) + "->" + std::to_string(n) +
+               " (x " + std::string(dtype_name(x.dtype)) + ", w " +
+               std::string(dtype_name(w.dtype)) + ", y " + std::string(dtype_name(y.dtype)) +
+               (bias != nullptr ? ", bias " + std::string(dtype_name(bias->dtype)) : "") +
+               "): no cuBLASLt algorithm for the " + std::string(dtype_name(t)) +
+               " products, falling back to f32 operands");
+      plan = plan_for(DType::kF32);
+    }
+  }
+
+  std::int64_t x_in_block = -1;  // the row block (r0) the workspace's x block holds
+  std::int64_t w_in_panel = -1;  // the panel (n0) the workspace's weight panel holds
+  for_each_linear_block(
+      plan, m, n, [&](std::int64_t r0, std::int64_t rows, std::int64_t n0, std::int64_t panel) {
+        if (plan.convert_x && x_in_block != r0) {
+          launch_convert(element_ptr(x, r0 * k), x.dtype, workspace + plan.a_block, plan.t, y.dtype,
+                         rows * k, stream_);
+          x_in_block = r0;
+        }
+        if (plan.convert_w && w_in_panel != n0) {
+          launch_convert(element_ptr(w, n0 * k), w.dtype, workspace + plan.w_panel, plan.t, plan.t,
+                         panel * k, stream_);
+          w_in_panel = n0;
+        }
+        const GemmCall call = gemm_call(plan, r0, rows, n0, panel);
+        void* out_block = element_ptr(y, r0 * n + n0);
+        if (!plan.staging && bias != nullptr) {
           Epilogue preload = bias_only;
           preload.rows = rows;
           preload.cols = panel;
           preload.out = out_block;
           preload.bias_offset = n0;
           launch_epilogue(preload, stream_);
-          call.beta = 1.0f;
         }
-      }
-      gemm_->run(call, stream_);
-      if (staging) {
-        Epilogue e = bias_only;
-        e.acc = acc;
-        e.acc_ld = panel;
-        e.rows = rows;
-        e.cols = panel;
-        e.out = out_block;
-        e.bias_offset = n0;
-        launch_epilogue(e, stream_);
-      }
-    }
-  }
+        gemm_->run(call, stream_);
+        if (plan.staging) {
+          Epilogue e = bias_only;
+          e.acc = reinterpret_cast<float*>(workspace + plan.acc);
+          e.acc_ld = panel;
+          e.rows = rows;
+          e.cols = panel;
+          e.out = out_block;
+          e.bias_offset = n0;
+          launch_epilogue(e, stream_);
+        }
+      });
 }
 
 // conv3d as the CPU backend computes it: per output frame, blocks of output positions unrolled

@@ -7,16 +7,47 @@
 namespace ferry::cuda {
 namespace {
 
-template <typename T>
+// kRank is a template parameter so that every loop over the geometry unrolls and indexes its
+// arrays with constants: the geometry stays in kernel parameters and registers. Indexed with a
+// run-time rank, the arrays were copied to a 104-byte local-memory frame per thread.
+template <typename T, int kRank>
 __global__ void permute_kernel(const T* x, T* y, PermuteGeometry g, std::int64_t n) {
   FERRY_GRID_STRIDE(i, n) {
     std::int64_t rest = i;
     std::int64_t offset = 0;
-    for (int d = g.rank - 1; d >= 0; --d) {
+#pragma unroll
+    for (int d = kRank - 1; d >= 0; --d) {
       offset += (rest % g.out_shape[d]) * g.in_stride[d];
       rest /= g.out_shape[d];
     }
     y[i] = x[offset];
+  }
+}
+
+template <typename T>
+void permute_as(const void* x, void* y, const PermuteGeometry& g, std::int64_t n,
+                cudaStream_t stream) {
+  const auto* in = static_cast<const T*>(x);
+  auto* out = static_cast<T*>(y);
+  static_assert(PermuteGeometry::kMaxRank == 6, "one case per rank below");
+  switch (g.rank) {
+    case 0:  // a scalar: one element copied
+      return permute_kernel<T, 0><<<grid_for(n), kThreads, 0, stream>>>(in, out, g, n);
+    case 1:
+      return permute_kernel<T, 1><<<grid_for(n), kThreads, 0, stream>>>(in, out, g, n);
+    case 2:
+      return permute_kernel<T, 2><<<grid_for(n), kThreads, 0, stream>>>(in, out, g, n);
+    case 3:
+      return permute_kernel<T, 3><<<grid_for(n), kThreads, 0, stream>>>(in, out, g, n);
+    case 4:
+      return permute_kernel<T, 4><<<grid_for(n), kThreads, 0, stream>>>(in, out, g, n);
+    case 5:
+      return permute_kernel<T, 5><<<grid_for(n), kThreads, 0, stream>>>(in, out, g, n);
+    case PermuteGeometry::kMaxRank:
+      return permute_kernel<T, PermuteGeometry::kMaxRank>
+          <<<grid_for(n), kThreads, 0, stream>>>(in, out, g, n);
+    default:
+      throw Error(ErrorCode::kInternal, "permute: rank " + std::to_string(g.rank));
   }
 }
 
@@ -71,20 +102,16 @@ void launch_permute(const void* x, void* y, std::size_t element_size, const Perm
   if (n <= 0) return;
   switch (element_size) {
     case 1:
-      permute_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const std::uint8_t*>(x),
-                                                           static_cast<std::uint8_t*>(y), g, n);
+      permute_as<std::uint8_t>(x, y, g, n, stream);
       break;
     case 2:
-      permute_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(x),
-                                                           static_cast<std::uint16_t*>(y), g, n);
+      permute_as<std::uint16_t>(x, y, g, n, stream);
       break;
     case 4:
-      permute_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const std::uint32_t*>(x),
-                                                           static_cast<std::uint32_t*>(y), g, n);
+      permute_as<std::uint32_t>(x, y, g, n, stream);
       break;
     case 8:
-      permute_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const std::uint64_t*>(x),
-                                                           static_cast<std::uint64_t*>(y), g, n);
+      permute_as<std::uint64_t>(x, y, g, n, stream);
       break;
     default:
       throw Error(ErrorCode::kInternal, "permute: element size " + std::to_string(element_size));
