@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "core/backend/cpu/gemm_kernels.h"
 #include "core/error.h"
-#include "core/memory/aligned_buffer.h"
 #include "core/tensor/convert.h"
 
 #if defined(FERRY_HAVE_OPENBLAS)
@@ -156,24 +157,37 @@ void edge_tile(const MicroKernel& kernel, std::size_t kc, const float* ap, const
 // The packing buffers, per thread and kept for the thread's life, so a GEMM allocates nothing
 // once its thread has run one of that size: the B panel of the GEMMs a thread calls, and the A
 // block of the tasks it runs. A thread never needs two of either at once (a nested GEMM, from
-// inside a chunk, runs inline on its own thread after the outer one's chunk has packed).
+// inside a chunk, runs inline on its own thread after the outer one's chunk has packed). They
+// come from the aligned operator new, not from an AlignedBuffer: a pool's workers free theirs
+// when the pool is destroyed at exit, possibly after the static host allocator.
 constexpr std::size_t kReservedPanelFloats = std::size_t{1} << 16;
 
-float* thread_buffer(memory::AlignedBuffer& buffer, std::size_t floats) {
-  if (buffer.size() < floats * sizeof(float)) {
-    buffer =
-        memory::AlignedBuffer(std::max(floats, kReservedPanelFloats) * sizeof(float), kCacheLine);
+struct AlignedDelete {
+  void operator()(float* p) const { ::operator delete (p, std::align_val_t{kCacheLine}); }
+};
+
+struct ThreadBuffer {
+  std::unique_ptr<float, AlignedDelete> data;
+  std::size_t floats = 0;
+};
+
+float* thread_buffer(ThreadBuffer& buffer, std::size_t floats) {
+  if (buffer.floats < floats) {
+    const std::size_t size = std::max(floats, kReservedPanelFloats);
+    buffer.data.reset(
+        static_cast<float*>(::operator new (size * sizeof(float), std::align_val_t{kCacheLine})));
+    buffer.floats = size;
   }
-  return reinterpret_cast<float*>(buffer.data());
+  return buffer.data.get();
 }
 
 float* thread_b_panel(std::size_t floats) {
-  thread_local memory::AlignedBuffer buffer;
+  thread_local ThreadBuffer buffer;
   return thread_buffer(buffer, floats);
 }
 
 float* thread_a_block(std::size_t floats) {
-  thread_local memory::AlignedBuffer buffer;
+  thread_local ThreadBuffer buffer;
   return thread_buffer(buffer, floats);
 }
 
