@@ -415,6 +415,7 @@ judge() {  # judge NAME LOG GTEST(0|1) COMMAND...
 # ==== build: only what the stages run ====
 targets=()
 wanted parity || wanted cuda-tests || wanted sanitizer && targets+=(ferry_cuda_tests)
+wanted cuda-tests && targets+=(ferry_cuda_registry_tests)
 wanted model-tests && targets+=(ferry_cuda_model_tests)
 wanted video-size && targets+=(ferry_cuda_video_tests)
 for bench in gpu_ops dit_step vae_decode stream_read overlap; do
@@ -474,6 +475,19 @@ if wanted cuda-tests; then
     row cuda-tests "$stage_status" "$stage_secs" "$(gtest_counts "$logs/cuda-tests.txt")"
   else
     missing cuda-tests
+  fi
+fi
+
+# ==== the device registry: linking ferry_cuda registers the GPU (name, sm_XX, capabilities), it
+# creates a working backend, and a GPU preset runs on it rather than falling back to the CPU.
+if wanted cuda-tests; then
+  registry=$(bin ferry_cuda_registry_tests)
+  if [[ -n $registry ]]; then
+    run_stage registry 30 "$logs/registry.txt" "$registry"
+    judge registry "$logs/registry.txt" 0 "$registry"
+    row registry "$stage_status" "$stage_secs" "$(gtest_counts "$logs/registry.txt")"
+  else
+    missing registry
   fi
 fi
 
