@@ -43,10 +43,7 @@ AdvancedBox::AdvancedBox(QWidget* parent)
   clearNoise_->setAccessibleName(tr("Use the seed's noise"));
   noiseTarget_->setAccessibleName(tr("Where the noise is saved"));
   latentsTarget_->setAccessibleName(tr("Where the latents are saved"));
-  for (QPushButton* b : {noiseTarget_, latentsTarget_}) {
-    b->setFlat(true);
-    b->setToolTip(tr("Choose the file (by default next to the video)"));
-  }
+  for (QPushButton* b : {noiseTarget_, latentsTarget_}) b->setFlat(true);
 
   auto* grid = new QGridLayout(body_);
   grid->setContentsMargins(12, 0, 0, 0);
@@ -149,12 +146,19 @@ void AdvancedBox::updateLabels() {
   noiseName_->setText(noise_.isEmpty() ? tr("the seed's") : QFileInfo(noise_).fileName());
   noiseName_->setToolTip(QDir::toNativeSeparators(noise_));
   clearNoise_->setEnabled(editable_ && !noise_.isEmpty());
-  auto target = [](const QString& path, const QString& what) {
-    return path.isEmpty() ? tr("next to the video (.%1.safetensors)").arg(what)
-                          : QFileInfo(path).fileName();
+  auto target = [](const QString& path, const QString&) {
+    return path.isEmpty() ? tr("next to the video") : QFileInfo(path).fileName();
   };
   noiseTarget_->setText(target(saveNoisePath_, QStringLiteral("noise")));
   latentsTarget_->setText(target(saveLatentsPath_, QStringLiteral("latents")));
+  noiseTarget_->setToolTip(saveNoisePath_.isEmpty()
+                               ? tr("<video name>.noise.safetensors next to the video; click to "
+                                    "choose another file")
+                               : QDir::toNativeSeparators(saveNoisePath_));
+  latentsTarget_->setToolTip(saveLatentsPath_.isEmpty()
+                                 ? tr("<video name>.latents.safetensors next to the video; click "
+                                      "to choose another file")
+                                 : QDir::toNativeSeparators(saveLatentsPath_));
   noiseTarget_->setEnabled(editable_ && saveNoise_->isChecked());
   latentsTarget_->setEnabled(editable_ && saveLatents_->isChecked());
   textStates_->setEnabled(editable_ && saveLatents_->isChecked());

@@ -437,6 +437,10 @@ class MainWindowTest : public QObject {
     w.applySettings(s);
     QVERIFY(settle(w));
     QCOMPARE(w.settings(), s);
+    // Open, it still fits the left column of a 1280×720 window (about 480 px wide).
+    QVERIFY(w.advancedBox()->expanded());
+    QVERIFY2(w.advancedBox()->minimumSizeHint().width() <= 460,
+             qPrintable(QString::number(w.advancedBox()->minimumSizeHint().width())));
     w.generate();
     QVERIFY(waitForIdle(w));
     QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
