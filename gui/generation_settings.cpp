@@ -38,7 +38,38 @@ QString commonFolder(const QJsonArray& files) {
   return common;
 }
 
+QJsonObject clipFileJson(const ClipFile& f) {
+  QJsonObject j;
+  if (!f.role.isEmpty()) j[QStringLiteral("role")] = f.role;
+  j[QStringLiteral("name")] = f.name;
+  if (f.bytes != 0) j[QStringLiteral("bytes")] = static_cast<double>(f.bytes);
+  if (!f.fingerprint.isEmpty()) j[QStringLiteral("fingerprint")] = f.fingerprint;
+  return j;
+}
+
+// An entry of "model_files" or "noise_file": an object, or (clips made before the session API)
+// an absolute path, of which only the file name is kept.
+ClipFile clipFileFromJson(const QJsonValue& value) {
+  ClipFile f;
+  if (value.isString()) {
+    f.name = QFileInfo(value.toString()).fileName();
+    return f;
+  }
+  const QJsonObject j = value.toObject();
+  f.role = j.value(QStringLiteral("role")).toString();
+  f.name = QFileInfo(j.value(QStringLiteral("name")).toString()).fileName();
+  f.bytes = static_cast<quint64>(j.value(QStringLiteral("bytes")).toDouble());
+  f.fingerprint = j.value(QStringLiteral("fingerprint")).toString();
+  return f;
+}
+
 }  // namespace
+
+QString defaultSavePath(const QString& video, const QString& what) {
+  const QFileInfo info(video);
+  return info.dir().filePath(info.completeBaseName() + QLatin1Char('.') + what +
+                             QStringLiteral(".safetensors"));
+}
 
 QString seedModeName(SeedMode mode) {
   switch (mode) {
@@ -75,6 +106,17 @@ models::GenerationRequest GenerationSettings::toRequest(const QString& output) c
   r.seed = seed;
   r.preset = preset.isEmpty() ? std::string("auto") : preset.toStdString();
   r.output = toPath(output);
+  if (!noise.isEmpty()) r.noise = toPath(noise);
+  if (saveNoise) {
+    r.save_noise = toPath(saveNoisePath.isEmpty() ? defaultSavePath(output, QStringLiteral("noise"))
+                                                  : saveNoisePath);
+  }
+  if (saveLatents) {
+    r.save_latents =
+        toPath(saveLatentsPath.isEmpty() ? defaultSavePath(output, QStringLiteral("latents"))
+                                         : saveLatentsPath);
+    r.save_text_states = saveTextStates;
+  }
   return r;
 }
 
@@ -95,6 +137,16 @@ QJsonObject GenerationSettings::toJson() const {
   j[QStringLiteral("preset")] = preset;
   j[QStringLiteral("model_folder")] = modelFolder;
   if (!image.isEmpty()) j[QStringLiteral("image")] = image;
+  if (!noise.isEmpty()) j[QStringLiteral("noise")] = noise;
+  j[QStringLiteral("save_noise")] = saveNoise;
+  j[QStringLiteral("save_latents")] = saveLatents;
+  j[QStringLiteral("save_text_states")] = saveTextStates;
+  if (!modelFiles.isEmpty()) {
+    QJsonArray files;
+    for (const ClipFile& f : modelFiles) files.append(clipFileJson(f));
+    j[QStringLiteral("model_files")] = files;
+  }
+  if (!noiseFile.name.isEmpty()) j[QStringLiteral("noise_file")] = clipFileJson(noiseFile);
   return j;
 }
 
@@ -119,8 +171,18 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
   s.sampler = j.value(QStringLiteral("sampler")).toString();
   s.preset = j.value(QStringLiteral("preset")).toString(QStringLiteral("auto"));
   s.modelFolder = j.value(QStringLiteral("model_folder")).toString();
-  if (s.modelFolder.isEmpty()) {
-    s.modelFolder = commonFolder(j.value(QStringLiteral("model_files")).toArray());
+  const QJsonArray files = j.value(QStringLiteral("model_files")).toArray();
+  if (s.modelFolder.isEmpty()) s.modelFolder = commonFolder(files);
+  for (const auto& value : files) {
+    ClipFile f = clipFileFromJson(value);
+    if (!f.name.isEmpty()) s.modelFiles.push_back(std::move(f));
+  }
+  s.noise = j.value(QStringLiteral("noise")).toString();
+  s.saveNoise = j.value(QStringLiteral("save_noise")).toBool();
+  s.saveLatents = j.value(QStringLiteral("save_latents")).toBool();
+  s.saveTextStates = j.value(QStringLiteral("save_text_states")).toBool();
+  if (j.contains(QStringLiteral("noise_file"))) {
+    s.noiseFile = clipFileFromJson(j.value(QStringLiteral("noise_file")));
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <QJsonObject>
+#include <QList>
 #include <QMetaType>
 #include <QString>
 #include <optional>
@@ -13,6 +14,17 @@
 namespace ferry::gui {
 
 enum class SeedMode { kFixed, kRandom, kIncrement };
+
+// A model file as a clip names it: its file name only (no folder: a shared clip leaks none), its
+// size and content fingerprint (io::file_fingerprint). Clips made before the session API carry an
+// absolute path instead: then the name is its file name, and bytes and fingerprint are unknown.
+struct ClipFile {
+  QString role;
+  QString name;
+  quint64 bytes = 0;    // 0: unknown
+  QString fingerprint;  // "fp1:…"; empty: unknown
+  bool operator==(const ClipFile&) const = default;
+};
 
 struct GenerationSettings {
   QString prompt;
@@ -30,6 +42,22 @@ struct GenerationSettings {
   quint64 seed = 0;
   SeedMode seedMode = SeedMode::kFixed;
   QString preset = QStringLiteral("auto");
+  // Advanced (replays across tools): the initial noise read from this safetensors file instead of
+  // drawn from the seed; empty: the seed's.
+  QString noise;
+  // Write the noise the run used / its final latents (with the text encoder's output) when it
+  // succeeds, to the path chosen or, empty, next to the video (<stem>.noise.safetensors,
+  // <stem>.latents.safetensors). The paths are the run's, not remembered: a later run would
+  // overwrite them.
+  bool saveNoise = false;
+  bool saveLatents = false;
+  bool saveTextStates = false;
+  QString saveNoisePath;
+  QString saveLatentsPath;
+  // What the clip says about where it came from (read back, never sent to the engine): its model
+  // files, and the noise file it was made from (name and fingerprint; empty: the seed's noise).
+  QList<ClipFile> modelFiles;
+  ClipFile noiseFile;
 
   bool operator==(const GenerationSettings&) const = default;
 
@@ -37,8 +65,8 @@ struct GenerationSettings {
   models::GenerationRequest toRequest(const QString& output) const;
 
   // The generator's settings JSON keys (prompt, negative_prompt, seed, width, height, frames, fps,
-  // steps, guide_scale, shift, sampler, preset, image, model_files) plus the GUI's own
-  // (model_folder, seed_mode).
+  // steps, guide_scale, shift, sampler, preset, image, model_files, noise_file) plus the GUI's own
+  // (model_folder, seed_mode, noise, save_noise, save_latents, save_text_states).
   QJsonObject toJson() const;
   // A negative prompt equal to `defaultNegative` (the model's default) restores as empty.
   static GenerationSettings fromJson(const QJsonObject& json, const QString& defaultNegative = {});
@@ -47,6 +75,9 @@ struct GenerationSettings {
   static std::optional<GenerationSettings> fromVideo(const QString& path, QString* why = nullptr,
                                                      const QString& defaultNegative = {});
 };
+
+// Where a run writes what the Advanced settings ask to save, next to `video` unless chosen.
+QString defaultSavePath(const QString& video, const QString& what);  // what: "noise", "latents"
 
 QString seedModeName(SeedMode mode);
 SeedMode seedModeFromName(const QString& name);

@@ -113,7 +113,7 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   layout->addLayout(buttons);
 
   auto restore = [this] {
-    if (const HistoryItem* item = current()) emit restoreRequested(item->settings);
+    if (const HistoryItem* item = current()) emit restoreRequested(item->settings, item->video);
   };
   connect(list_, &QListWidget::itemActivated, this, restore);
   connect(restore_, &QPushButton::clicked, this, restore);

@@ -53,7 +53,8 @@ class HistoryPanel : public QWidget {
   int count() const;
 
  signals:
-  void restoreRequested(const ferry::gui::GenerationSettings& settings);
+  // `video`: the item's video, beside which a noise file it was made from is looked for.
+  void restoreRequested(const ferry::gui::GenerationSettings& settings, const QString& video);
   void openRequested(const QString& video);
 
  private:

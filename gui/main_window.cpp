@@ -36,8 +36,11 @@
 #include "core/io/user_data.h"
 #include "core/models/family.h"
 #include "core/offload/planner.h"
+#include "gui/advanced_box.h"
+#include "gui/clip_lookup.h"
 #include "gui/frame_player.h"
 #include "gui/history.h"
+#include "gui/latest_query.h"
 #include "gui/machine_check.h"
 #include "gui/memory_chart.h"
 #include "gui/model_panel.h"
@@ -210,6 +213,10 @@ void MainWindow::buildUi() {
   video_ = new VideoSettingsBox;
   leftLayout->addWidget(video_);
 
+  advanced_ = new AdvancedBox;
+  leftLayout->addWidget(advanced_);
+  clipQuery_ = new LatestQuery(QStringLiteral("Ferry clip lookup"), this);
+
   presetPanel_ = new PresetPanel;
   leftLayout->addWidget(presetPanel_);
 
@@ -322,9 +329,16 @@ void MainWindow::buildUi() {
   connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancel);
   connect(openFile_, &QPushButton::clicked, this, &MainWindow::openFile);
   connect(openFolder_, &QPushButton::clicked, this, &MainWindow::openFolder);
+  connect(advanced_, &AdvancedBox::noiseChanged, this, [this] {
+    // Where a restored clip's noise file is looked for next.
+    if (!advanced_->noise().isEmpty()) {
+      store_->setValue(QStringLiteral("advanced/noiseFolder"),
+                       QFileInfo(advanced_->noise()).absolutePath());
+    }
+  });
   connect(historyPanel_, &HistoryPanel::restoreRequested, this,
-          [this](const GenerationSettings& s) {
-            applySettings(s);
+          [this](const GenerationSettings& s, const QString& video) {
+            applySettings(s, video);
             statusBar()->showMessage(tr("Settings restored from the history"), 4000);
           });
   connect(historyPanel_, &HistoryPanel::openRequested, this, &MainWindow::showVideo);
@@ -409,12 +423,15 @@ GenerationSettings MainWindow::settings() const {
   s.image = startImage_->path();
   s.modelFolder = QDir::fromNativeSeparators(modelPanel_->folder());
   video_->fill(s);
+  advanced_->fill(s);
   s.preset = presetPanel_->presetName();
   return s;
 }
 
-void MainWindow::applySettings(const GenerationSettings& s) {
+void MainWindow::applySettings(const GenerationSettings& s, const QString& clip) {
   clearMessage();
+  restoreNotice_.clear();
+  const QString previousNoise = advanced_->noise();
   prompt_->setPlainText(s.prompt);
   negative_->setPlainText(s.negativePrompt);
   if (s.image.isEmpty()) {
@@ -423,13 +440,85 @@ void MainWindow::applySettings(const GenerationSettings& s) {
     showMessage(tr("The start image %1 could not be restored: %2")
                     .arg(QDir::toNativeSeparators(s.image), startImage_->error()));
   }
-  if (!s.modelFolder.isEmpty() &&
-      QDir::fromNativeSeparators(modelPanel_->folder()) != s.modelFolder) {
-    keepSettingsForModel_ = true;  // the model's defaults must not overwrite what is restored
-    modelPanel_->setFolder(s.modelFolder);
+  if (!s.modelFiles.isEmpty() || !s.noiseFile.name.isEmpty()) {
+    // A clip: where its files are on this machine is looked up on the drive, off this thread.
+    const QString current = QDir::fromNativeSeparators(modelPanel_->folder());
+    QStringList noiseCandidates;
+    if (!s.noiseFile.name.isEmpty()) {
+      noiseCandidates << s.noise;
+      for (const QString& folder :
+           {clip.isEmpty() ? QString() : QFileInfo(clip).absolutePath(),
+            store_->value(QStringLiteral("advanced/noiseFolder")).toString(),
+            previousNoise.isEmpty() ? QString() : QFileInfo(previousNoise).absolutePath()}) {
+        if (!folder.isEmpty()) noiseCandidates << QDir(folder).filePath(s.noiseFile.name);
+      }
+    }
+    clipQuery_->post([this, s, current, noiseCandidates] {
+      const ClipLookup found =
+          lookUpClip(s.modelFiles, {s.modelFolder, current}, s.noiseFile, noiseCandidates);
+      return std::function<void()>([this, s, found] { onClipLookedUp(s, found); });
+    });
+  } else {
+    if (clipQuery_->pending()) clipQuery_->post([] { return std::function<void()>([] {}); });
+    if (!s.modelFolder.isEmpty() &&
+        QDir::fromNativeSeparators(modelPanel_->folder()) != s.modelFolder) {
+      keepSettingsForModel_ = true;  // the model's defaults must not overwrite what is restored
+      modelPanel_->setFolder(s.modelFolder);
+    }
   }
   video_->apply(s);
+  advanced_->apply(s);
   if (!s.preset.isEmpty()) presetPanel_->setPresetName(s.preset);
+  updatePlanInputs();
+}
+
+// The answer for a restored clip: the model folder that holds its files (or which are missing,
+// the current model kept), and its noise file (or that the seed alone will not make it again).
+void MainWindow::onClipLookedUp(const GenerationSettings& s, const ClipLookup& found) {
+  QStringList problems;
+  QStringList notes;
+  if (!s.modelFiles.isEmpty()) {
+    if (!found.modelFolder.isEmpty()) {
+      if (QDir::fromNativeSeparators(modelPanel_->folder()) != found.modelFolder) {
+        keepSettingsForModel_ = true;  // the model's defaults must not overwrite what is restored
+        modelPanel_->setFolder(found.modelFolder);
+      }
+      notes << tr("The clip's model files are in %1.")
+                   .arg(QDir::toNativeSeparators(found.modelFolder));
+      notes << found.warnings;
+    } else if (found.searched.isEmpty()) {
+      problems << tr("The clip's model (%1) was not looked for: choose the folder that holds it, "
+                     "then restore again.")
+                      .arg(found.missing.join(QStringLiteral(", ")));
+    } else {
+      problems << tr("The clip's model is not in %1: missing %2. The current model is kept; "
+                     "choose the folder that holds these files, then restore again.")
+                      .arg(QDir::toNativeSeparators(found.searched),
+                           found.missing.join(QStringLiteral("; ")));
+    }
+  }
+  if (!s.noiseFile.name.isEmpty()) {
+    if (!found.noisePath.isEmpty()) {
+      advanced_->setNoise(found.noisePath);
+      advanced_->setExpanded(true);
+      notes << tr("This clip's initial noise came from the file %1, not from its seed: the same "
+                  "file (same fingerprint) was found at %2 and loaded under Advanced.")
+                   .arg(s.noiseFile.name, QDir::toNativeSeparators(found.noisePath));
+    } else {
+      advanced_->setNoise(QString());
+      advanced_->setExpanded(true);
+      problems << tr("This clip's initial noise came from the file %1, not from its seed: the "
+                     "seed alone will not reproduce it. It was not found beside the clip or "
+                     "where the last noise file was loaded; load it under Advanced.")
+                      .arg(s.noiseFile.name);
+    }
+  }
+  restoreNotice_ = (problems + notes).join(QLatin1Char(' '));
+  if (!problems.isEmpty()) {
+    showMessage(restoreNotice_);
+  } else if (!restoreNotice_.isEmpty()) {
+    statusBar()->showMessage(restoreNotice_, 10000);
+  }
   updatePlanInputs();
 }
 
@@ -518,11 +607,12 @@ void MainWindow::updatePlanInputs() {
 }
 
 bool MainWindow::settled() const {
-  return !modelPanel_->scanning() && !presetPanel_->planning();
+  return !clipQuery_->pending() && !modelPanel_->scanning() && !presetPanel_->planning();
 }
 
 QString MainWindow::generateBlockedReason() const {
   if (state_ != State::kIdle) return tr("A video is being made.");
+  if (clipQuery_->pending()) return tr("Looking for the clip's model files…");
   if (modelPanel_->scanning()) return tr("Looking for the model…");
   if (!modelPanel_->model()) return modelPanel_->problem();
   if (presetPanel_->planning()) return tr("Planning the memory…");
@@ -632,6 +722,7 @@ void MainWindow::setState(State state) {
     w->setEnabled(idle);
   }
   video_->setEditable(idle);
+  advanced_->setEditable(idle);
   cancel_->setEnabled(state == State::kRunning);
   progress_->setVisible(!idle);
   if (idle) {
@@ -759,6 +850,10 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
     resolved.modelFolder = s.modelFolder;
     resolved.seedMode = s.seedMode;
     resolved.image = s.image;
+    resolved.noise = s.noise;
+    resolved.saveNoise = s.saveNoise;
+    resolved.saveLatents = s.saveLatents;
+    resolved.saveTextStates = s.saveTextStates;
     s = resolved;
   }
   const QString summary = tr("%1×%2 · %3 frames · %4 steps · seed %5")
@@ -782,7 +877,7 @@ bool MainWindow::openVideo(const QString& path) {
     showMessage(why);
     return false;
   }
-  applySettings(*s);
+  applySettings(*s, path);
   showVideo(path);
   statusBar()->showMessage(tr("Settings restored from %1").arg(QDir::toNativeSeparators(path)),
                            6000);

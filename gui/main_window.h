@@ -23,9 +23,12 @@ class QSplitter;
 
 namespace ferry::gui {
 
+class AdvancedBox;
+struct ClipLookup;
 class FramePlayer;
 class HistoryPanel;
 class HistoryStore;
+class LatestQuery;
 class MemoryChart;
 class ModelPanel;
 class PresetPanel;
@@ -50,7 +53,11 @@ class MainWindow : public QMainWindow {
   State state() const { return state_; }
 
   GenerationSettings settings() const;
-  void applySettings(const GenerationSettings& settings);
+  // Shows `settings`. Settings read back from a clip (`clip`: the video, or empty) that name their
+  // model files are looked up off the GUI thread: the model by file name in the clip's folder, if
+  // any, then in the one chosen now; the noise file it was made from beside the clip or where the
+  // last one was loaded. restoreNotice() then says what was found and what was not.
+  void applySettings(const GenerationSettings& settings, const QString& clip = QString());
   // Restores the settings a Ferry MP4 carries and shows it; false with a message when it cannot.
   bool openVideo(const QString& path);
   // Plays a video in the window's player (decoded on the engine thread), settings untouched.
@@ -60,6 +67,9 @@ class MainWindow : public QMainWindow {
   bool settled() const;
   // The message the window last showed about a problem (empty after a success), for tests.
   QString lastMessage() const { return lastMessage_; }
+  // What the last restore of a clip found out (its model's folder, its noise file); empty when
+  // there was nothing to say.
+  QString restoreNotice() const { return restoreNotice_; }
   // <data folder>/logs: the runs' logs and crash reports.
   QString logsFolder() const;
   QString lastVideo() const { return lastVideo_; }
@@ -70,6 +80,7 @@ class MainWindow : public QMainWindow {
   // The parts the tests drive.
   PresetPanel* presetPanel() const { return presetPanel_; }
   ModelPanel* modelPanel() const { return modelPanel_; }
+  AdvancedBox* advancedBox() const { return advanced_; }
   StartImageBox* startImage() const { return startImage_; }
   FramePlayer* player() const { return player_; }
   HistoryPanel* historyPanel() const { return historyPanel_; }
@@ -123,6 +134,7 @@ class MainWindow : public QMainWindow {
   void onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps);
   void onFramesFailed(const QString& video, const QString& message);
   void addToHistory(const QImage& thumbnail);
+  void onClipLookedUp(const GenerationSettings& settings, const ClipLookup& found);
   void openFile();
   void openFolder();
 
@@ -134,6 +146,7 @@ class MainWindow : public QMainWindow {
   QString defaultNegative_;  // the model's default negative prompt, once a plan resolved it
   State state_ = State::kIdle;
   QString lastMessage_;
+  QString restoreNotice_;
   QString lastVideo_;
   QString lastLog_;  // the running (or last) run's log
   QImage lastPreview_;
@@ -151,6 +164,8 @@ class MainWindow : public QMainWindow {
   ModelPanel* modelPanel_ = nullptr;
   PresetPanel* presetPanel_ = nullptr;
   VideoSettingsBox* video_ = nullptr;
+  AdvancedBox* advanced_ = nullptr;
+  LatestQuery* clipQuery_ = nullptr;  // restoring a clip: its model files and noise file
   QLabel* planLine_ = nullptr;
   QPushButton* generate_ = nullptr;
   QPushButton* cancel_ = nullptr;

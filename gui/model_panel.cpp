@@ -113,7 +113,6 @@ void ModelPanel::scan() {
   found_->setStyleSheet(QString());
   found_->setText(tr("Looking for the model in %1…").arg(QDir::toNativeSeparators(path)));
   problem_ = tr("Still looking for the model.");
-  emit modelChanged();
   // Everything that touches the drive — whether the folder exists included — runs off the GUI
   // thread.
   query_->post([this, session = session_, path, hook = scanHook_] {
@@ -133,6 +132,9 @@ void ModelPanel::scan() {
     }
     return std::function<void()>([this, model, lines, problem] { show(model, lines, problem); });
   });
+  // Posted first, so that receivers see scanning(): this is not the answer yet (a window that
+  // keeps restored settings for the model found must not spend that on this signal).
+  emit modelChanged();
 }
 
 void ModelPanel::show(const pipeline::ModelHandle& model, const QStringList& lines,

@@ -33,6 +33,14 @@ GenerationSettings sample() {
   s.seed = (quint64{1} << 40) + 3;
   s.seedMode = SeedMode::kIncrement;
   s.preset = QStringLiteral("laptop-8gb");
+  s.noise = QStringLiteral("/replays/noise.safetensors");
+  s.saveNoise = true;
+  s.saveLatents = true;
+  s.saveTextStates = true;
+  s.modelFiles = {{QStringLiteral("vae"), QStringLiteral("Wan2.2_VAE.safetensors"), 1409400000,
+                   QStringLiteral("fp1:0123456789abcdef")}};
+  s.noiseFile = {
+      {}, QStringLiteral("noise.safetensors"), 0, QStringLiteral("fp1:fedcba9876543210")};
   return s;
 }
 
@@ -56,6 +64,57 @@ class HistoryTest : public QObject {
   void settings_survive_their_json() {
     const GenerationSettings s = sample();
     QCOMPARE(GenerationSettings::fromJson(s.toJson()), s);
+  }
+
+  void the_advanced_settings_reach_the_request() {
+    GenerationSettings s = sample();
+    const QString video = QStringLiteral("/videos/ferry-20261130-031502.mp4");
+    auto r = s.toRequest(video);
+    QCOMPARE(r.noise, toPath(QStringLiteral("/replays/noise.safetensors")));
+    // The save targets default to files next to the video, named for it.
+    QCOMPARE(r.save_noise,
+             toPath(QStringLiteral("/videos/ferry-20261130-031502.noise.safetensors")));
+    QCOMPARE(r.save_latents,
+             toPath(QStringLiteral("/videos/ferry-20261130-031502.latents.safetensors")));
+    QVERIFY(r.save_text_states);
+    // Or the files chosen.
+    s.saveNoisePath = QStringLiteral("/replays/run-noise.safetensors");
+    s.saveLatentsPath = QStringLiteral("/replays/run-latents.safetensors");
+    r = s.toRequest(video);
+    QCOMPARE(r.save_noise, toPath(s.saveNoisePath));
+    QCOMPARE(r.save_latents, toPath(s.saveLatentsPath));
+    // Off: nothing asked, and the text states only ever with the latents.
+    s.noise.clear();
+    s.saveNoise = false;
+    s.saveLatents = false;
+    r = s.toRequest(video);
+    QVERIFY(r.noise.empty());
+    QVERIFY(r.save_noise.empty());
+    QVERIFY(r.save_latents.empty());
+    QVERIFY(!r.save_text_states);
+  }
+
+  void the_chosen_save_paths_are_not_remembered() {
+    GenerationSettings s = sample();
+    s.saveNoisePath = QStringLiteral("/replays/run-noise.safetensors");
+    const GenerationSettings back = GenerationSettings::fromJson(s.toJson());
+    QVERIFY(back.saveNoisePath.isEmpty());  // a later run would overwrite it
+    QVERIFY(back.saveNoise);
+    QCOMPARE(back.noise, s.noise);
+  }
+
+  void an_old_clip_names_its_model_files_by_their_file_names() {
+    // Clips made before the session API carry absolute paths as plain strings.
+    const QJsonObject old = QJsonDocument::fromJson(R"({"prompt": "x", "model_files": [
+        "/home/ana/models/wan/diffusion_models/wan2.2_ti2v_5B_fp16.safetensors",
+        "/home/ana/models/wan/vae/wan2.2_vae.safetensors"]})")
+                                .object();
+    const GenerationSettings s = GenerationSettings::fromJson(old);
+    QCOMPARE(s.modelFiles.size(), 2);
+    QCOMPARE(s.modelFiles[0].name, QStringLiteral("wan2.2_ti2v_5B_fp16.safetensors"));
+    QCOMPARE(s.modelFiles[1].name, QStringLiteral("wan2.2_vae.safetensors"));
+    QCOMPARE(s.modelFiles[1].bytes, quint64{0});  // unknown: not checked
+    QCOMPARE(s.modelFolder, QStringLiteral("/home/ana/models/wan"));
   }
 
   void an_item_keeps_its_settings_video_and_thumbnail_newest_first() {
@@ -145,6 +204,16 @@ class HistoryTest : public QObject {
     // The video names its model files without their folder (a shared clip leaks no folder
     // names): no model folder restores, the window keeps the one chosen.
     QVERIFY2(restored->modelFolder.isEmpty(), qPrintable(restored->modelFolder));
+    QVERIFY(!restored->modelFiles.isEmpty());
+    for (const ClipFile& f : restored->modelFiles) {
+      QVERIFY2(!f.name.contains(QLatin1Char('/')), qPrintable(f.name));
+      QVERIFY2(QFileInfo::exists(QDir(demoFolder()).filePath(f.name)) ||
+                   !filesEndingIn(demoFolder(), QLatin1Char('/') + f.name).isEmpty(),
+               qPrintable(f.name));
+      QVERIFY(f.bytes > 0);
+      QVERIFY(f.fingerprint.startsWith(QLatin1String("fp1:")));
+    }
+    QVERIFY(restored->noiseFile.name.isEmpty());  // the seed's noise
   }
 
   void the_default_negative_prompt_restores_as_empty() {

@@ -11,6 +11,7 @@
 #include <QProcess>
 #include <QtTest/QtTest>
 
+#include "gui/advanced_box.h"
 #include "gui/frame_player.h"
 #include "gui/history.h"
 #include "gui/memory_chart.h"
@@ -131,6 +132,37 @@ MainWindowOptions options(const QTemporaryDir& data, ferry::offload::MachineInfo
   o.firstRunCheck = false;
   o.askBeforeClosing = false;
   return o;
+}
+
+// A copy of the demo model in `to` (its files in the same subfolders).
+bool copyDemoModel(const QString& to) {
+  const QDir from(demoFolder());
+  for (const QString& file : filesEndingIn(demoFolder(), QString())) {
+    const QString target = QDir(to).filePath(from.relativeFilePath(file));
+    if (!QDir().mkpath(QFileInfo(target).absolutePath()) || !QFile::copy(file, target))
+      return false;
+  }
+  return true;
+}
+
+// A Ferry MP4 made through the engine's API from the model in `modelFolder`.
+QString makeClip(const QString& modelFolder, const QString& video, const QString& noise = {},
+                 const QString& saveNoise = {}) {
+  GenerationSettings s;
+  s.prompt = QStringLiteral("a ferry at dawn");
+  s.modelFolder = modelFolder;
+  s.width = s.height = 64;
+  s.frames = 5;
+  s.steps = 1;
+  s.preset = QStringLiteral("cpu");
+  s.noise = noise;
+  auto request = s.toRequest(video);
+  if (!saveNoise.isEmpty()) request.save_noise = toPath(saveNoise);
+  const auto engine = session(cpuMachine());
+  ferry::pipeline::ProgressSink sink;
+  ferry::pipeline::CancelToken cancel;
+  engine->run(*engine->find(request.model), request, sink, cancel);
+  return video;
 }
 
 bool waitForIdle(MainWindow& w, int ms = 120000) {
@@ -390,6 +422,139 @@ class MainWindowTest : public QObject {
     restored.seedMode = s.seedMode;
     QCOMPARE(restored, s);
     QTRY_COMPARE_WITH_TIMEOUT(w.player()->frameCount(), 5, 30000);
+  }
+
+  // ---- replays (the Advanced section) and restoring clips on another machine ----
+
+  void the_advanced_settings_reach_the_run() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    QVERIFY(!w.advancedBox()->expanded());  // collapsed until asked for
+    GenerationSettings s = demoSettings(1);
+    s.saveNoise = true;
+    s.saveLatents = true;
+    s.saveTextStates = true;
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings(), s);
+    // Open, it still fits the left column of a 1280×720 window (about 480 px wide).
+    QVERIFY(w.advancedBox()->expanded());
+    QVERIFY2(w.advancedBox()->minimumSizeHint().width() <= 460,
+             qPrintable(QString::number(w.advancedBox()->minimumSizeHint().width())));
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    const QString noise = defaultSavePath(w.lastVideo(), QStringLiteral("noise"));
+    const QString latents = defaultSavePath(w.lastVideo(), QStringLiteral("latents"));
+    QVERIFY2(QFileInfo::exists(noise), qPrintable(noise));
+    QVERIFY2(QFileInfo::exists(latents), qPrintable(latents));
+    QVERIFY(noise.endsWith(QFileInfo(w.lastVideo()).completeBaseName() +
+                           QStringLiteral(".noise.safetensors")));
+
+    // The noise file loaded for the next run reaches it: its clip says where its noise came from.
+    QTRY_COMPARE_WITH_TIMEOUT(w.historyPanel()->count(), 1, 30000);
+    const QString first = w.lastVideo();
+    s.saveNoise = s.saveLatents = s.saveTextStates = false;
+    s.noise = noise;
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings().noise, noise);
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QVERIFY(w.lastVideo() != first);
+    const auto clip = GenerationSettings::fromVideo(w.lastVideo());
+    QVERIFY(clip.has_value());
+    QCOMPARE(clip->noiseFile.name, QFileInfo(noise).fileName());
+  }
+
+  void restoring_a_clip_made_from_a_noise_file_says_so() {
+    QTemporaryDir data;
+    QTemporaryDir clips;
+    const QString noise = clips.filePath(QStringLiteral("replay.noise.safetensors"));
+    makeClip(demoFolder(), clips.filePath(QStringLiteral("seeded.mp4")), {}, noise);
+    const QString video =
+        makeClip(demoFolder(), clips.filePath(QStringLiteral("replayed.mp4")), noise);
+    MainWindow w(options(data, cpuMachine()));
+    w.applySettings(demoSettings(1));
+    QVERIFY(settle(w));
+    QVERIFY(w.advancedBox()->noise().isEmpty());
+
+    // Beside the clip, with the same fingerprint: named and filled in.
+    QVERIFY(w.openVideo(video));
+    QVERIFY(settle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QVERIFY2(w.restoreNotice().contains(QLatin1String("replay.noise.safetensors")),
+             qPrintable(w.restoreNotice()));
+    QCOMPARE(w.settings().noise, noise);
+    QVERIFY(w.advancedBox()->expanded());
+
+    // Gone (and nowhere else): the user hears the seed alone will not make it again.
+    QVERIFY(QFile::rename(noise, clips.filePath(QStringLiteral("moved.safetensors"))));
+    w.advancedBox()->setNoise(QString());
+    QVERIFY(w.openVideo(video));
+    QVERIFY(settle(w));
+    QVERIFY2(w.lastMessage().contains(QLatin1String("replay.noise.safetensors")),
+             qPrintable(w.lastMessage()));
+    QVERIFY2(w.lastMessage().contains(QLatin1String("seed alone will not reproduce")),
+             qPrintable(w.lastMessage()));
+    QVERIFY(w.settings().noise.isEmpty());
+
+    // A file of that name with other contents is not it.
+    QFile other(noise);
+    QVERIFY(other.open(QIODevice::WriteOnly));
+    other.write("not the noise");
+    other.close();
+    QVERIFY(w.openVideo(video));
+    QVERIFY(settle(w));
+    QVERIFY(w.lastMessage().contains(QLatin1String("seed alone will not reproduce")));
+    QVERIFY(w.settings().noise.isEmpty());
+  }
+
+  void restoring_a_clip_finds_its_model_by_file_name_in_a_renamed_folder() {
+    QTemporaryDir data;
+    QTemporaryDir root;
+    const QString original = root.filePath(QStringLiteral("wan-original"));
+    QVERIFY(copyDemoModel(original));
+    const QString video = makeClip(original, root.filePath(QStringLiteral("clip.mp4")));
+    // The user moved and renamed the model since; the window points at the folder above it.
+    const QString models = root.filePath(QStringLiteral("models"));
+    const QString renamed = QDir(models).filePath(QStringLiteral("wan renamed"));
+    QVERIFY(QDir().mkpath(models));
+    QVERIFY(QDir().rename(original, renamed));
+
+    MainWindow w(options(data, cpuMachine()));
+    GenerationSettings s = demoSettings(1);
+    s.modelFolder = models;
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    QVERIFY(!QFileInfo::exists(original));
+
+    QVERIFY(w.openVideo(video));
+    QVERIFY(settle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QCOMPARE(QDir::fromNativeSeparators(w.modelPanel()->folder()), renamed);
+    QVERIFY(w.modelPanel()->model());
+    QVERIFY2(w.restoreNotice().contains(QDir::toNativeSeparators(renamed)),
+             qPrintable(w.restoreNotice()));
+    QCOMPARE(w.settings().prompt, QStringLiteral("a ferry at dawn"));
+    QCOMPARE(w.settings().steps, 1);
+    QVERIFY(w.generateEnabled());
+
+    // A file the clip names is gone: the window names it and keeps the model it has.
+    const auto clip = GenerationSettings::fromVideo(video);
+    QVERIFY(clip.has_value());
+    const QString gone = clip->modelFiles.back().name;
+    const QStringList copies = filesEndingIn(renamed, QLatin1Char('/') + gone);
+    QCOMPARE(copies.size(), 1);
+    QVERIFY(QFile::rename(copies.front(), copies.front() + QStringLiteral(".bak")));
+    w.modelPanel()->setFolder(models);
+    QVERIFY(settle(w));
+    QVERIFY(w.openVideo(video));
+    QVERIFY(settle(w));
+    QVERIFY2(w.lastMessage().contains(gone), qPrintable(w.lastMessage()));
+    QVERIFY2(w.lastMessage().contains(QLatin1String("missing")), qPrintable(w.lastMessage()));
+    QCOMPARE(QDir::fromNativeSeparators(w.modelPanel()->folder()), models);
   }
 
   void increment_mode_moves_the_seed_on_after_a_run() {
