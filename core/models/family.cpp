@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "core/error.h"
+
 namespace ferry::models {
 
 std::string_view stage_name(StageKind stage) {
@@ -53,7 +55,7 @@ std::unique_ptr<ModelParts> open_model(const std::vector<std::filesystem::path>&
     }
   }
   if (first_error) std::rethrow_exception(first_error);
-  return nullptr;  // a build with no family: nothing to open
+  throw Error(ErrorCode::kInternal, "this build of Ferry has no model family");
 }
 
 }  // namespace ferry::models

@@ -44,8 +44,8 @@ enum class StageKind { kText, kImage, kDenoise, kDecode, kWrite };
 std::string_view stage_name(StageKind stage);  // "encoding the prompt", ...
 std::string_view stage_key(StageKind stage);   // "text", "image", ... (stats and logs)
 
-// One file of a model set, as metadata and logs record it: no folder (a shared clip must not leak
-// the user's folder names), the size and a content fingerprint.
+// One file of a model set. A clip's metadata records its role, file name (never the folder: a
+// shared clip must not leak the user's folder names), size and content fingerprint.
 struct PartFile {
   std::string role;  // "diffusion model", "text encoder", "VAE"
   std::filesystem::path path;

@@ -11,7 +11,6 @@
 namespace ferry::models::wan {
 namespace {
 
-namespace fs = std::filesystem;
 
 [[noreturn]] void bad(const std::string& message) {
   throw Error(ErrorCode::kBadArgument, message);
