@@ -36,10 +36,10 @@
 #include "core/error.h"
 #include "core/io/safetensors_set.h"
 #include "core/io/safetensors_writer.h"
+#include "core/models/wan/denoise.h"
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/offload/planner.h"
-#include "core/models/wan/denoise.h"
 #include "core/tensor/convert.h"
 
 namespace fs = std::filesystem;
@@ -241,7 +241,7 @@ Result run_steps(ferry::Backend& backend, const ferry::io::SafetensorsSet& set,
     if (step == 1) before = streamer.stats();
   };
   ferry::models::wan::denoise(backend, dit, streamer, arena, contexts, grid, {}, settings, latent,
-                           hooks);
+                              hooks);
   starts.push_back(Clock::now());
   const ferry::offload::StreamStats after = streamer.stats();
   for (float v : latent) {

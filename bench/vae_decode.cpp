@@ -38,10 +38,10 @@
 #include "core/memory/arena.h"
 #include "core/memory/process_memory.h"
 #include "core/models/wan/vae.h"
+#include "core/models/wan/vae_plan.h"
 #include "core/models/wan/vae_synth.h"
 #include "core/models/wan/vae_tiling.h"
 #include "core/offload/planner.h"
-#include "core/models/wan/vae_plan.h"
 #include "core/tensor/convert.h"
 
 namespace fs = std::filesystem;
@@ -99,7 +99,8 @@ std::string plan_text(const models::wan::VaePlan& p) {
 
 void print_plan(const VaeWeights& w, const char* name, int width, int height, int frames) {
   const offload::Preset preset = laptop_preset();
-  const models::wan::VaePlan p = models::wan::make_vae_plan(w, preset, laptop(), width, height, frames);
+  const models::wan::VaePlan p =
+      models::wan::make_vae_plan(w, preset, laptop(), width, height, frames);
   const std::int64_t s = w.config().spatial, h = height / s, wd = width / s;
   std::printf("%s %dx%dx%d, laptop-8gb (usable VRAM %.2f GiB): %s\n", name, width, height, frames,
               gib(offload::usable_device_bytes(preset, laptop())), plan_text(p).c_str());

@@ -154,9 +154,9 @@ pipeline::GenerationRequest request_from(const Args& args) {
 }
 
 const std::set<std::string> kGenerateOptions = {
-    "model", "prompt", "negative", "image", "width",  "height", "frames", "fps",      "steps",
-    "cfg",   "shift",  "sampler",  "seed",  "preset", "out",    "stats",  "vram-mib", "ram-mib",
-    "noise", "save-noise", "save-latents"};
+    "model", "prompt", "negative", "image",   "width",   "height",     "frames",
+    "fps",   "steps",  "cfg",      "shift",   "sampler", "seed",       "preset",
+    "out",   "stats",  "vram-mib", "ram-mib", "noise",   "save-noise", "save-latents"};
 const std::set<std::string> kGenerateFlags = {"save-text-states"};
 
 void print_step_table(const pipeline::GenerationResult& result, bool device) {

@@ -135,7 +135,8 @@ int run_plan(const std::vector<std::string>& argv) {
   std::printf("machine: %s\n", session.machine_summary().c_str());
   std::printf("preset:  %s (%s) - %s\n", target.preset.name.c_str(), target.preset.source.c_str(),
               target.preset.description.c_str());
-  if (target.fell_back_to_cpu) std::printf("         (%s: the cpu preset runs)\n", target.reason.c_str());
+  if (target.fell_back_to_cpu)
+    std::printf("         (%s: the cpu preset runs)\n", target.reason.c_str());
   // Each stage plans alone: the previous one has freed everything (architecture.md §3.5).
   for (const models::StagePlan& s : plan.stages) print_stage(s, target.on_gpu);
   std::printf("\npredicted peaks of the whole run: VRAM %s, RAM %s\n",

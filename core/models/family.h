@@ -54,8 +54,8 @@ struct PartFile {
 
 // A named tensor of a replay file (noise in, noise and latents out): f32, this shape.
 struct TensorLayout {
-  std::string name;                   // "noise"
-  std::vector<std::uint64_t> shape;   // [C, T, h, w]
+  std::string name;                  // "noise"
+  std::vector<std::uint64_t> shape;  // [C, T, h, w]
 };
 
 // A tensor a stage hands out (the text encoder's output), in its own dtype.
@@ -72,9 +72,9 @@ struct RunContext {
   const offload::Preset& preset;
   const offload::MachineInfo& machine;
   offload::CancelToken& cancel;
-  offload::Telemetry& telemetry;         // a denoise stage opens and closes a step per step
-  offload::StreamerOptions streamer;     // every stage's streamer options (tests add hooks)
-  bool stream_all = false;               // the demo: every block from disk
+  offload::Telemetry& telemetry;      // a denoise stage opens and closes a step per step
+  offload::StreamerOptions streamer;  // every stage's streamer options (tests add hooks)
+  bool stream_all = false;            // the demo: every block from disk
   // A small image of the work so far, after each denoising step.
   std::function<void(const media::RgbImage&)> preview;
   // Decoded frames, [3, count, H, W] in [-1, 1], in order: the pipeline writes them.

@@ -46,8 +46,8 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
         std::to_string(r.steps));
   }
   if (!(r.guide_scale >= 0.0f && r.guide_scale <= rules.max_guide_scale)) {
-    bad("the guide scale (--cfg) must be 0 to " + std::to_string(rules.max_guide_scale) +
-        ", not " + std::to_string(r.guide_scale));
+    bad("the guide scale (--cfg) must be 0 to " + std::to_string(rules.max_guide_scale) + ", not " +
+        std::to_string(r.guide_scale));
   }
   if (!(r.shift > 0.0 && r.shift <= rules.max_shift)) {
     bad("shift must be above 0 and at most " + std::to_string(rules.max_shift) + ", not " +

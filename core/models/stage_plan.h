@@ -44,7 +44,7 @@ struct StagePlan {
 };
 
 struct GenerationPlan {
-  std::string preset;         // the preset the plans are for
+  std::string preset;             // the preset the plans are for
   std::vector<StagePlan> stages;  // in the order they run
   // Stages run one after another, each freeing what it allocated: the peaks are the largest of
   // any stage's.

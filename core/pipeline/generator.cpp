@@ -99,9 +99,9 @@ class FrameWriter {
                       {"comment", settings_.dump()},
                       {"ferry_version", FERRY_VERSION}};
     writer_.emplace(r_.request.output, video);
-    frame_ = media::RgbImage{r_.width, r_.height,
-                             std::vector<std::uint8_t>(static_cast<std::size_t>(r_.width) *
-                                                       r_.height * 3)};
+    frame_ = media::RgbImage{
+        r_.width, r_.height,
+        std::vector<std::uint8_t>(static_cast<std::size_t>(r_.width) * r_.height * 3)};
   }
 
   const ResolvedRequest& r_;
@@ -243,7 +243,8 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
 
   // The replay files, now that the run has succeeded (each through a temporary name).
   const std::map<std::string, std::string> replay_metadata = {
-      {"ferry_version", FERRY_VERSION}, {"model", parts.name()},
+      {"ferry_version", FERRY_VERSION},
+      {"model", parts.name()},
       {"seed", std::to_string(request.seed)}};
   if (!request.save_noise.empty()) noise_out.write(request.save_noise, replay_metadata);
   if (!request.save_latents.empty()) latents_out.write(request.save_latents, replay_metadata);

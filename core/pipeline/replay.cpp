@@ -83,7 +83,8 @@ void ReplayFile::add(std::string_view name, std::span<const float> values,
   const auto it = std::find_if(layout.begin(), layout.end(),
                                [&](const models::TensorLayout& l) { return l.name == name; });
   if (it == layout.end()) {
-    throw Error(ErrorCode::kInternal, "the model handed out an unknown tensor " + std::string(name));
+    throw Error(ErrorCode::kInternal,
+                "the model handed out an unknown tensor " + std::string(name));
   }
   add(std::string(name), DType::kF32, it->shape, std::as_bytes(values));
 }

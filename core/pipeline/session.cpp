@@ -37,14 +37,14 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
 
 std::string Session::machine_summary() const {
   const bool gpu = options_.machine ? machine_.has_gpu : machine_.has_gpu && gpu_missing_.empty();
-  const std::string name =
-      gpu_ && !options_.machine ? gpu_->name + " (" + gpu_->architecture + ", " + gpu_->driver + "), " : "";
-  std::string text = gpu
-                         ? name + "GPU with " + gib(machine_.total_vram_bytes) + " of VRAM (" +
-                               gib(machine_.free_vram_bytes) + " free)"
-                         : "no usable GPU (" +
-                               (gpu_missing_.empty() ? std::string("none described") : gpu_missing_) +
-                               ")";
+  const std::string name = gpu_ && !options_.machine ? gpu_->name + " (" + gpu_->architecture +
+                                                           ", " + gpu_->driver + "), "
+                                                     : "";
+  std::string text =
+      gpu ? name + "GPU with " + gib(machine_.total_vram_bytes) + " of VRAM (" +
+                gib(machine_.free_vram_bytes) + " free)"
+          : "no usable GPU (" +
+                (gpu_missing_.empty() ? std::string("none described") : gpu_missing_) + ")";
   return text + "; RAM " + gib(machine_.total_ram_bytes) + " (" +
          gib(machine_.available_ram_bytes) + " available)";
 }
@@ -56,7 +56,8 @@ RunTarget Session::target(std::string_view preset_name) const {
   if (t.preset.device != Device::kCuda) return t;
   // A machine described by the caller is planned for as described; this one only when its GPU
   // is usable (run() still falls back if the GPU will not start).
-  const bool gpu_usable = options_.machine ? machine_.has_gpu : machine_.has_gpu && gpu_missing_.empty();
+  const bool gpu_usable =
+      options_.machine ? machine_.has_gpu : machine_.has_gpu && gpu_missing_.empty();
   if (gpu_usable) {
     t.on_gpu = true;
     t.device = gpu_ ? gpu_->name + " (" + gpu_->architecture + ")" : "the GPU described";

@@ -45,7 +45,7 @@ struct SessionOptions {
 
 // Which preset runs and where, decided by the engine.
 struct RunTarget {
-  offload::Preset preset;     // the one that runs (`cpu` when a GPU preset falls back)
+  offload::Preset preset;  // the one that runs (`cpu` when a GPU preset falls back)
   bool on_gpu = false;
   std::string device;  // what runs it: "NVIDIA GeForce RTX 4060 Laptop GPU (sm_89)", "CPU"
   bool fell_back_to_cpu = false;
@@ -81,7 +81,8 @@ class Session {
 
   // Every stage's plan under the preset the request names, as it will run here (GPU presets
   // fall back to `cpu` without a usable GPU). Error(kDoesNotFit) saying what would fit.
-  models::GenerationPlan plan(const models::ModelParts& model, const ResolvedRequest& request) const;
+  models::GenerationPlan plan(const models::ModelParts& model,
+                              const ResolvedRequest& request) const;
 
   // Runs the job: the backend started for the request's preset, the sink told of a fallback
   // (note()), stages, steps and previews, ending with the video and its sidecar written. Throws
@@ -94,7 +95,7 @@ class Session {
   offload::MachineInfo machine_;
   std::vector<offload::Preset> presets_;
   std::optional<DeviceProperties> gpu_;  // the GPU that GPU presets run on
-  std::string gpu_missing_;  // why there is no usable GPU; empty when there is one
+  std::string gpu_missing_;              // why there is no usable GPU; empty when there is one
 };
 
 }  // namespace ferry::pipeline

@@ -2,8 +2,6 @@
 // platform, found by find_model_set like a folder of ComfyUI single files, every part loadable by
 // its own loader and runnable, and an intact demo reused while a damaged or outdated one is
 // rebuilt.
-#include "core/models/wan/demo_model.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,12 +17,13 @@
 #include "core/models/umt5/encoder.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/umt5/tokenizer.h"
+#include "core/models/wan/demo_model.h"
 #include "core/models/wan/dit.h"
+#include "core/models/wan/model_set.h"
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_synth.h"
 #include "core/models/wan/vae_weights.h"
 #include "core/offload/streamer.h"
-#include "core/models/wan/model_set.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::wan {

@@ -15,11 +15,11 @@
 
 #include "core/io/safetensors.h"
 #include "core/io/safetensors_set.h"
+#include "core/models/wan/denoise.h"
 #include "core/models/wan/dit.h"
 #include "core/models/wan/sampler.h"
 #include "core/models/wan/ti2v.h"
 #include "core/offload/planner.h"
-#include "core/models/wan/denoise.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
 #include "tests/models/model_test_tensors.h"

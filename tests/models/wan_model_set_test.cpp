@@ -1,14 +1,13 @@
 // Finding a model's parts in a folder or in files (core/models/wan/model_set.h), with the tiny
 // umT5 and VAE fixtures of tests/data and a small DiT written here (its values do not matter: only
 // names and shapes are read).
-#include "core/models/wan/model_set.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "core/error.h"
 #include "core/io/safetensors_writer.h"
+#include "core/models/wan/model_set.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::wan {

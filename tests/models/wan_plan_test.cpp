@@ -3,8 +3,6 @@
 // show — the overall peaks are the largest stage's (stages run one after another), the start
 // image's encode is planned like every other stage, and a budget that cannot hold a stage is
 // refused before any work.
-#include "core/models/wan/parts.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/dit_layout.h"
+#include "core/models/wan/parts.h"
 #include "core/models/wan/vae_plan.h"
 #include "core/models/wan/vae_weights.h"
 #include "core/offload/planner.h"
@@ -46,8 +45,8 @@ GenerationPlan plan_generation(const offload::Preset& preset, const offload::Mac
   request.height = h;
   request.frames = frames;
   if (image) request.image = "start.png";
-  const ResolvedRequest r = demo_parts().resolve(
-      request, image ? std::optional(std::pair(w, h)) : std::nullopt);
+  const ResolvedRequest r =
+      demo_parts().resolve(request, image ? std::optional(std::pair(w, h)) : std::nullopt);
   return demo_parts().plan(r, preset, machine, false);
 }
 
@@ -110,8 +109,8 @@ TEST(StagePlans, OverallPeaksAreTheLargestStagesBecauseStagesRunOneAfterAnother)
   const StagePlan& text = stage(g, kTextStage);
   const StagePlan& dit = stage(g, kDitStage);
   const StagePlan& vae = stage(g, kDecodeStage);
-  EXPECT_EQ(g.predicted_vram_peak, std::max({text.predicted_vram_peak, dit.predicted_vram_peak,
-                                             vae.predicted_vram_peak}));
+  EXPECT_EQ(g.predicted_vram_peak,
+            std::max({text.predicted_vram_peak, dit.predicted_vram_peak, vae.predicted_vram_peak}));
   EXPECT_EQ(g.predicted_ram_peak,
             std::max({text.predicted_ram_peak, dit.predicted_ram_peak, vae.predicted_ram_peak}));
   // The VAE decode plans tiles, not blocks; at this size the demo VAE is its largest stage.

@@ -1,11 +1,10 @@
 // Filling and checking a Wan generation request (core/models/wan/request_rules.h), and the rules
 // the engine publishes to front ends; the checks every family shares (core/models/request.h).
-#include "core/models/wan/request_rules.h"
-
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "core/media/video_writer.h"
+#include "core/models/wan/request_rules.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::wan {
@@ -122,9 +121,8 @@ TEST(Request, RefusesWhatCannotBeGenerated) {
   // A start image needs the image-to-video model.
   GenerationRequest r = request(dir);
   r.image = dir / "start.png";
-  EXPECT_EQ(
-      test::error_code_of([&] { resolve(r, model(kT2V_1_3B), std::pair(640, 480)); }),
-      ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { resolve(r, model(kT2V_1_3B), std::pair(640, 480)); }),
+            ErrorCode::kBadArgument);
 }
 
 // The size rule is the model's: Wan 2.1 takes multiples of 16 (400x240 is not a multiple of 32),

@@ -3,8 +3,6 @@
 // are the VAE's own arena estimates, determinism, and impossible budgets refused with what would
 // fit. Real shapes come from header-only checkpoints (the data a sparse hole), so the tests read
 // and allocate no weights.
-#include "core/models/wan/vae_plan.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,6 +10,7 @@
 #include "core/error.h"
 #include "core/io/safetensors_set.h"
 #include "core/models/wan/vae.h"
+#include "core/models/wan/vae_plan.h"
 #include "core/models/wan/vae_synth.h"
 #include "core/offload/planner.h"
 #include "tests/test_support.h"
@@ -22,9 +21,9 @@ namespace {
 using offload::builtin_presets;
 using offload::find_preset;
 using offload::kProcessBaseBytes;
-using offload::usable_device_bytes;
 using offload::MachineInfo;
 using offload::Preset;
+using offload::usable_device_bytes;
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
@@ -129,8 +128,7 @@ TEST(VaePlan, the_tile_shrinks_with_the_budget_and_is_the_largest_that_fits) {
     // The leanest way to run one position more (caches parked) would not have fitted.
     const std::int64_t bigger = plan.tiling.tile + 1;
     const std::size_t arena = tiled_chunks_decode_arena_bytes(
-        vae, {bigger, std::max<std::int64_t>(2, bigger / 4)}, 44, 80,
-        VaeTileCaches::kHost);
+        vae, {bigger, std::max<std::int64_t>(2, bigger / 4)}, 44, 80, VaeTileCaches::kHost);
     EXPECT_GT(plan.weight_bytes + plan.latent_bytes + arena, usable_device_bytes(p, m)) << vram_mib;
     previous = plan.tiling.tile;
   }
@@ -149,8 +147,7 @@ TEST(VaePlan, bf16_activations_plan_with_the_bf16_estimates_and_fit_larger_tiles
   const VaePlan untiled = make_vae_plan(vae, bf16, laptop(24576), 832, 480, 81);
   ASSERT_EQ(untiled.mode, VaeDecodeMode::kUntiled);
   EXPECT_EQ(untiled.activations, DType::kBF16);
-  EXPECT_EQ(untiled.arena_bytes,
-            WanVae::decode_arena_bytes(vae, 30, 52, bf16_options));
+  EXPECT_EQ(untiled.arena_bytes, WanVae::decode_arena_bytes(vae, 30, 52, bf16_options));
   EXPECT_LT(untiled.arena_bytes, make_vae_plan(vae, f32, laptop(24576), 832, 480, 81).arena_bytes);
 
   for (std::uint64_t vram_mib : {4096, 2560, 2048}) {
@@ -162,11 +159,10 @@ TEST(VaePlan, bf16_activations_plan_with_the_bf16_estimates_and_fit_larger_tiles
     EXPECT_GE(b.tiling.tile, a.tiling.tile) << vram_mib;
     EXPECT_LE(b.predicted_vram_peak, usable_device_bytes(bf16, m)) << vram_mib;
     if (b.mode == VaeDecodeMode::kTiledStreamed) {
-      EXPECT_EQ(b.arena_bytes, tiled_chunks_decode_arena_bytes(
-                                   vae, b.tiling, 44, 80, b.caches, bf16_options));
-    } else if (b.mode == VaeDecodeMode::kTiledWhole) {
       EXPECT_EQ(b.arena_bytes,
-                tiled_decode_arena_bytes(vae, b.tiling, 31, 44, 80, bf16_options));
+                tiled_chunks_decode_arena_bytes(vae, b.tiling, 44, 80, b.caches, bf16_options));
+    } else if (b.mode == VaeDecodeMode::kTiledWhole) {
+      EXPECT_EQ(b.arena_bytes, tiled_decode_arena_bytes(vae, b.tiling, 31, 44, 80, bf16_options));
     }
   }
 }

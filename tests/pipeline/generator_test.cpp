@@ -1,11 +1,9 @@
 // The whole generation path through the session API (core/pipeline/session.h, generator.h) on
 // the demo model set: prompt → MP4 that FFmpeg decodes back, the same request twice, streamed
 // against resident, a start image, cancellation with a per-run token, a budget that does not fit,
-// and metadata that names model files without their folders. Needs FFmpeg; compiles to nothing without it
-// (the mingw lane).
+// and metadata that names model files without their folders. Needs FFmpeg; compiles to nothing
+// without it (the mingw lane).
 #if defined(FERRY_HAVE_FFMPEG)
-
-#include "core/pipeline/session.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +21,7 @@
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/request_rules.h"
 #include "core/pipeline/run_log.h"
+#include "core/pipeline/session.h"
 #include "tests/test_support.h"
 
 namespace ferry::pipeline {
@@ -320,9 +319,8 @@ TEST(Generator, ACancelBetweenStagesIsHonoured) {
   } sink;
   CancelToken cancel;
   sink.cancel = &cancel;
-  EXPECT_EQ(test::error_code_of([&] {
-              run_with(cpu_session(), small_request(dir / "clip.mp4"), sink, cancel);
-            }),
+  EXPECT_EQ(test::error_code_of(
+                [&] { run_with(cpu_session(), small_request(dir / "clip.mp4"), sink, cancel); }),
             ErrorCode::kCancelled);
   EXPECT_TRUE(fs::is_empty(dir.path()));
 }
@@ -411,7 +409,8 @@ TEST(Replay, ASavedNoiseReplaysTheRunExactly) {
   run(seed777, other);
   EXPECT_NE(read_tensor(dir / "noise777.safetensors", "noise"), noise);
 
-  const auto settings = nlohmann::json::parse(media::probe_video(dir / "b.mp4").metadata.at("comment"));
+  const auto settings =
+      nlohmann::json::parse(media::probe_video(dir / "b.mp4").metadata.at("comment"));
   EXPECT_EQ(settings["noise_file"]["name"], "noise.safetensors");
   EXPECT_EQ(settings["noise_file"]["fingerprint"].get<std::string>().rfind("fp1:", 0), 0u);
   EXPECT_FALSE(a.settings.request.save_noise.empty());
@@ -425,13 +424,27 @@ TEST(Replay, ANoiseFileThatDoesNotFitIsAClearErrorAndWritesNothing) {
     std::function<void(const fs::path&)> make;
     const char* says;
   } cases[] = {
-      {"wrong shape", [&](const fs::path& p) { write_tensor(p, "noise", DType::kF32, {48, 2, 4, 2}, std::vector<float>(48 * 2 * 4 * 2)); }, "[48, 2, 4, 4]"},
-      {"wrong dtype", [&](const fs::path& p) { write_tensor(p, "noise", DType::kF16, {48, 2, 4, 4}, std::vector<float>(48 * 2 * 4 * 2)); }, "not F32"},
-      {"missing tensor", [&](const fs::path& p) { write_tensor(p, "latent", DType::kF32, {48, 2, 4, 4}, values); }, "no tensor 'noise'"},
-      {"truncated", [&](const fs::path& p) {
+      {"wrong shape",
+       [&](const fs::path& p) {
+         write_tensor(p, "noise", DType::kF32, {48, 2, 4, 2}, std::vector<float>(48 * 2 * 4 * 2));
+       },
+       "[48, 2, 4, 4]"},
+      {"wrong dtype",
+       [&](const fs::path& p) {
+         write_tensor(p, "noise", DType::kF16, {48, 2, 4, 4}, std::vector<float>(48 * 2 * 4 * 2));
+       },
+       "not F32"},
+      {"missing tensor",
+       [&](const fs::path& p) {
+         write_tensor(p, "latent", DType::kF32, {48, 2, 4, 4}, values);
+       },
+       "no tensor 'noise'"},
+      {"truncated",
+       [&](const fs::path& p) {
          write_tensor(p, "noise", DType::kF32, {48, 2, 4, 4}, values);
          fs::resize_file(p, fs::file_size(p) - 100);
-       }, "--noise"},
+       },
+       "--noise"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

@@ -40,9 +40,9 @@
 #include "core/models/umt5/encoder.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/umt5/tokenizer.h"
-#include "core/offload/planner.h"
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/request_rules.h"
+#include "core/offload/planner.h"
 #include "core/pipeline/session.h"
 #include "core/tensor/convert.h"
 #include "tests/test_support.h"
@@ -324,7 +324,8 @@ void expect_matches(const std::string& name, const Output& o, const Bounds& boun
 // The tokenizer embedded in the demo gives the official ids for both prompts (so a failure below
 // is not the text's).
 TEST(PipelineParity, TokenIdsAreTheOfficialOnes) {
-  const auto set = io::SafetensorsSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
+  const auto set =
+      io::SafetensorsSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
   const auto tokenizer = models::umt5::Tokenizer::from_checkpoint(set);
   EXPECT_EQ(tokenizer.tokenize(text("prompt")).ids, ids("prompt.ids"));
   EXPECT_EQ(tokenizer.tokenize(text("negative_prompt")).ids, ids("negative_prompt.ids"));
@@ -333,7 +334,8 @@ TEST(PipelineParity, TokenIdsAreTheOfficialOnes) {
 
 // The text stage alone: Ferry's umT5 output for both prompts against the official bf16 run.
 TEST(PipelineParity, TextEmbeddingsMatchTheOfficialOnes) {
-  const auto set = io::SafetensorsSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
+  const auto set =
+      io::SafetensorsSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
   const auto weights = models::umt5::EncoderWeights::from(set);
   const offload::Preset preset = offload::find_preset(offload::builtin_presets(), "cpu", kMachine);
   const offload::Plan plan = offload::make_plan(weights.model_layout(), preset, kMachine);

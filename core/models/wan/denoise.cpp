@@ -7,12 +7,9 @@
 
 namespace ferry::models::wan {
 
-
-
-void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer,
-             memory::Arena& arena, std::span<const Tensor> contexts, const LatentGrid& grid,
-             std::span<const float> z0, const DenoiseSettings& settings, std::span<float> latent,
-             const DenoiseHooks& hooks) {
+void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer, memory::Arena& arena,
+             std::span<const Tensor> contexts, const LatentGrid& grid, std::span<const float> z0,
+             const DenoiseSettings& settings, std::span<float> latent, const DenoiseHooks& hooks) {
   if (contexts.size() != 2 || latent.size() != grid.size() ||
       (!z0.empty() && z0.size() != grid.size() / static_cast<std::size_t>(grid.frames))) {
     throw Error(ErrorCode::kInternal, "denoise: contexts, latent or z0 do not match the grid");

@@ -40,9 +40,8 @@ struct DenoiseHooks {
 // streamer must have been built for at least `settings.steps` passes over the DiT's layout; the
 // arena must hold dit_activation_bytes for the grid's tokens, two branches and the distinct
 // timesteps (2 in image-to-video, else 1).
-void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer,
-             memory::Arena& arena, std::span<const Tensor> contexts,
-             const LatentGrid& grid, std::span<const float> z0,
+void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer, memory::Arena& arena,
+             std::span<const Tensor> contexts, const LatentGrid& grid, std::span<const float> z0,
              const DenoiseSettings& settings, std::span<float> latent,
              const DenoiseHooks& hooks = {});
 

@@ -79,7 +79,8 @@ std::vector<std::string> WanParts::describe() const {
 std::vector<PartFile> WanParts::files() const {
   std::vector<PartFile> files;
   const auto add = [&](const char* role, const io::SafetensorsSet& set) {
-    for (const io::SafetensorsFile& f : set.files()) files.push_back({role, f.path(), f.file_size()});
+    for (const io::SafetensorsFile& f : set.files())
+      files.push_back({role, f.path(), f.file_size()});
   };
   add("diffusion model", dit_);
   add("text encoder", text_encoder_);
@@ -98,9 +99,10 @@ ResolvedRequest WanParts::resolve(const GenerationRequest& request,
 
 // Wan's noise and final latent are one tensor each, [C, T, h, w] in f32 (the official layout).
 std::vector<TensorLayout> WanParts::noise_layout(const ResolvedRequest& r) const {
-  return {{"noise",
-           {set_.dit_config.in_dim, static_cast<std::uint64_t>(r.latent_frames),
-            static_cast<std::uint64_t>(r.latent_height), static_cast<std::uint64_t>(r.latent_width)}}};
+  return {
+      {"noise",
+       {set_.dit_config.in_dim, static_cast<std::uint64_t>(r.latent_frames),
+        static_cast<std::uint64_t>(r.latent_height), static_cast<std::uint64_t>(r.latent_width)}}};
 }
 
 std::vector<TensorLayout> WanParts::latent_layout(const ResolvedRequest& r) const {
@@ -113,18 +115,20 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
                               const offload::MachineInfo& machine, bool stream_all) const {
   GenerationPlan g;
   g.preset = preset.name;
-  g.add(block_stage_plan(std::string(kTextStage), umt5::EncoderWeights::from(text_encoder_).model_layout(),
-                         preset, machine, stream_all));
+  g.add(block_stage_plan(std::string(kTextStage),
+                         umt5::EncoderWeights::from(text_encoder_).model_layout(), preset, machine,
+                         stream_all));
   const VaeWeights vae = VaeWeights::shapes_only(vae_);
   if (r.request.image) {
-    g.add(encode_stage(make_vae_encode_plan(vae, preset, machine, r.width, r.height), vae.config()));
+    g.add(
+        encode_stage(make_vae_encode_plan(vae, preset, machine, r.width, r.height), vae.config()));
   }
-  g.add(block_stage_plan(
-      std::string(kDitStage),
-      dit_model_layout(dit_, r.width, r.height, r.frames, preset.ffn_chunk_tokens),
-      preset, machine, stream_all));
-  g.add(decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames),
-                     vae.config()));
+  g.add(
+      block_stage_plan(std::string(kDitStage),
+                       dit_model_layout(dit_, r.width, r.height, r.frames, preset.ffn_chunk_tokens),
+                       preset, machine, stream_all));
+  g.add(
+      decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames), vae.config()));
   return g;
 }
 

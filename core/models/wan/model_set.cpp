@@ -58,8 +58,8 @@ void take(fs::path& slot, const fs::path& candidate, const char* part) {
 fs::path find_tokenizer(const fs::path& text_encoder, const std::vector<fs::path>& roots) {
   std::error_code ec;
   for (fs::path dir = text_encoder.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    for (const fs::path& candidate : {dir / umt5::kSpieceModelFile,
-                                      dir / "tokenizer" / umt5::kSpieceModelFile}) {
+    for (const fs::path& candidate :
+         {dir / umt5::kSpieceModelFile, dir / "tokenizer" / umt5::kSpieceModelFile}) {
       if (fs::is_regular_file(candidate, ec)) return candidate;
     }
     const bool at_root = std::any_of(roots.begin(), roots.end(),
@@ -143,8 +143,7 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
   if (m.vae.empty()) bad("no Wan VAE (a vae/ folder or wan_2.1_vae / wan2.2_vae) in " + where);
 
   // The parts must belong together: the VAE's latent channels are the DiT's input channels.
-  const VaeKind needed =
-      m.dit_config.in_dim == 48 ? VaeKind::kWan22 : VaeKind::kWan21;
+  const VaeKind needed = m.dit_config.in_dim == 48 ? VaeKind::kWan22 : VaeKind::kWan21;
   if (m.vae_kind != needed) {
     bad("the VAE " + display(m.vae) + " is a " + std::string(vae_kind_name(m.vae_kind)) +
         ", but the diffusion model " + std::string(m.dit_config.name) + " (" +
@@ -170,8 +169,7 @@ std::vector<std::string> describe(const ModelSet& set) {
   lines.push_back("tokenizer: " + (set.tokenizer_embedded()
                                        ? std::string("inside the text encoder file")
                                        : display(set.tokenizer_model)));
-  lines.push_back("VAE: " + std::string(vae_kind_name(set.vae_kind)) + " in " +
-                  display(set.vae));
+  lines.push_back("VAE: " + std::string(vae_kind_name(set.vae_kind)) + " in " + display(set.vae));
   for (const auto& p : set.ignored) lines.push_back("ignored (not a Wan part): " + display(p));
   for (const auto& p : set.pickles)
     lines.push_back("skipped (pickle, never loaded): " + display(p));

@@ -11,7 +11,6 @@
 namespace ferry::models::wan {
 namespace {
 
-
 [[noreturn]] void bad(const std::string& message) {
   throw Error(ErrorCode::kBadArgument, message);
 }
@@ -85,8 +84,8 @@ RequestRules request_rules(const ModelSet& set) {
     rules.steps = 8;
   }
   // The official sizes first (wan.md §D.4), then smaller ones for quick tries.
-  const std::pair<int, int> official[] = {{1280, 704}, {704, 1280}, {832, 480}, {480, 832},
-                                          {1024, 1024}, {640, 640}, {512, 512}, {256, 256}};
+  const std::pair<int, int> official[] = {{1280, 704},  {704, 1280}, {832, 480}, {480, 832},
+                                          {1024, 1024}, {640, 640},  {512, 512}, {256, 256}};
   for (const auto& [w, h] : official) {
     if (rules.size_allowed(w, h)) rules.sizes.emplace_back(w, h);
   }

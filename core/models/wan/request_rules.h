@@ -27,8 +27,9 @@ void best_output_size(int image_width, int image_height, std::int64_t area, int&
 RequestRules request_rules(const ModelSet& set);
 
 // Fills the defaults of the model in `set` and checks the request's settings: the rules above,
-// a start image only for TI2V. (The prompt and the output are the pipeline's: check_run_inputs.) `image_size` is the start image's (width, height) when there is one.
-// Error(kBadArgument) naming the setting and what is allowed.
+// a start image only for TI2V. (The prompt and the output are the pipeline's: check_run_inputs.)
+// `image_size` is the start image's (width, height) when there is one. Error(kBadArgument) naming
+// the setting and what is allowed.
 ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
                         std::optional<std::pair<int, int>> image_size);
 

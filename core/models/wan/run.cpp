@@ -83,7 +83,8 @@ class WanRun final : public FamilyRun {
               static_cast<int>(r.latent_height), static_cast<int>(r.latent_width)} {}
 
   std::vector<StageKind> stages() const override {
-    if (image_) return {StageKind::kText, StageKind::kImage, StageKind::kDenoise, StageKind::kDecode};
+    if (image_)
+      return {StageKind::kText, StageKind::kImage, StageKind::kDenoise, StageKind::kDecode};
     return {StageKind::kText, StageKind::kDenoise, StageKind::kDecode};
   }
 
@@ -107,9 +108,9 @@ class WanRun final : public FamilyRun {
   // The prompt and the negative prompt, tokenized and encoded together (umT5 streamed).
   void encode_text(RunContext& ctx) {
     const ModelSet& set = parts_.set();
-    const umt5::Tokenizer tokenizer =
-        set.tokenizer_embedded() ? umt5::Tokenizer::from_checkpoint(parts_.text_encoder())
-                                 : umt5::Tokenizer::from_model_file(set.tokenizer_model);
+    const umt5::Tokenizer tokenizer = set.tokenizer_embedded()
+                                          ? umt5::Tokenizer::from_checkpoint(parts_.text_encoder())
+                                          : umt5::Tokenizer::from_model_file(set.tokenizer_model);
     const std::vector<std::vector<std::int32_t>> prompts = {
         tokenizer.tokenize(r_.request.prompt).ids, tokenizer.tokenize(r_.negative_prompt).ids};
     const auto weights = umt5::EncoderWeights::from(parts_.text_encoder());
@@ -123,13 +124,14 @@ class WanRun final : public FamilyRun {
         static_cast<std::size_t>(weights.activation_bytes(umt5::prompt_lengths(prompts)));
     const auto arena_memory = ctx.backend.allocate(arena_bytes);
     memory::Arena arena(arena_memory->data(), arena_bytes, ctx.backend.device());
-    text_ = umt5::encode(ctx.backend, weights, streamer, arena, prompts, &ctx.cancel.flag())
-                .embeddings;
+    text_ =
+        umt5::encode(ctx.backend, weights, streamer, arena, prompts, &ctx.cancel.flag()).embeddings;
     if (ctx.text_state) {
       const char* names[] = {"context", "negative_context"};
       for (std::size_t i = 0; i < text_.size(); ++i) {
         const umt5::TextEmbedding& e = text_[i];
-        ctx.text_state({names[i], DType::kBF16,
+        ctx.text_state({names[i],
+                        DType::kBF16,
                         {static_cast<std::uint64_t>(e.rows), static_cast<std::uint64_t>(e.dim)},
                         std::as_bytes(std::span(e.bf16))});
       }
@@ -138,8 +140,8 @@ class WanRun final : public FamilyRun {
 
   // The start image as the official code prepares it (wan.md §B.8), encoded to z0 [z, 1, h, w].
   void encode_image(RunContext& ctx) {
-    const VaeEncodePlan& plan = std::any_cast<const VaeEncodePlan&>(
-        stage_plan(plan_, kImageStage).family_plan);
+    const VaeEncodePlan& plan =
+        std::any_cast<const VaeEncodePlan&>(stage_plan(plan_, kImageStage).family_plan);
     Backend& backend = ctx.backend;
 #if defined(FERRY_HAVE_FFMPEG)
     const media::RgbImage fitted = media::resize_and_center_crop(*image_, r_.width, r_.height);
@@ -183,8 +185,8 @@ class WanRun final : public FamilyRun {
     if (ctx.noise_used) ctx.noise_used("noise", latent_);
     if (image_) ti2v_insert_frame0(grid_, z0_, latent_);
 
-    const offload::ModelLayout layout = dit_model_layout(
-        parts_.dit(), r_.width, r_.height, r_.frames, ctx.preset.ffn_chunk_tokens);
+    const offload::ModelLayout layout =
+        dit_model_layout(parts_.dit(), r_.width, r_.height, r_.frames, ctx.preset.ffn_chunk_tokens);
     WanDit dit(backend, parts_.dit(), layout);
     offload::StreamerOptions streamer_options = ctx.streamer;
     streamer_options.passes = static_cast<std::size_t>(r_.steps);
@@ -227,8 +229,7 @@ class WanRun final : public FamilyRun {
     settings.sampler = *parse_sampler_kind(r_.sampler);  // resolve() checked the name
     settings.guide_scale = r_.guide_scale;
     settings.ffn_chunk_tokens = ctx.preset.ffn_chunk_tokens;
-    denoise(backend, dit, streamer, arena, context_tensors, grid_, z0_, settings, latent_,
-            hooks);
+    denoise(backend, dit, streamer, arena, context_tensors, grid_, z0_, settings, latent_, hooks);
     text_.clear();
     text_.shrink_to_fit();
     if (ctx.final_latent) ctx.final_latent("latent", latent_);

@@ -57,13 +57,10 @@ class Planner {
       p.tiles = static_cast<std::int64_t>(vae_tile_starts(h, p.tiling).size() *
                                           vae_tile_starts(w, p.tiling).size());
       if (mode == VaeDecodeMode::kTiledStreamed) {
-        p.arena_bytes = tiled_chunks_decode_arena_bytes(weights_, p.tiling, h, w,
-                                                                     caches, options_);
-        p.host_bytes =
-            tiled_chunks_decode_host_bytes(weights_, p.tiling, h, w, caches, options_);
+        p.arena_bytes = tiled_chunks_decode_arena_bytes(weights_, p.tiling, h, w, caches, options_);
+        p.host_bytes = tiled_chunks_decode_host_bytes(weights_, p.tiling, h, w, caches, options_);
       } else {
-        p.arena_bytes =
-            tiled_decode_arena_bytes(weights_, p.tiling, size_.t, h, w, options_);
+        p.arena_bytes = tiled_decode_arena_bytes(weights_, p.tiling, size_.t, h, w, options_);
         p.host_bytes = tiled_decode_host_bytes(weights_, p.tiling, h, w) +
                        floats(3 * vae_pixel_frames(size_.t) * h * s * w * s);
       }
@@ -153,7 +150,8 @@ VaePlan make_vae_plan(const VaeWeights& weights, const offload::Preset& preset,
   const Candidate whole =
       planner.make(VaeDecodeMode::kTiledWhole, smallest, VaeTileCaches::kDevice);
   const bool device_short =
-      !budget.device_is_host && std::min(least.device_need, whole.device_need) > planner.device_budget();
+      !budget.device_is_host &&
+      std::min(least.device_need, whole.device_need) > planner.device_budget();
   if (device_short) {
     const std::uint64_t need = std::min(least.device_need, whole.device_need);
     throw Error(ErrorCode::kDoesNotFit,
@@ -178,8 +176,9 @@ VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Pre
   p.activations = preset.vae_activations;
   p.weight_bytes = weights.bytes();
   p.arena_bytes = WanVae::encode_arena_bytes(weights, 1, height, width, VaeOptions{p.activations});
-  p.io_bytes = static_cast<std::uint64_t>(3 * width * height + cfg.z_dim * (height / s) * (width / s)) *
-               sizeof(float);
+  p.io_bytes =
+      static_cast<std::uint64_t>(3 * width * height + cfg.z_dim * (height / s) * (width / s)) *
+      sizeof(float);
   const std::uint64_t device_need = p.weight_bytes + p.arena_bytes + p.io_bytes;
   // The host holds the image's pixels and the latent it downloads.
   const std::uint64_t ram_need =
@@ -187,11 +186,11 @@ VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Pre
   p.predicted_vram_peak = budget.device_is_host ? 0 : device_need;
   p.predicted_ram_peak = ram_need;
   if (!budget.device_is_host && device_need > budget.device_bytes) {
-    throw Error(ErrorCode::kDoesNotFit,
-                "encoding the start image needs " + mib(device_need) + " of VRAM at " +
-                    std::to_string(width) + "x" + std::to_string(height) + ", but preset '" +
-                    preset.name + "' has " + mib(budget.device_bytes) +
-                    " here: choose a smaller size");
+    throw Error(ErrorCode::kDoesNotFit, "encoding the start image needs " + mib(device_need) +
+                                            " of VRAM at " + std::to_string(width) + "x" +
+                                            std::to_string(height) + ", but preset '" +
+                                            preset.name + "' has " + mib(budget.device_bytes) +
+                                            " here: choose a smaller size");
   }
   if (ram_need > budget.ram_bytes) {
     throw Error(ErrorCode::kDoesNotFit,

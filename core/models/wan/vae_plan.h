@@ -27,7 +27,7 @@ enum class VaeDecodeMode {
 struct VaePlan {
   VaeDecodeMode mode = VaeDecodeMode::kUntiled;
   VaeTiling tiling;  // tile and overlap in latent positions; tile 0 when untiled
-  int tile_px = 0;                // tiling.tile in pixels
+  int tile_px = 0;   // tiling.tile in pixels
   VaeTileCaches caches = VaeTileCaches::kDevice;
   std::int64_t tiles = 1;
   DType activations = DType::kF32;  // the preset's vae_activations
