@@ -8,6 +8,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <cstdint>
 #include <vector>
 
 #include "core/backend/cpu/gemm_kernels.h"
@@ -157,28 +158,30 @@ void edge_tile(const MicroKernel& kernel, std::size_t kc, const float* ap, const
 // The packing buffers, per thread and kept for the thread's life, so a GEMM allocates nothing
 // once its thread has run one of that size: the B panel of the GEMMs a thread calls, and the A
 // block of the tasks it runs. A thread never needs two of either at once (a nested GEMM, from
-// inside a chunk, runs inline on its own thread after the outer one's chunk has packed). They
-// come from the aligned operator new, not from an AlignedBuffer: a pool's workers free theirs
-// when the pool is destroyed at exit, possibly after the static host allocator.
+// inside a chunk, runs inline on its own thread after the outer one's chunk has packed). They are
+// plain vectors, aligned by hand: not an AlignedBuffer, whose static host allocator may be gone
+// when a pool's workers exit; not the aligned operator new, whose delete from a thread_local's
+// destructor at thread exit crashes in mingw-w64's static runtime (Wine: _aligned_free of a
+// garbage pointer; a plain vector there is fine).
 constexpr std::size_t kReservedPanelFloats = std::size_t{1} << 16;
-
-struct AlignedDelete {
-  void operator()(float* p) const { ::operator delete (p, std::align_val_t{kCacheLine}); }
-};
+constexpr std::size_t kAlignFloats = kCacheLine / sizeof(float);
 
 struct ThreadBuffer {
-  std::unique_ptr<float, AlignedDelete> data;
+  std::vector<float> storage;
+  float* data = nullptr;  // storage's first cache-line-aligned float
   std::size_t floats = 0;
 };
 
 float* thread_buffer(ThreadBuffer& buffer, std::size_t floats) {
   if (buffer.floats < floats) {
     const std::size_t size = std::max(floats, kReservedPanelFloats);
-    buffer.data.reset(
-        static_cast<float*>(::operator new (size * sizeof(float), std::align_val_t{kCacheLine})));
+    buffer.storage.assign(size + kAlignFloats, 0.0f);
+    const auto address = reinterpret_cast<std::uintptr_t>(buffer.storage.data());
+    const std::size_t skip = (kCacheLine - address % kCacheLine) % kCacheLine / sizeof(float);
+    buffer.data = buffer.storage.data() + skip;
     buffer.floats = size;
   }
-  return buffer.data.get();
+  return buffer.data;
 }
 
 float* thread_b_panel(std::size_t floats) {
