@@ -143,7 +143,11 @@ void ThreadPool::run_chunks() {
 }
 
 ThreadPool& default_thread_pool() {
-  static ThreadPool pool;
+  // Never destroyed: joining its workers from a static destructor at exit hangs on Windows
+  // (mingw-w64 under Wine, reproduced with a 15-line program) once a worker holds a thread_local
+  // with a destructor (its scratch buffers): the worker cannot finish while the exiting thread
+  // holds the loader lock. The process's end stops the workers instead.
+  static ThreadPool& pool = *new ThreadPool;
   return pool;
 }
 
