@@ -27,34 +27,34 @@ class WanFamily final : public ModelFamily {
   }
 };
 
-// The decode stage as the user reads it, from the VAE's plan.
-StagePlan decode_stage(const VaePlan& vae, const VaeConfig& config) {
+// A VAE stage as the user reads it, from the VAE's own plan (VaePlan or VaeEncodePlan), which
+// the run reads back from family_plan.
+template <typename Plan>
+StagePlan vae_stage(std::string_view stage, const Plan& vae, const VaeConfig& config,
+                    std::string detail) {
   StagePlan s;
-  s.stage = std::string(kDecodeStage);
+  s.stage = std::string(stage);
   s.layout = std::string(vae_kind_name(config.kind));
   s.weight_bytes = vae.weight_bytes;
   s.activation_bytes = vae.arena_bytes;
   s.predicted_vram_peak = vae.predicted_vram_peak;
   s.predicted_ram_peak = vae.predicted_ram_peak;
-  s.detail = vae.mode == VaeDecodeMode::kUntiled ? "untiled"
-                                                 : "tile " + std::to_string(vae.tile_px) + " px, " +
-                                                       std::to_string(vae.tiles) + " tiles";
+  s.detail = std::move(detail);
   if (vae.activations == DType::kBF16) s.detail += ", bf16 activations";
   s.family_plan = vae;
   return s;
 }
 
+StagePlan decode_stage(const VaePlan& vae, const VaeConfig& config) {
+  return vae_stage(
+      kDecodeStage, vae, config,
+      vae.mode == VaeDecodeMode::kUntiled
+          ? std::string("untiled")
+          : "tile " + std::to_string(vae.tile_px) + " px, " + std::to_string(vae.tiles) + " tiles");
+}
+
 StagePlan encode_stage(const VaeEncodePlan& vae, const VaeConfig& config) {
-  StagePlan s;
-  s.stage = std::string(kImageStage);
-  s.layout = std::string(vae_kind_name(config.kind));
-  s.weight_bytes = vae.weight_bytes;
-  s.activation_bytes = vae.arena_bytes;
-  s.predicted_vram_peak = vae.predicted_vram_peak;
-  s.predicted_ram_peak = vae.predicted_ram_peak;
-  s.detail = "the start image";
-  s.family_plan = vae;
-  return s;
+  return vae_stage(kImageStage, vae, config, "the start image");
 }
 
 }  // namespace
