@@ -207,6 +207,38 @@ struct Output {
   GenerationResult result;
 };
 
+// The reference's request (its settings, the cpu preset) for the demo model.
+GenerationRequest parity_request(const std::optional<fs::path>& image, const fs::path& out) {
+  GenerationRequest r;
+  r.model = {demo_folder()};
+  r.prompt = text("prompt");
+  r.negative_prompt = text("negative_prompt");
+  r.image = image;
+  r.width = kWidth;
+  r.height = kHeight;
+  r.frames = kFrames;
+  r.steps = kSteps;
+  r.guide_scale = 5.0f;
+  r.shift = 5.0;
+  r.sampler = "unipc";
+  r.preset = "cpu";
+  r.output = out;
+  return r;
+}
+
+// A run through the session API on the parity test's machine.
+GenerationResult run(const GenerationRequest& r, const GeneratorOptions& options = {}) {
+  SessionOptions session_options;
+  session_options.machine = kMachine;
+  session_options.presets = offload::builtin_presets();
+  session_options.generator = options;
+  const Session session(session_options);
+  struct : ProgressSink {
+  } sink;
+  CancelToken cancel;
+  return session.run(*session.find(r.model), r, sink, cancel);
+}
+
 Output generate(const std::string& noise_name, const std::optional<fs::path>& image,
                 const fs::path& out) {
   const std::vector<float> noise = floats(noise_name);
@@ -234,29 +266,7 @@ Output generate(const std::string& noise_name, const std::optional<fs::path>& im
       }
     }
   };
-  SessionOptions session_options;
-  session_options.machine = kMachine;
-  session_options.presets = offload::builtin_presets();
-  session_options.generator = options;
-  const Session session(session_options);
-  GenerationRequest r;
-  r.model = {demo_folder()};
-  r.prompt = text("prompt");
-  r.negative_prompt = text("negative_prompt");
-  r.image = image;
-  r.width = kWidth;
-  r.height = kHeight;
-  r.frames = kFrames;
-  r.steps = kSteps;
-  r.guide_scale = 5.0f;
-  r.shift = 5.0;
-  r.sampler = "unipc";
-  r.preset = "cpu";
-  r.output = out;
-  struct : ProgressSink {
-  } sink;
-  CancelToken cancel;
-  o.result = session.run(*session.find(r.model), r, sink, cancel);
+  o.result = run(parity_request(image, out), options);
   o.mp4 = media::read_video_frames(out);
   return o;
 }
@@ -409,30 +419,12 @@ TEST(PipelineParity, ANoiseFileAndSavedLatentsReproduceTheHooksRun) {
                           std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
                                       out.size(), out.begin());
                         });
-  SessionOptions session_options;
-  session_options.machine = kMachine;
-  session_options.presets = offload::builtin_presets();
-  const Session session(session_options);
-  GenerationRequest r;
-  r.model = {demo_folder()};
-  r.prompt = text("prompt");
-  r.negative_prompt = text("negative_prompt");
-  r.width = kWidth;
-  r.height = kHeight;
-  r.frames = kFrames;
-  r.steps = kSteps;
-  r.guide_scale = 5.0f;
-  r.shift = 5.0;
-  r.sampler = "unipc";
-  r.preset = "cpu";
+  GenerationRequest r =
+      parity_request(std::nullopt, dir / ("replayed" + std::string(media::video_extension())));
   r.seed = 4242;  // the file's noise, not the seed's
-  r.output = dir / ("replayed" + std::string(media::video_extension()));
   r.noise = dir / "noise.safetensors";
   r.save_latents = dir / "latents.safetensors";
-  struct : ProgressSink {
-  } sink;
-  CancelToken cancel;
-  session.run(*session.find(r.model), r, sink, cancel);
+  run(r);
   const io::SafetensorsFile saved = io::SafetensorsFile::open(r.save_latents);
   const io::TensorInfo& latent = saved.at("latent");
   ASSERT_EQ(latent.shape, (std::vector<std::uint64_t>{48, 2, 4, 4}));
