@@ -11,6 +11,9 @@
 
 namespace ferry::cpu {
 
+// Never give a ThreadPool static storage duration: a pool destroyed at exit joins its workers
+// while the exiting thread holds the loader lock on Windows, and hangs once a worker holds a
+// thread_local with a destructor (see default_thread_pool). Leak a process-long pool instead.
 class ThreadPool {
  public:
   // `threads` counts the caller too: a pool of 4 starts 3 workers. 0 means
