@@ -34,7 +34,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/device.h"
 #include "core/error.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/wan/denoise.h"
 #include "core/models/wan/dit.h"
@@ -206,7 +206,7 @@ struct Result {
   std::vector<float> latent;   // the final latent, compared bit for bit between the runs
 };
 
-Result run_steps(ferry::Backend& backend, const ferry::io::SafetensorsSet& set,
+Result run_steps(ferry::Backend& backend, const ferry::io::TensorSet& set,
                  const ferry::offload::ModelLayout& layout, const Plan& plan, const Size& size,
                  const Options& o) {
   wan::WanDit dit(backend, set, layout);
@@ -314,7 +314,7 @@ int main_checked(const Options& o) {
   const auto written = Clock::now();
   write_checkpoint(o.file, config);
   const ferry::bench::ScratchFile scratch(o.file, o.keep);
-  const ferry::io::SafetensorsSet set = ferry::io::SafetensorsSet::open(o.file);
+  const ferry::io::TensorSet set = ferry::io::TensorSet::open(o.file);
   std::printf(
       "dit_step: Wan 2.2 TI2V-5B shapes (D %llu, F %llu), %d of %llu blocks, bf16 random weights "
       "(%.0f MiB, written in %.1f s to %s)\n"

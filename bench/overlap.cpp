@@ -26,7 +26,7 @@
 
 #include "bench/bench_support.h"
 #include "core/backend/cpu/cpu_backend.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/io/safetensors_writer.h"
 #include "core/offload/streamer.h"
 
@@ -120,7 +120,7 @@ void compute_for(double ms, bool sleep) {
 }
 
 struct Model {
-  std::unique_ptr<ferry::io::SafetensorsFile> file;
+  std::unique_ptr<ferry::io::TensorFile> file;
   ModelLayout layout;
 };
 
@@ -136,7 +136,7 @@ Model make_model(const Options& o) {
                                  std::memset(out.data(), static_cast<int>(index + 1), out.size());
                                });
   Model m;
-  m.file = std::make_unique<ferry::io::SafetensorsFile>(ferry::io::SafetensorsFile::open(o.file));
+  m.file = std::make_unique<ferry::io::TensorFile>(ferry::io::TensorFile::open(o.file));
   for (const ferry::io::TensorInfo& t : m.file->tensors()) {
     m.layout.groups.push_back(LayerGroup{t.name, {WeightRef{m.file.get(), &t}}, false});
   }

@@ -43,7 +43,7 @@
 #include "core/error.h"
 #include "core/io/direct_reader.h"
 #include "core/io/mapped_file.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/io/safetensors_writer.h"
 #include "core/memory/aligned_buffer.h"
 #include "core/memory/fence.h"
@@ -431,7 +431,7 @@ const char* method_name(Method m) {
 }
 
 struct Bench {
-  const ferry::io::SafetensorsFile& file;
+  const ferry::io::TensorFile& file;
   const ferry::io::DirectReader& reader;
   ferry::memory::StagingRing& ring;
   std::vector<Chunk> raw_chunks;
@@ -599,7 +599,7 @@ int run(const Options& o) {
                                           ferry::bench::ScratchFile::Report::kPrinted);
 
   const ferry::memory::ProcessMemory before_ring = ferry::memory::sample_process_memory();
-  const ferry::io::SafetensorsFile file = ferry::io::SafetensorsFile::open(o.file);
+  const ferry::io::TensorFile file = ferry::io::TensorFile::open(o.file);
   const ferry::io::DirectReader reader = ferry::io::DirectReader::open(o.file);
   ferry::memory::StagingRing ring(o.slots, o.slot_mib * kMiB);
 

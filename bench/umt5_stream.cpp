@@ -24,7 +24,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/io/direct_reader.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/memory/aligned_buffer.h"
 #include "core/memory/process_memory.h"
@@ -133,7 +133,7 @@ int main_checked(const Options& o) {
   if (!found) write_checkpoint(o.file);
   const double write_seconds = ferry::bench::seconds_since(written);
   const ferry::bench::ScratchFile scratch(o.file, o.keep || found);
-  const ferry::io::SafetensorsSet set = ferry::io::SafetensorsSet::open(o.file);
+  const ferry::io::TensorSet set = ferry::io::TensorSet::open(o.file);
   const umt5::EncoderWeights weights = umt5::EncoderWeights::from(set);
   const ferry::offload::ModelLayout layout = weights.model_layout();
 

@@ -33,7 +33,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/device.h"
 #include "core/error.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/memory/arena.h"
 #include "core/memory/process_memory.h"
@@ -69,7 +69,7 @@ VaeWeights shapes(VaeKind kind, const fs::path& dir) {
   const fs::path path =
       dir / (kind == VaeKind::kWan22 ? "vae22_shapes.safetensors" : "vae21_shapes.safetensors");
   write_header_only_safetensors(path, wan_vae_tensor_specs(kind));
-  VaeWeights w = VaeWeights::shapes_only(io::SafetensorsSet::open(path));
+  VaeWeights w = VaeWeights::shapes_only(io::TensorSet::open(path));
   fs::remove(path);
   return w;
 }
@@ -229,7 +229,7 @@ void run(const Options& o) {
               o.width, o.height, o.frames);
   const fs::path path = write_random_decoder(o.dir);
   cpu::CpuBackend backend;
-  const VaeWeights weights = VaeWeights::load(backend, io::SafetensorsSet::open(path));
+  const VaeWeights weights = VaeWeights::load(backend, io::TensorSet::open(path));
   if (!o.keep) fs::remove(path);
   WanVae vae(backend, weights);
   const std::int64_t s = 16, h = o.height / s, w = o.width / s, t = vae_latent_frames(o.frames);
@@ -341,7 +341,7 @@ void run_cuda(const Options& o) {
   const std::unique_ptr<Backend> backend_owner = create_backend(*device);
   Backend& backend = *backend_owner;
   const std::uint64_t with_backend = sample_device_memory(*device).used_bytes();
-  const VaeWeights weights = VaeWeights::load(backend, io::SafetensorsSet::open(path));
+  const VaeWeights weights = VaeWeights::load(backend, io::TensorSet::open(path));
   if (!o.keep) fs::remove(path);
   WanVae vae(backend, weights);
   backend.synchronize();

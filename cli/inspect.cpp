@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/model_folder.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 
 namespace ferry::cli {
 namespace {
@@ -37,7 +37,7 @@ struct Totals {
   std::map<std::string, std::pair<std::size_t, unsigned long long>> by_dtype;
 };
 
-void print_set(const io::SafetensorsSet& set, const fs::path& base, bool summary, Totals& totals) {
+void print_set(const io::TensorSet& set, const fs::path& base, bool summary, Totals& totals) {
   // Paths inside a folder read the same on every OS: forward slashes.
   std::string shown = display(set.path());
   if (!base.empty()) {
@@ -63,7 +63,7 @@ void print_set(const io::SafetensorsSet& set, const fs::path& base, bool summary
                   dtype.c_str(), shape_text(t.shape).c_str(), human_bytes(t.bytes).c_str());
     }
   }
-  for (const io::SafetensorsFile& file : set.files()) {
+  for (const io::TensorFile& file : set.files()) {
     for (const auto& [key, value] : file.metadata()) {
       std::printf("  metadata %s = %.100s%s\n", key.c_str(), value.c_str(),
                   value.size() > 100 ? "..." : "");
@@ -97,9 +97,9 @@ int run_inspect(const std::vector<std::string>& argv) {
     if (sets.empty()) {
       throw Error(ErrorCode::kBadModelFile, "no .safetensors files in " + display(path));
     }
-    for (const fs::path& p : sets) print_set(io::SafetensorsSet::open(p), path, args.flag("summary"), totals);
+    for (const fs::path& p : sets) print_set(io::TensorSet::open(p), path, args.flag("summary"), totals);
   } else {
-    print_set(io::SafetensorsSet::open(path), {}, args.flag("summary"), totals);
+    print_set(io::TensorSet::open(path), {}, args.flag("summary"), totals);
   }
 
   for (const fs::path& p : pickles) {

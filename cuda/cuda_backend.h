@@ -62,7 +62,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<memory::Fence> record_compute() override;
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
-              float w_scale) override;
+              const WeightScaling& w_scaling) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
                   const Tensor& y) override;

@@ -54,8 +54,9 @@ std::string plan_failure(const char* op, std::size_t budget) {
 // does not take), the whole op takes the f32 path instead: both operands widened exactly to f32,
 // the same f32 accumulation, the result staged and rounded once. The fallback is logged.
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
-                         float w_scale) {
+                         const WeightScaling& w_scaling) {
   const char* op = "linear";
+  const float w_scale = w_scaling.scale;
   const auto [m, k, n] = check_linear(x, w, bias, y);
   require(w.dtype == DType::kF32 || is_16bit_float(w.dtype) || is_fp8(w.dtype), op,
           "weights of dtype " + std::string(dtype_name(w.dtype)));

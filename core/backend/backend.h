@@ -25,6 +25,7 @@
 #include "core/backend/device.h"
 #include "core/memory/aligned_buffer.h"
 #include "core/memory/fence.h"
+#include "core/tensor/quant.h"
 #include "core/tensor/tensor.h"
 
 namespace ferry {
@@ -102,10 +103,12 @@ class Backend {
   virtual std::shared_ptr<memory::Fence> record_compute() = 0;
 
   // ---- matrix products ----
-  // y[M,N] = round(x)[M,K] · (w_scale · w[N,K])ᵀ + bias[N]. w is F32, BF16, F16, or F8 with the
-  // per-tensor scale w_scale (dequantised on the fly); bias (optional) is a float dtype.
+  // y[M,N] = round(x)[M,K] · (scale · w[N,K])ᵀ + bias[N]. w is F32, BF16, F16, F8, a GGUF block
+  // type (kQ*) or bitsandbytes 4-bit codes (kBnb4, with w_scaling.bnb4); it is dequantised on the
+  // fly, a panel at a time, never into a whole-weight copy. scale is w_scaling.scale (the
+  // per-tensor scale of scaled fp8; 1 otherwise). bias (optional) is a float dtype.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
-                      float w_scale = 1.0f) = 0;
+                      const WeightScaling& w_scaling = {}) = 0;
 
   // ---- normalisation ----
   // Per row of x[R,C]: n = x · rsqrt(mean(x²) + eps), rounded to x's dtype, then y = n · weight[C]

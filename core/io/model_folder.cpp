@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 
 namespace ferry::io {
 namespace {
@@ -52,8 +52,8 @@ std::vector<fs::path> find_safetensors_sets(const fs::path& folder, std::vector<
   std::vector<fs::path> sets = indexes;
   std::set<fs::path> claimed;
   for (const fs::path& index : indexes) {
-    const io::SafetensorsSet set = io::SafetensorsSet::open(index);
-    for (const io::SafetensorsFile& shard : set.files()) claimed.insert(shard.path());
+    const io::TensorSet set = io::TensorSet::open(index);
+    for (const io::TensorFile& shard : set.files()) claimed.insert(shard.path());
   }
   for (const fs::path& file : files) {
     if (claimed.count(file) == 0) sets.push_back(file);

@@ -9,7 +9,7 @@
 namespace ferry::io {
 
 // Sorted by path. Throws Error(kIo) when the folder cannot be listed, and what
-// SafetensorsSet::open throws for a broken index.
+// TensorSet::open throws for a broken index.
 std::vector<std::filesystem::path> find_safetensors_sets(const std::filesystem::path& folder,
                                                          std::vector<std::filesystem::path>* pickles);
 

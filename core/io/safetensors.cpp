@@ -20,20 +20,6 @@ Error bad_file(std::string_view source, std::string_view problem) {
   return Error(ErrorCode::kBadModelFile, std::move(message));
 }
 
-std::string quote_name(std::string_view name) {
-  constexpr std::size_t kShown = 120;
-  std::string out = "'";
-  if (name.size() > kShown) {
-    std::size_t cut = kShown;  // on a character boundary, so the message stays valid UTF-8
-    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xc0) == 0x80) --cut;
-    out += name.substr(0, cut);
-    out += "...";
-  } else {
-    out += name;
-  }
-  out += "'";
-  return out;
-}
 
 // A SAX handler for the header: it accepts exactly the shape of a safetensors header and stops
 // at the first deviation, so no input can make it build deep or large structures.
@@ -57,14 +43,14 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
     if (depth_ != 3) return fail("unexpected number");
     if (field_ == Field::kShape) {
       if (entry_.shape.size() == kMaxTensorRank) {
-        return fail("tensor " + quote_name(entry_.name) + " has more than " +
+        return fail("tensor " + quote_tensor_name(entry_.name) + " has more than " +
                     std::to_string(kMaxTensorRank) + " dimensions");
       }
       entry_.shape.push_back(value);
       return true;
     }
     if (offsets_seen_ == 2) {
-      return fail("tensor " + quote_name(entry_.name) + ": data_offsets has more than two entries");
+      return fail("tensor " + quote_tensor_name(entry_.name) + ": data_offsets has more than two entries");
     }
     offsets_[offsets_seen_++] = value;
     return true;
@@ -76,11 +62,11 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
     }
     if (depth_ == 2 && field_ == Field::kDType) {
       const auto dtype = dtype_from_name(value);
-      if (!dtype) return fail("tensor " + quote_name(entry_.name) + " has unknown dtype " + quote_name(value));
+      if (!dtype) return fail("tensor " + quote_tensor_name(entry_.name) + " has unknown dtype " + quote_tensor_name(value));
       entry_.dtype = *dtype;
       return true;
     }
-    return fail("unexpected string " + quote_name(value));
+    return fail("unexpected string " + quote_tensor_name(value));
   }
   bool binary(binary_t&) override { return fail("unexpected binary value"); }
 
@@ -123,7 +109,7 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
   }
   bool key(string_t& name) override {
     if (depth_ == 1) {
-      if (!names_.insert(name).second) return fail("duplicate entry " + quote_name(name));
+      if (!names_.insert(name).second) return fail("duplicate entry " + quote_tensor_name(name));
       if (name == "__metadata__") {
         in_metadata_ = true;
         return true;
@@ -131,7 +117,7 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
       if (name.empty()) return fail("a tensor has an empty name");
       if (std::any_of(name.begin(), name.end(),
                       [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
-        return fail("tensor name " + quote_name(name) + " contains a control character");
+        return fail("tensor name " + quote_tensor_name(name) + " contains a control character");
       }
       pending_name_ = std::move(name);
       return true;
@@ -143,7 +129,7 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
     if (name == "dtype") return set_field(Field::kDType, seen_dtype_);
     if (name == "shape") return set_field(Field::kShape, seen_shape_);
     if (name == "data_offsets") return set_field(Field::kOffsets, seen_offsets_);
-    return fail("tensor " + quote_name(entry_.name) + " has unknown field " + quote_name(name));
+    return fail("tensor " + quote_tensor_name(entry_.name) + " has unknown field " + quote_tensor_name(name));
   }
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& ex) override {
@@ -176,7 +162,7 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
     if (problem.empty()) {
       if (depth_ == 0) text = "the header is not a JSON object";
       if (depth_ == 1 && !in_metadata_ && !pending_name_.empty()) {
-        text = "entry " + quote_name(pending_name_) + " is not an object";
+        text = "entry " + quote_tensor_name(pending_name_) + " is not an object";
       }
       problem = std::move(text);
     }
@@ -184,24 +170,24 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
   }
   bool number_error(const char* what) {
     if (depth_ == 3) {
-      return fail("tensor " + quote_name(entry_.name) + ": " +
+      return fail("tensor " + quote_tensor_name(entry_.name) + ": " +
                   (field_ == Field::kShape ? "shape" : "data_offsets") + " contains " + what);
     }
     return fail(std::string("unexpected number (") + what + ")");
   }
   bool set_field(Field field, bool& seen) {
-    if (seen) return fail("tensor " + quote_name(entry_.name) + " repeats a field");
+    if (seen) return fail("tensor " + quote_tensor_name(entry_.name) + " repeats a field");
     seen = true;
     field_ = field;
     return true;
   }
   bool finish_tensor() {
     if (!seen_dtype_ || !seen_shape_ || !seen_offsets_) {
-      return fail("tensor " + quote_name(entry_.name) + " lacks " +
+      return fail("tensor " + quote_tensor_name(entry_.name) + " lacks " +
                   (!seen_dtype_ ? "dtype" : !seen_shape_ ? "shape" : "data_offsets"));
     }
     if (offsets_seen_ != 2) {
-      return fail("tensor " + quote_name(entry_.name) + ": data_offsets needs two entries");
+      return fail("tensor " + quote_tensor_name(entry_.name) + ": data_offsets needs two entries");
     }
     ranges.emplace_back(offsets_[0], offsets_[1]);
     tensors.push_back(std::move(entry_));
@@ -231,11 +217,6 @@ bool multiply_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
 
 }  // namespace
 
-std::uint64_t TensorInfo::element_count() const {
-  std::uint64_t n = 1;
-  for (std::uint64_t d : shape) n *= d;
-  return n;
-}
 
 std::uint64_t safetensors_header_length(std::span<const std::byte> prefix, std::uint64_t file_size,
                                         std::string_view source) {
@@ -289,19 +270,19 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
     std::uint64_t expected = dtype_size(t.dtype);
     for (std::uint64_t d : t.shape) {
       if (multiply_overflows(expected, d, expected)) {
-        throw bad_file(source, "tensor " + quote_name(t.name) + " has a shape whose size overflows");
+        throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " has a shape whose size overflows");
       }
     }
     if (begin > end) {
-      throw bad_file(source, "tensor " + quote_name(t.name) + " has data_offsets that run backwards");
+      throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " has data_offsets that run backwards");
     }
     if (end > data_size) {
-      throw bad_file(source, "tensor " + quote_name(t.name) + " ends at data byte " +
+      throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " ends at data byte " +
                                  std::to_string(end) + " but the data section has " +
                                  std::to_string(data_size) + " bytes (truncated?)");
     }
     if (end - begin != expected) {
-      throw bad_file(source, "tensor " + quote_name(t.name) + " spans " + std::to_string(end - begin) +
+      throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " spans " + std::to_string(end - begin) +
                                  " bytes but its dtype and shape need " +
                                  std::to_string(expected));
     }
@@ -320,7 +301,7 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
     TensorInfo& t = handler.tensors[i];
     if (t.bytes != 0) {
       if (previous != nullptr && t.offset < previous->offset + previous->bytes) {
-        throw bad_file(source, "tensors " + quote_name(previous->name) + " and " + quote_name(t.name) +
+        throw bad_file(source, "tensors " + quote_tensor_name(previous->name) + " and " + quote_tensor_name(t.name) +
                                    " overlap");
       }
     }
@@ -328,47 +309,6 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
     if (header.tensors.back().bytes != 0) previous = &header.tensors.back();
   }
   return header;
-}
-
-SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
-  SafetensorsFile result;
-  result.file_ = MappedFile::open(path);
-  const std::string source = detail::display(path);
-  const std::uint64_t file_size = result.file_.size();
-
-  std::byte prefix[8] = {};
-  {
-    const MappedView view = result.file_.map(0, std::min<std::uint64_t>(8, file_size));
-    view.copy_to(0, std::span<std::byte>(prefix, view.size()));
-  }
-  const std::uint64_t n = safetensors_header_length(
-      std::span<const std::byte>(prefix, std::min<std::uint64_t>(8, file_size)), file_size, source);
-  // n ≤ the file size and ≤ kMaxSafetensorsHeaderBytes: the bytes exist, the buffer is bounded.
-  std::vector<std::byte> bytes(static_cast<std::size_t>(8 + n));
-  {
-    const MappedView view = result.file_.map(0, 8 + n);
-    view.copy_to(0, bytes);
-  }
-  result.header_ = parse_safetensors_header(bytes, file_size, source);
-  result.index_.reserve(result.header_.tensors.size());
-  for (std::size_t i = 0; i < result.header_.tensors.size(); ++i) {
-    result.index_.emplace(result.header_.tensors[i].name, i);
-  }
-  return result;
-}
-
-const TensorInfo* SafetensorsFile::find(std::string_view name) const {
-  const auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &header_.tensors[it->second];
-}
-
-const TensorInfo& SafetensorsFile::at(std::string_view name) const {
-  const TensorInfo* t = find(name);
-  if (t == nullptr) {
-    throw Error(ErrorCode::kMissingTensor, "tensor " + quote_name(name) + " is not in " +
-                                               detail::display(path()));
-  }
-  return *t;
 }
 
 }  // namespace ferry::io

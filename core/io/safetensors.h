@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/io/mapped_file.h"
+#include "core/io/tensor_info.h"
 #include "core/tensor/dtype.h"
 
 namespace ferry::io {
@@ -29,16 +30,6 @@ namespace ferry::io {
 inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 // Tensors of more dimensions than this are refused (PyTorch itself stops at 25 in practice).
 inline constexpr std::size_t kMaxTensorRank = 16;
-
-struct TensorInfo {
-  std::string name;
-  DType dtype = DType::kF32;
-  std::vector<std::uint64_t> shape;
-  std::uint64_t offset = 0;  // absolute byte offset in the file
-  std::uint64_t bytes = 0;
-
-  std::uint64_t element_count() const;
-};
 
 struct SafetensorsHeader {
   std::uint64_t data_offset = 0;     // 8 + N: where the data section starts
@@ -54,32 +45,5 @@ std::uint64_t safetensors_header_length(std::span<const std::byte> prefix, std::
 // the size of the whole file, `source` names the file in messages.
 SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
                                            std::uint64_t file_size, std::string_view source);
-
-// One .safetensors file, opened for mapping, with its validated header.
-class SafetensorsFile {
- public:
-  // Throws Error: kIo when the file cannot be opened or read, kBadModelFile when it is invalid.
-  static SafetensorsFile open(const std::filesystem::path& path);
-
-  const std::filesystem::path& path() const { return file_.path(); }
-  std::uint64_t file_size() const { return file_.size(); }
-  const std::vector<TensorInfo>& tensors() const { return header_.tensors; }
-  const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
-  std::uint64_t data_offset() const { return header_.data_offset; }
-
-  // nullptr when absent.
-  const TensorInfo* find(std::string_view name) const;
-  // Throws Error(kMissingTensor) when absent.
-  const TensorInfo& at(std::string_view name) const;
-
-  // A lease on a tensor's bytes.
-  MappedView map(const TensorInfo& tensor) const { return file_.map(tensor.offset, tensor.bytes); }
-  const MappedFile& mapped_file() const { return file_; }
-
- private:
-  MappedFile file_;
-  SafetensorsHeader header_;
-  std::unordered_map<std::string_view, std::size_t> index_;  // views into header_.tensors names
-};
 
 }  // namespace ferry::io

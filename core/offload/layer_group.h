@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 
 namespace ferry::offload {
 
 struct WeightRef {
-  const io::SafetensorsFile* file = nullptr;  // owned by the model's SafetensorsSet
+  const io::TensorFile* file = nullptr;  // owned by the model's TensorSet
   const io::TensorInfo* tensor = nullptr;
 };
 

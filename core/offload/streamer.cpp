@@ -93,7 +93,7 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
                                               plan.slot_layout == SlotLayout::kFileAligned);
 
   // Per-group tensor tables, so acquire() and tensor lookups never allocate.
-  std::map<const io::SafetensorsFile*, std::size_t> file_index;
+  std::map<const io::TensorFile*, std::size_t> file_index;
   std::uint64_t resident_bytes = 0;
   std::uint64_t cache_bytes = 0;
   std::uint64_t largest_streamed = 0;

@@ -158,7 +158,7 @@ class WeightStreamer {
     Loaded loaded;
   };
   struct File {
-    const io::SafetensorsFile* file = nullptr;
+    const io::TensorFile* file = nullptr;
     io::DirectReader reader;  // kDirect only
   };
   struct DeviceSlot {

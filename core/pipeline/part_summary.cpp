@@ -4,13 +4,13 @@
 #include <map>
 #include <utility>
 
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/tensor/dtype.h"
 
 namespace ferry::pipeline {
 
 PartSummary summarize_part(const std::filesystem::path& path) {
-  const io::SafetensorsSet set = io::SafetensorsSet::open(path);
+  const io::TensorSet set = io::TensorSet::open(path);
   PartSummary summary;
   std::map<std::string, std::uint64_t> by_dtype;
   for (const auto& entry : set.entries()) {

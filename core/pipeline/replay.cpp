@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/io/safetensors_writer.h"
 
 namespace ferry::pipeline {
@@ -28,9 +28,9 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 
 std::vector<std::vector<float>> read_noise(const fs::path& path,
                                            const std::vector<models::TensorLayout>& layout) {
-  std::optional<io::SafetensorsFile> file;
+  std::optional<io::TensorFile> file;
   try {
-    file.emplace(io::SafetensorsFile::open(path));
+    file.emplace(io::TensorFile::open(path));
   } catch (const Error& e) {
     bad(path, e.what());
   }

@@ -202,6 +202,13 @@ std::uint8_t f32_to_f8e5m2(float value) {
   return encode_e5m2(value);
 }
 
+// Block types are dequantised a block at a time by the backends (cpu/quant_blocks.h), never
+// element by element here.
+[[noreturn]] void throw_blocked(DType dtype) {
+  throw Error(ErrorCode::kUnsupported, "no element-wise conversion for the block type " +
+                                           std::string(dtype_name(dtype)));
+}
+
 void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
   if (n == 0) return;
   switch (from) {
@@ -238,6 +245,18 @@ void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
     case DType::kBool:
       return decode_run<std::uint8_t>(src, dst, n,
                                       [](std::uint8_t v) { return v != 0 ? 1.0f : 0.0f; });
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kBnb4:
+      throw_blocked(from);
   }
   throw Error(ErrorCode::kInternal, "convert_to_f32: unknown dtype");
 }
@@ -264,6 +283,18 @@ void convert_from_f32(const float* src, DType to, void* dst, std::size_t n) {
     case DType::kU8:
     case DType::kBool:
       throw_no_rounding_rule(to);
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kBnb4:
+      throw_blocked(to);
   }
   throw Error(ErrorCode::kInternal, "convert_from_f32: unknown dtype");
 }
@@ -288,6 +319,18 @@ float round_to(DType dtype, float value) {
     case DType::kU8:
     case DType::kBool:
       throw_no_rounding_rule(dtype);
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kBnb4:
+      throw_blocked(dtype);
   }
   throw Error(ErrorCode::kInternal, "round_to: unknown dtype");
 }

@@ -41,6 +41,8 @@ std::string Shape::str() const {
 
 Tensor Tensor::reshaped(Shape to) const {
   require(to.numel() == numel(), "reshape", shape, " -> ", to);
+  require(to.cols() % dtype_block_elems(dtype) == 0, "reshape", shape, " -> ", to,
+          ": rows must stay whole blocks of ", dtype);
   Tensor t = *this;
   t.shape = to;
   return t;

@@ -52,7 +52,10 @@ struct Tensor {
   Device device = Device::kCpu;
 
   std::int64_t numel() const { return shape.numel(); }
-  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype); }
+  // For a block type (dtype_is_blocked) every row — the last dimension — is whole blocks.
+  std::size_t bytes() const {
+    return static_cast<std::size_t>(dtype_storage_bytes(dtype, static_cast<std::uint64_t>(numel())));
+  }
   bool empty() const { return numel() == 0; }
 
   // The same memory seen with another shape of the same element count. Throws kInternal.

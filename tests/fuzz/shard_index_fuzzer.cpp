@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "tests/test_support.h"
 
 namespace ferry::io {
@@ -137,7 +137,7 @@ TEST_P(SafetensorsCorpus, open_refuses_the_file_with_the_listed_code_and_message
   const std::filesystem::path path = test::data_path("safetensors/bad/" + c.file);
   ASSERT_TRUE(std::filesystem::exists(path)) << "run tools/fixtures/make_safetensors_corpus.py";
   try {
-    const SafetensorsFile file = SafetensorsFile::open(path);
+    const TensorFile file = TensorFile::open(path);
     FAIL() << "opened with " << file.tensors().size() << " tensors";
   } catch (const Error& e) {
     const std::string message = e.what();
@@ -359,7 +359,7 @@ TEST(SafetensorsParse, a_long_unicode_name_is_shortened_on_a_character_boundary)
 TEST(SafetensorsFileOpen, a_missing_file_is_an_io_error) {
   const test::ScratchDir dir;
   try {
-    SafetensorsFile::open(dir / "absent.safetensors");
+    TensorFile::open(dir / "absent.safetensors");
     FAIL() << "opened a missing file";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kIo) << e.what();

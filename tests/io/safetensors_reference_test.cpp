@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/io/safetensors.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_file.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "tests/test_support.h"
 
@@ -131,7 +131,7 @@ std::uint64_t fnv1a64(std::span<const std::byte> bytes) {
   return h;
 }
 
-std::uint64_t hash_of(const SafetensorsFile& file, const TensorInfo& tensor) {
+std::uint64_t hash_of(const TensorFile& file, const TensorInfo& tensor) {
   const MappedView view = file.map(tensor);
   std::vector<std::byte> bytes(static_cast<std::size_t>(view.size()));
   view.copy_to(0, bytes);
@@ -154,7 +154,7 @@ TEST(SafetensorsReference, the_description_covers_every_committed_file) {
 TEST(SafetensorsReference, every_tensor_reads_as_the_official_package_reads_it) {
   for (const std::string& name : reference_files()) {
     SCOPED_TRACE(name);
-    const SafetensorsFile file = SafetensorsFile::open(reference_path(name));
+    const TensorFile file = TensorFile::open(reference_path(name));
     std::size_t described = 0;
     for (const RefTensor& ref : reference().tensors) {
       if (ref.file != name) continue;
@@ -179,16 +179,16 @@ TEST(SafetensorsReference, metadata_reads_as_the_official_package_reads_it) {
     for (const RefMetadata& m : reference().metadata) {
       if (m.file == name) expected[m.key] = m.value;
     }
-    EXPECT_EQ(SafetensorsFile::open(reference_path(name)).metadata(), expected);
+    EXPECT_EQ(TensorFile::open(reference_path(name)).metadata(), expected);
   }
-  EXPECT_EQ(SafetensorsFile::open(reference_path("single.safetensors")).metadata().at("unicode"),
+  EXPECT_EQ(TensorFile::open(reference_path("single.safetensors")).metadata().at("unicode"),
             "h\xc3\xa9llo \xe4\xb8\x96\xe7\x95\x8c");
 }
 
 TEST(SafetensorsReference, the_official_writer_tiles_an_aligned_data_section_in_offset_order) {
   for (const std::string& name : reference_files()) {
     SCOPED_TRACE(name);
-    const SafetensorsFile file = SafetensorsFile::open(reference_path(name));
+    const TensorFile file = TensorFile::open(reference_path(name));
     EXPECT_EQ(file.data_offset() % 8, 0u);
     std::uint64_t next = file.data_offset();
     for (const TensorInfo& t : file.tensors()) {
@@ -200,7 +200,7 @@ TEST(SafetensorsReference, the_official_writer_tiles_an_aligned_data_section_in_
 }
 
 TEST(SafetensorsReference, the_sharded_set_gives_every_tensor_from_its_own_shard) {
-  const SafetensorsSet set = SafetensorsSet::open(reference_path("model.safetensors.index.json"));
+  const TensorSet set = TensorSet::open(reference_path("model.safetensors.index.json"));
   EXPECT_TRUE(set.sharded());
   ASSERT_EQ(set.files().size(), 2u);
   std::size_t sharded = 0;
@@ -210,7 +210,7 @@ TEST(SafetensorsReference, the_sharded_set_gives_every_tensor_from_its_own_shard
     ++sharded;
     total += ref.nbytes;
     SCOPED_TRACE(ref.name);
-    const SafetensorsSet::Entry& entry = set.at(ref.name);
+    const TensorSet::Entry& entry = set.at(ref.name);
     EXPECT_EQ(entry.file->path().filename().string(), ref.file);
     EXPECT_EQ(dtype_name(entry.tensor->dtype), ref.dtype);
     EXPECT_EQ(entry.tensor->shape, ref.shape);
@@ -224,7 +224,7 @@ TEST(SafetensorsReference, the_sharded_set_gives_every_tensor_from_its_own_shard
 }
 
 TEST(SafetensorsReference, a_single_file_opens_as_an_unsharded_set) {
-  const SafetensorsSet set = SafetensorsSet::open(reference_path("single.safetensors"));
+  const TensorSet set = TensorSet::open(reference_path("single.safetensors"));
   EXPECT_FALSE(set.sharded());
   ASSERT_EQ(set.files().size(), 1u);
   EXPECT_EQ(set.entries().size(), set.files()[0].tensors().size());
@@ -274,7 +274,7 @@ TEST(SafetensorsRoundTrip, what_the_writer_writes_reads_back_identically) {
   const std::filesystem::path path = dir / "round_trip.safetensors";
   write_safetensors(path, specs, metadata, data.filler());
 
-  const SafetensorsFile file = SafetensorsFile::open(path);
+  const TensorFile file = TensorFile::open(path);
   EXPECT_EQ(file.metadata(), metadata);
   EXPECT_EQ(file.data_offset() % 8, 0u);
   ASSERT_EQ(file.tensors().size(), specs.size());
@@ -296,7 +296,7 @@ TEST(SafetensorsRoundTrip, the_writer_reproduces_the_official_packages_file_byte
   // Same tensors, same order, same metadata: Ferry's writer must emit exactly the bytes
   // safetensors.numpy.save_file wrote, so the official package reads Ferry's files.
   const std::filesystem::path official = reference_path("writer_match.safetensors");
-  const SafetensorsFile source = SafetensorsFile::open(official);
+  const TensorFile source = TensorFile::open(official);
   std::vector<TensorSpec> specs;
   std::vector<std::vector<std::byte>> bytes;
   for (const TensorInfo& t : source.tensors()) {

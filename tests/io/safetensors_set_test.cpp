@@ -1,7 +1,7 @@
 // Sharded sets: an index that disagrees with its shards, or points outside its folder, is
 // refused with kBadModelFile. Each broken set is built at test time in a scratch folder from the
 // two good shards of tests/data/safetensors/reference/ and an index written here.
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 
 #include <gtest/gtest.h>
 
@@ -43,11 +43,11 @@ class SafetensorsSetIndex : public ::testing::Test {
     return dir_ / "model" / "model.safetensors.index.json";
   }
   // Writes the index with `text` and opens it.
-  SafetensorsSet open_index(std::string_view text) const {
+  TensorSet open_index(std::string_view text) const {
     test::write_file(index_path(), text);
-    return SafetensorsSet::open(index_path());
+    return TensorSet::open(index_path());
   }
-  SafetensorsSet open_weight_map(std::string_view body) const {
+  TensorSet open_weight_map(std::string_view body) const {
     return open_index(R"({"metadata": {"total_size": 108}, "weight_map": {)" + std::string(body) +
                       "}}");
   }
@@ -81,7 +81,7 @@ class SafetensorsSetIndex : public ::testing::Test {
 }
 
 TEST_F(SafetensorsSetIndex, the_good_copy_opens) {
-  const SafetensorsSet set = open_weight_map(kGoodWeightMap);
+  const TensorSet set = open_weight_map(kGoodWeightMap);
   EXPECT_TRUE(set.sharded());
   EXPECT_EQ(set.entries().size(), 5u);
   EXPECT_EQ(set.at("embed.weight").file->path().filename(), kShard1);
@@ -89,7 +89,7 @@ TEST_F(SafetensorsSetIndex, the_good_copy_opens) {
 }
 
 TEST_F(SafetensorsSetIndex, index_keys_besides_metadata_and_weight_map_are_ignored) {
-  const SafetensorsSet set = open_index(R"({"format": "pt", "version": 2, "weight_map": {)" +
+  const TensorSet set = open_index(R"({"format": "pt", "version": 2, "weight_map": {)" +
                                         std::string(kGoodWeightMap) + "}}");
   EXPECT_EQ(set.entries().size(), 5u);
 }

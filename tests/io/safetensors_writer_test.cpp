@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "tests/test_support.h"
 
 namespace ferry::io {
@@ -44,7 +44,7 @@ TEST(SafetensorsWriter, rewriting_replaces_the_old_file_whole) {
   const auto path = dir / "model.safetensors";
   test::write_file(path, std::string_view("an older, different file"));
   write_safetensors(path, kTensors, {{"k", "v"}}, fill_with);
-  const SafetensorsFile file = SafetensorsFile::open(path);
+  const TensorFile file = TensorFile::open(path);
   ASSERT_EQ(file.tensors().size(), 2u);
   EXPECT_EQ(file.data_offset() % 8, 0u);
   EXPECT_EQ(file.metadata().at("k"), "v");

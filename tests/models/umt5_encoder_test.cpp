@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/umt5/encoder.h"
 #include "core/models/umt5/tokenizer.h"
@@ -45,8 +45,8 @@ constexpr double kMaxAbsBound = 0.08;
 constexpr double kRelRmsBound = 0.012;
 
 struct Reference {
-  io::SafetensorsSet set =
-      io::SafetensorsSet::open(test::data_path("umt5/encoder/reference.safetensors"));
+  io::TensorSet set =
+      io::TensorSet::open(test::data_path("umt5/encoder/reference.safetensors"));
 
   std::vector<std::int32_t> ids(std::string_view prompt) const {
     const auto& e = set.at(std::string(prompt) + ".ids");
@@ -113,7 +113,7 @@ std::vector<std::vector<std::int32_t>> all_prompt_ids() {
 EncodeResult run(const std::string& file, Placement blocks,
                  const std::vector<std::vector<std::int32_t>>& prompts,
                  offload::ReadMethod method = offload::ReadMethod::kMapped) {
-  const auto set = io::SafetensorsSet::open(test::data_path("umt5/encoder/" + file));
+  const auto set = io::TensorSet::open(test::data_path("umt5/encoder/" + file));
   const auto weights = EncoderWeights::from(set);
   Backend& backend = test::model_backend();
   return encode(backend, weights, plan_for(weights.model_layout(), blocks, 1, method), prompts);
@@ -147,7 +147,7 @@ TEST_F(Umt5Encoder, InfersTheConfigurationAndKeyLayoutFromTheFile) {
                {"comfy_fp8_scaled.safetensors", KeyLayout::kHuggingFace}};
   for (const Case& c : cases) {
     const auto set =
-        io::SafetensorsSet::open(test::data_path(std::string("umt5/encoder/") + c.file));
+        io::TensorSet::open(test::data_path(std::string("umt5/encoder/") + c.file));
     const auto w = EncoderWeights::from(set);
     EXPECT_EQ(w.key_layout(), c.layout) << c.file;
     EXPECT_EQ(w.config().vocab_rows, 1280);
@@ -170,7 +170,7 @@ TEST_F(Umt5Encoder, InfersTheConfigurationAndKeyLayoutFromTheFile) {
 
 TEST_F(Umt5Encoder, ReadsPerTensorScalesOfScaledFp8Files) {
   const auto set =
-      io::SafetensorsSet::open(test::data_path("umt5/encoder/comfy_fp8_scaled.safetensors"));
+      io::TensorSet::open(test::data_path("umt5/encoder/comfy_fp8_scaled.safetensors"));
   const auto w = EncoderWeights::from(set);
   EXPECT_EQ(w.block_tensor(2, kFfnFc2).tensor->dtype, DType::kF8E4M3);
   EXPECT_NE(w.block_scale(2, kFfnFc2), 1.0f);
@@ -226,7 +226,7 @@ TEST_F(Umt5Encoder, ActivationsUseExactlyTheEstimate) {
   const auto prompts = all_prompt_ids();
   const EncodeResult r = run("official.safetensors", Placement::kDisk, prompts);
   EXPECT_EQ(r.activation_peak, r.activation_bytes);
-  const auto set = io::SafetensorsSet::open(test::data_path("umt5/encoder/official.safetensors"));
+  const auto set = io::TensorSet::open(test::data_path("umt5/encoder/official.safetensors"));
   const auto w = EncoderWeights::from(set);
   const std::int64_t full[] = {512, 512};
   EXPECT_EQ(w.model_layout().activation_bytes, w.activation_bytes(full));
@@ -234,7 +234,7 @@ TEST_F(Umt5Encoder, ActivationsUseExactlyTheEstimate) {
 }
 
 TEST_F(Umt5Encoder, RefusesIdsOutsideTheTableAndBadLengths) {
-  const auto set = io::SafetensorsSet::open(test::data_path("umt5/encoder/official.safetensors"));
+  const auto set = io::TensorSet::open(test::data_path("umt5/encoder/official.safetensors"));
   const auto w = EncoderWeights::from(set);
   Backend& backend = test::model_backend();
   const Plan plan = plan_for(w.model_layout(), Placement::kDisk);
@@ -249,7 +249,7 @@ TEST_F(Umt5Encoder, RefusesIdsOutsideTheTableAndBadLengths) {
 }
 
 TEST_F(Umt5Encoder, CancelStopsBeforeTheNextBlock) {
-  const auto set = io::SafetensorsSet::open(test::data_path("umt5/encoder/official.safetensors"));
+  const auto set = io::TensorSet::open(test::data_path("umt5/encoder/official.safetensors"));
   const auto w = EncoderWeights::from(set);
   Backend& backend = test::model_backend();
   std::atomic<bool> cancel{true};
@@ -265,9 +265,9 @@ TEST_F(Umt5Encoder, CancelStopsBeforeTheNextBlock) {
 // A copy of the official file with one tensor left out or reshaped.
 std::filesystem::path rewrite(const test::ScratchDir& dir, std::string_view drop,
                               std::string_view reshape) {
-  const auto src = io::SafetensorsSet::open(test::data_path("umt5/encoder/official.safetensors"));
+  const auto src = io::TensorSet::open(test::data_path("umt5/encoder/official.safetensors"));
   std::vector<io::TensorSpec> specs;
-  std::vector<const io::SafetensorsSet::Entry*> entries;
+  std::vector<const io::TensorSet::Entry*> entries;
   for (const auto& e : src.entries()) {
     if (e.tensor->name == drop) continue;
     io::TensorSpec s{e.tensor->name, e.tensor->dtype, e.tensor->shape};
@@ -285,7 +285,7 @@ std::filesystem::path rewrite(const test::ScratchDir& dir, std::string_view drop
 
 TEST_F(Umt5Encoder, NamesAMissingTensor) {
   test::ScratchDir dir;
-  const auto set = io::SafetensorsSet::open(rewrite(dir, "blocks.2.ffn.fc1.weight", ""));
+  const auto set = io::TensorSet::open(rewrite(dir, "blocks.2.ffn.fc1.weight", ""));
   try {
     EncoderWeights::from(set);
     FAIL() << "no error";
@@ -297,12 +297,12 @@ TEST_F(Umt5Encoder, NamesAMissingTensor) {
 
 TEST_F(Umt5Encoder, RefusesATensorOfTheWrongShape) {
   test::ScratchDir dir;
-  const auto set = io::SafetensorsSet::open(rewrite(dir, "", "blocks.1.attn.o.weight"));
+  const auto set = io::TensorSet::open(rewrite(dir, "", "blocks.1.attn.o.weight"));
   EXPECT_EQ(test::error_code_of([&] { EncoderWeights::from(set); }), ErrorCode::kBadModelFile);
 }
 
 TEST_F(Umt5Encoder, RefusesAFileThatIsNotATextEncoder) {
-  const auto set = io::SafetensorsSet::open(test::data_path("umt5/single_file.safetensors"));
+  const auto set = io::TensorSet::open(test::data_path("umt5/single_file.safetensors"));
   EXPECT_EQ(test::error_code_of([&] { EncoderWeights::from(set); }), ErrorCode::kBadModelFile);
 }
 
@@ -311,7 +311,7 @@ TEST_F(Umt5Encoder, TokenizerEmbeddedInTheSingleFileFeedsTheEncoder) {
   std::ifstream in(test::data_path("umt5/reference.json"), std::ios::binary);
   const nlohmann::json json = nlohmann::json::parse(in);
   const auto set =
-      io::SafetensorsSet::open(test::data_path("umt5/encoder/comfy_fp8_scaled.safetensors"));
+      io::TensorSet::open(test::data_path("umt5/encoder/comfy_fp8_scaled.safetensors"));
   const Tokenizer tokenizer = Tokenizer::from_checkpoint(set);
   const auto w = EncoderWeights::from(set);
   Backend& backend = test::model_backend();

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/umt5/tokenizer.h"
 #include "tests/test_support.h"
@@ -43,7 +43,7 @@ Tokenizer folder_tokenizer() {
 }
 
 Tokenizer checkpoint_tokenizer() {
-  const auto set = io::SafetensorsSet::open(test::data_path("umt5/single_file.safetensors"));
+  const auto set = io::TensorSet::open(test::data_path("umt5/single_file.safetensors"));
   return Tokenizer::from_checkpoint(set);
 }
 
@@ -209,7 +209,7 @@ TEST(Umt5Tokenizer, checkpoints_without_a_byte_vector_spiece_model_are_refused) 
 
   write_checkpoint(dir / "none.safetensors", {{"shared.weight", DType::kF32, {4, 2}}}, model);
   EXPECT_EQ(test::error_code_of([&] {
-              Tokenizer::from_checkpoint(io::SafetensorsSet::open(dir / "none.safetensors"));
+              Tokenizer::from_checkpoint(io::TensorSet::open(dir / "none.safetensors"));
             }),
             ErrorCode::kMissingTensor);
 
@@ -219,12 +219,12 @@ TEST(Umt5Tokenizer, checkpoints_without_a_byte_vector_spiece_model_are_refused) 
   write_checkpoint(dir / "good.safetensors", {{"spiece_model", DType::kU8, {n}}}, model);
   for (const char* name : {"i8.safetensors", "2d.safetensors", "junk.safetensors"}) {
     EXPECT_EQ(test::error_code_of(
-                  [&] { Tokenizer::from_checkpoint(io::SafetensorsSet::open(dir / name)); }),
+                  [&] { Tokenizer::from_checkpoint(io::TensorSet::open(dir / name)); }),
               ErrorCode::kBadModelFile)
         << name;
   }
   const Tokenizer tok =
-      Tokenizer::from_checkpoint(io::SafetensorsSet::open(dir / "good.safetensors"));
+      Tokenizer::from_checkpoint(io::TensorSet::open(dir / "good.safetensors"));
   EXPECT_EQ(tok.tokenize(prompt("mixed")["raw"].get<std::string>()).ids, ids_of(prompt("mixed")));
 }
 

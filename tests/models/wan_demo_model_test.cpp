@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
-#include "core/io/safetensors.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_file.h"
+#include "core/io/tensor_set.h"
 #include "core/memory/arena.h"
 #include "core/models/umt5/encoder.h"
 #include "core/models/umt5/encoder_weights.h"
@@ -66,7 +66,7 @@ TEST(DemoModel, writes_the_same_bytes_in_every_folder) {
     const auto second = test::read_file(b / "nested" / "demo" / kFiles[i]);
     EXPECT_GT(first.size(), 100000u) << kFiles[i];
     EXPECT_TRUE(first == second) << kFiles[i] << " differs between two writes";
-    const io::SafetensorsFile file = io::SafetensorsFile::open(a / kFiles[i]);
+    const io::TensorFile file = io::TensorFile::open(a / kFiles[i]);
     EXPECT_EQ(file.metadata().at("ferry.demo.version"), DemoModel::kFormatVersion);
     EXPECT_EQ(file.metadata().at("ferry.demo.content_fnv1a64"), kContentHashes[i]) << kFiles[i];
     EXPECT_FALSE(fs::exists(a / (std::string(kFiles[i]) + ".partial")));
@@ -92,7 +92,7 @@ TEST(DemoModel, is_found_as_a_folder_of_comfy_single_files) {
 TEST(DemoModel, text_encoder_has_the_configured_shapes_and_its_tokenizer) {
   test::ScratchDir dir;
   write_demo_model(dir.path());
-  const auto set = io::SafetensorsSet::open(dir / "umt5_demo.safetensors");
+  const auto set = io::TensorSet::open(dir / "umt5_demo.safetensors");
   const auto w = models::umt5::EncoderWeights::from(set);
   const auto& want = DemoModel::kTextEncoder;
   EXPECT_EQ(w.key_layout(), models::umt5::KeyLayout::kHuggingFace);
@@ -116,7 +116,7 @@ TEST(DemoModel, text_encoder_has_the_configured_shapes_and_its_tokenizer) {
 TEST(DemoModel, text_encoder_encodes_a_prompt_with_its_own_tokenizer) {
   test::ScratchDir dir;
   write_demo_model(dir.path());
-  const auto set = io::SafetensorsSet::open(dir / "umt5_demo.safetensors");
+  const auto set = io::TensorSet::open(dir / "umt5_demo.safetensors");
   const auto tokenizer = models::umt5::Tokenizer::from_checkpoint(set);
   EXPECT_LE(static_cast<std::int64_t>(tokenizer.vocab_size()), DemoModel::kTextEncoder.vocab_rows);
   const auto w = models::umt5::EncoderWeights::from(set);
@@ -147,7 +147,7 @@ TEST(DemoModel, text_encoder_encodes_a_prompt_with_its_own_tokenizer) {
 TEST(DemoModel, dit_has_the_configured_shapes) {
   test::ScratchDir dir;
   write_demo_model(dir.path());
-  const auto set = io::SafetensorsSet::open(dir / "wan2.2_ti2v_demo.safetensors");
+  const auto set = io::TensorSet::open(dir / "wan2.2_ti2v_demo.safetensors");
   const models::wan::DitConfig c = models::wan::infer_dit_config(set);
   const auto& want = DemoModel::kDit;
   EXPECT_EQ(c.dim, want.dim);
@@ -166,7 +166,7 @@ TEST(DemoModel, dit_has_the_configured_shapes) {
 TEST(DemoModel, dit_gives_finite_velocities_of_the_latents_scale) {
   test::ScratchDir dir;
   write_demo_model(dir.path());
-  const auto set = io::SafetensorsSet::open(dir / "wan2.2_ti2v_demo.safetensors");
+  const auto set = io::TensorSet::open(dir / "wan2.2_ti2v_demo.safetensors");
   cpu::CpuBackend backend;
   const offload::ModelLayout layout = models::wan::dit_model_layout(set, 64, 64, 5, 0);
   models::wan::WanDit dit(backend, set, layout);
@@ -232,7 +232,7 @@ TEST(DemoModel, dit_gives_finite_velocities_of_the_latents_scale) {
 // The VAE structure matches the official module's: the names and shapes of the fixture that
 // tools/reference/make_vae_reference.py builds from the official code at base widths 4 and 4.
 TEST(DemoModel, vae_structure_is_the_official_wan22_one) {
-  const auto fixture = io::SafetensorsFile::open(test::data_path("wan/vae/wan22_tiny.safetensors"));
+  const auto fixture = io::TensorFile::open(test::data_path("wan/vae/wan22_tiny.safetensors"));
   auto ours = models::wan::wan22_vae_tensor_specs(4, 4, DType::kF16);
   std::sort(ours.begin(), ours.end(),  // the file's order: a safetensors writer sorts by name
             [](const io::TensorSpec& a, const io::TensorSpec& b) { return a.name < b.name; });
@@ -246,7 +246,7 @@ TEST(DemoModel, vae_structure_is_the_official_wan22_one) {
 TEST(DemoModel, vae_loads_and_decodes_a_latent_to_finite_varied_pixels) {
   test::ScratchDir dir;
   write_demo_model(dir.path());
-  const auto set = io::SafetensorsSet::open(dir / "wan2.2_vae_demo.safetensors");
+  const auto set = io::TensorSet::open(dir / "wan2.2_vae_demo.safetensors");
   cpu::CpuBackend backend;
   const auto weights = models::wan::VaeWeights::load(backend, set);
   EXPECT_EQ(weights.config().kind, models::wan::VaeKind::kWan22);
@@ -314,7 +314,7 @@ TEST(DemoModel, a_truncated_corrupt_or_outdated_demo_is_rebuilt) {
   bytes[bytes.size() / 2] ^= std::byte{0x40};
   test::write_file(dir / kFiles[0], bytes);
   {
-    const io::SafetensorsFile vae = io::SafetensorsFile::open(reference / kFiles[2]);
+    const io::TensorFile vae = io::TensorFile::open(reference / kFiles[2]);
     std::vector<io::TensorSpec> specs;
     for (const auto& t : vae.tensors()) specs.push_back({t.name, t.dtype, t.shape});
     io::write_safetensors(dir / kFiles[2], specs, {{"format", "pt"}, {"ferry.demo.version", "0"}},

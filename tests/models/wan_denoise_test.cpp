@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safetensors.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_file.h"
+#include "core/io/tensor_set.h"
 #include "core/models/wan/denoise.h"
 #include "core/models/wan/dit.h"
 #include "core/models/wan/sampler.h"
@@ -54,9 +54,9 @@ static_assert(std::size(kMaxErrorBound) == kSteps && std::size(kRmsErrorBound) =
 constexpr double kShift = 5.0;
 constexpr float kGuideScale = 5.0f;
 
-const io::SafetensorsFile& reference() {
-  static const io::SafetensorsFile file =
-      io::SafetensorsFile::open(test::data_path("wan/denoise/trajectories.safetensors"));
+const io::TensorFile& reference() {
+  static const io::TensorFile file =
+      io::TensorFile::open(test::data_path("wan/denoise/trajectories.safetensors"));
   return file;
 }
 
@@ -72,8 +72,8 @@ std::int64_t dim(const std::string& name, std::size_t axis) {
   return static_cast<std::int64_t>(reference().at(name).shape.at(axis));
 }
 
-io::SafetensorsSet dit_files(const char* config) {
-  return io::SafetensorsSet::open(
+io::TensorSet dit_files(const char* config) {
+  return io::TensorSet::open(
       test::data_path(std::string("wan/dit/") + config + ".safetensors.index.json"));
 }
 
@@ -128,7 +128,7 @@ using test::same_bits;
 std::vector<std::vector<float>> run(const Case& c, Placing placing = Placing::kResident,
                                     ReadMethod method = ReadMethod::kDirect) {
   Backend& backend = test::model_backend();
-  const io::SafetensorsSet set = dit_files(c.dit);
+  const io::TensorSet set = dit_files(c.dit);
   const offload::ModelLayout layout = wan::dit_model_layout(set, 1, 1, 1, 0);
   wan::WanDit dit(backend, set, layout);
   offload::StreamerOptions options;

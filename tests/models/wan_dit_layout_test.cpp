@@ -1,7 +1,7 @@
 // The Wan DiT layout reproduces the parameter counts of wan.md §E for every configuration.
 #include "core/models/wan/dit_layout.h"
 
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/wan/dit_keys.h"
 #include "tests/test_support.h"
@@ -93,14 +93,14 @@ TEST(WanDitLayout, official_comfy_and_diffusers_checkpoints_give_the_same_plan_i
                           [](std::size_t, std::uint64_t, std::span<std::byte> out) {
                             std::fill(out.begin(), out.end(), std::byte{0});
                           });
-    return io::SafetensorsSet::open(dir / file);
+    return io::TensorSet::open(dir / file);
   };
   const auto official = write("official.safetensors", [](const std::string& n) { return n; });
   const auto comfy = write("comfy.safetensors",
                            [](const std::string& n) { return "model.diffusion_model." + n; });
   const auto diffusers = write("diffusers.safetensors",
                                [](const std::string& n) { return diffusers_dit_name(n); });
-  for (const io::SafetensorsSet* set : {&official, &comfy, &diffusers}) {
+  for (const io::TensorSet* set : {&official, &comfy, &diffusers}) {
     const DitConfig c = infer_dit_config(*set);
     EXPECT_EQ(c.dim, 256u);
     EXPECT_EQ(c.ffn_dim, 512u);

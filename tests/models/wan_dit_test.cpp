@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safetensors.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_file.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_keys.h"
@@ -54,7 +54,7 @@ std::filesystem::path fixture(std::string_view name) {
   return test::data_path(std::string("wan/dit/") + std::string(name));
 }
 
-std::vector<float> read_f32(const io::SafetensorsFile& file, const io::TensorInfo& info) {
+std::vector<float> read_f32(const io::TensorFile& file, const io::TensorInfo& info) {
   std::vector<std::byte> raw(info.bytes);
   file.map(info).copy_to(0, raw);
   std::vector<float> out(info.element_count());
@@ -87,7 +87,7 @@ struct Reference {
 
 Reference load_reference(std::string_view config) {
   const auto file =
-      io::SafetensorsFile::open(fixture(std::string(config) + "_reference.safetensors"));
+      io::TensorFile::open(fixture(std::string(config) + "_reference.safetensors"));
   Reference r;
   r.x = read_f32(file, file.at("x"));
   r.x_shape = shape_of(file.at("x"));
@@ -139,7 +139,7 @@ struct RunResult {
 };
 
 // One forward of the DiT in `set` (its blocks placed as `blocks`), one velocity per context.
-RunResult run(const io::SafetensorsSet& set, const Reference& r, const std::vector<float>& t,
+RunResult run(const io::TensorSet& set, const Reference& r, const std::vector<float>& t,
               const std::vector<std::vector<float>>& contexts, std::vector<Placement> blocks = {},
               ReadMethod method = ReadMethod::kMapped, std::int64_t ffn_chunk_tokens = 0,
               int passes = 1) {
@@ -188,7 +188,7 @@ RunResult run(const io::SafetensorsSet& set, const Reference& r, const std::vect
   return out;
 }
 
-void expect_matches_reference(const io::SafetensorsSet& set, const Reference& r, const char* what) {
+void expect_matches_reference(const io::TensorSet& set, const Reference& r, const char* what) {
   for (std::size_t i = 0; i < r.cases.size(); ++i) {
     const RunResult got = run(set, r, r.cases[i].t, {r.context});
     const Deviation err = compare(got.velocities[0], r.cases[i].v);
@@ -204,7 +204,7 @@ void expect_matches_reference(const io::SafetensorsSet& set, const Reference& r,
 // `rename`, each tensor stored as `dtype(name, stored dtype)`. fp8 tensors get ComfyUI's
 // per-tensor `<name without .weight>.scale_weight` (max |w| / 448) and the `scaled_fp8` marker.
 template <typename Rename, typename Dtype>
-io::SafetensorsSet rewrite(const io::SafetensorsSet& set, const std::filesystem::path& path,
+io::TensorSet rewrite(const io::TensorSet& set, const std::filesystem::path& path,
                            Rename rename, Dtype dtype) {
   std::vector<io::TensorSpec> specs;
   std::vector<std::vector<std::byte>> data;
@@ -238,7 +238,7 @@ io::SafetensorsSet rewrite(const io::SafetensorsSet& set, const std::filesystem:
                         [&](std::size_t index, std::uint64_t offset, std::span<std::byte> out) {
                           std::memcpy(out.data(), data[index].data() + offset, out.size());
                         });
-  return io::SafetensorsSet::open(path);
+  return io::TensorSet::open(path);
 }
 
 // official → diffusers, as diffusers' own converter names them (written by the script).
@@ -256,8 +256,8 @@ std::map<std::string, std::string> diffusers_names() {
   return names;
 }
 
-io::SafetensorsSet official(std::string_view config) {
-  return io::SafetensorsSet::open(fixture(std::string(config) + ".safetensors.index.json"));
+io::TensorSet official(std::string_view config) {
+  return io::TensorSet::open(fixture(std::string(config) + ".safetensors.index.json"));
 }
 
 // The suite's fixture (the model tests' backend, skipped on CUDA without a device). It hides the
@@ -354,7 +354,7 @@ TEST_F(WanDit, comfy_scaled_fp8_weights_are_multiplied_by_their_scales) {
                                       reinterpret_cast<const std::byte*>(data[i].data()) + offset,
                                       out.size());
                         });
-  const auto plain = io::SafetensorsSet::open(dir / "dequantised.safetensors");
+  const auto plain = io::TensorSet::open(dir / "dequantised.safetensors");
   const auto want = run(plain, r, r.cases[0].t, {r.context}).velocities[0];
   const Deviation vs_dequantised = compare(got, want);
   // Equal up to the bf16 rounding floor (alpha · (x · w8) vs x · (w8 · scale) in the GEMM); a

@@ -9,7 +9,7 @@
 #include <any>
 
 #include "core/error.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/dit_layout.h"
@@ -86,13 +86,13 @@ TEST(StagePlans, EachStageIsThePlanFerryCliPlanMakesForItsLayout) {
     ASSERT_EQ(g.stages.size(), 3u);
 
     // What cli/plan.cpp does, stage by stage.
-    const auto encoder_set = io::SafetensorsSet::open(set.text_encoder);
+    const auto encoder_set = io::TensorSet::open(set.text_encoder);
     const StagePlan& text = stage(g, kTextStage);
     const StagePlan& dit = stage(g, kDitStage);
     const offload::ModelLayout text_layout =
         models::umt5::EncoderWeights::from(encoder_set).model_layout();
     expect_same(text, offload::make_plan(text_layout, preset, laptop()), text_layout);
-    const auto dit_set = io::SafetensorsSet::open(set.dit);
+    const auto dit_set = io::TensorSet::open(set.dit);
     const offload::ModelLayout dit_layout =
         dit_model_layout(dit_set, 256, 256, 17, preset.ffn_chunk_tokens);
     expect_same(dit, offload::make_plan(dit_layout, preset, laptop()), dit_layout);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/models/wan/sampler.h"
 #include "tests/test_support.h"
@@ -47,8 +47,8 @@ const nlohmann::json& reference() {
 }
 
 std::vector<float> tensor(std::string_view name) {
-  static const io::SafetensorsFile file =
-      io::SafetensorsFile::open(test::data_path("wan/sampler/trajectories.safetensors"));
+  static const io::TensorFile file =
+      io::TensorFile::open(test::data_path("wan/sampler/trajectories.safetensors"));
   const io::TensorInfo& info = file.at(name);
   EXPECT_EQ(info.dtype, DType::kF32) << name;
   std::vector<float> out(info.element_count());

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/models/wan/sampler.h"
 #include "core/models/wan/ti2v.h"
 #include "tests/test_support.h"
@@ -46,8 +46,8 @@ const nlohmann::json& ti2v_case() {
 }
 
 std::vector<float> tensor(const std::string& name) {
-  static const io::SafetensorsFile file =
-      io::SafetensorsFile::open(test::data_path("wan/sampler/trajectories.safetensors"));
+  static const io::TensorFile file =
+      io::TensorFile::open(test::data_path("wan/sampler/trajectories.safetensors"));
   const io::TensorInfo& info = file.at(name);
   std::vector<float> out(info.element_count());
   const io::MappedView view = file.map(info);

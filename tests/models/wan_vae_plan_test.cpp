@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_plan.h"
 #include "core/models/wan/vae_synth.h"
@@ -32,12 +32,12 @@ VaeWeights real_vae(VaeKind kind, DType dtype = DType::kF16) {
   test::ScratchDir dir;
   const auto path = dir / "vae.safetensors";
   write_header_only_safetensors(path, wan_vae_tensor_specs(kind, dtype));
-  return VaeWeights::shapes_only(io::SafetensorsSet::open(path));
+  return VaeWeights::shapes_only(io::TensorSet::open(path));
 }
 
 VaeWeights tiny_vae(const char* name) {
   return VaeWeights::shapes_only(
-      io::SafetensorsSet::open(test::data_path(std::string("wan/vae/") + name)));
+      io::TensorSet::open(test::data_path(std::string("wan/vae/") + name)));
 }
 
 MachineInfo laptop(std::uint64_t vram_mib, std::uint64_t ram_gib = 32) {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/memory/arena.h"
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_keys.h"
@@ -57,7 +57,7 @@ struct HostArray {
   std::vector<float> values;
 };
 
-HostArray read_tensor(const io::SafetensorsSet& set, const std::string& name) {
+HostArray read_tensor(const io::TensorSet& set, const std::string& name) {
   const auto& entry = set.at(name);
   const io::TensorInfo& info = *entry.tensor;
   std::vector<std::byte> raw(static_cast<std::size_t>(info.bytes));
@@ -93,9 +93,9 @@ class Fixture {
  public:
   explicit Fixture(const Kind& kind, const char* suffix = "", const VaeOptions& options = {})
       : backend_(test::model_backend()),
-        set_(io::SafetensorsSet::open(
+        set_(io::TensorSet::open(
             vae_fixture(std::string(kind.name) + "_tiny" + suffix + ".safetensors"))),
-        reference_(io::SafetensorsSet::open(
+        reference_(io::TensorSet::open(
             vae_fixture(std::string(kind.name) + "_reference.safetensors"))),
         weights_(VaeWeights::load(backend_, set_)),
         vae_(backend_, weights_, options) {}
@@ -150,8 +150,8 @@ class Fixture {
 
  private:
   Backend& backend_;
-  io::SafetensorsSet set_;
-  io::SafetensorsSet reference_;
+  io::TensorSet set_;
+  io::TensorSet reference_;
   VaeWeights weights_;
   WanVae vae_;
   std::unique_ptr<DeviceBuffer> buffer_;
@@ -363,7 +363,7 @@ TEST_F(WanVae, diffusers_and_official_files_load_the_same_weights) {
     Fixture diffusers(kind, "_diffusers");
     EXPECT_EQ(diffusers.weights().config().kind, kind.kind);
     const auto set =
-        io::SafetensorsSet::open(vae_fixture(std::string(kind.name) + "_tiny.safetensors"));
+        io::TensorSet::open(vae_fixture(std::string(kind.name) + "_tiny.safetensors"));
     std::size_t compared = 0;
     for (const auto& entry : set.entries()) {
       const std::string& name = entry.tensor->name;

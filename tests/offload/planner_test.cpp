@@ -30,7 +30,7 @@ struct FakeModel {
     add_group("head", kMiB, true);
   }
   void add_group(std::string name, std::uint64_t bytes, bool always) {
-    tensors.push_back(io::TensorInfo{name + ".weight", DType::kBF16, {bytes / 2}, 0, bytes});
+    tensors.push_back(io::TensorInfo{name + ".weight", DType::kBF16, {bytes / 2}, 0, bytes, nullptr});
     layout.groups.push_back(
         LayerGroup{std::move(name), {WeightRef{nullptr, &tensors.back()}}, always});
   }

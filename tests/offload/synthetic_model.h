@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/io/safetensors_writer.h"
 #include "core/offload/layer_group.h"
 #include "core/offload/plan.h"
@@ -90,12 +90,12 @@ inline void write_synthetic_model(const std::filesystem::path& path, const Synth
 
 // The layout: embed (always resident), layers.i, head (always resident), in execution order.
 struct SyntheticModel {
-  std::unique_ptr<io::SafetensorsFile> file;
+  std::unique_ptr<io::TensorFile> file;
   ModelLayout layout;
   SyntheticSpec spec;
 
   SyntheticModel(const std::filesystem::path& path, const SyntheticSpec& s) : spec(s) {
-    file = std::make_unique<io::SafetensorsFile>(io::SafetensorsFile::open(path));
+    file = std::make_unique<io::TensorFile>(io::TensorFile::open(path));
     layout.name = "synthetic MLP stack";
     auto group = [&](std::string name, std::vector<std::string> names, bool always) {
       LayerGroup g{std::move(name), {}, always};

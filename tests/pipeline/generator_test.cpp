@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/io/safetensors_writer.h"
 #include "core/media/video_reader.h"
 #include "core/memory/process_memory.h"
@@ -356,7 +356,7 @@ TEST(Generator, MissingModelPartsAndBadSettingsAreClearErrors) {
 
 // The f32 values of tensor `name` in a safetensors file.
 std::vector<float> read_tensor(const fs::path& path, const std::string& name) {
-  const io::SafetensorsFile file = io::SafetensorsFile::open(path);
+  const io::TensorFile file = io::TensorFile::open(path);
   const io::TensorInfo& t = file.at(name);
   EXPECT_EQ(t.dtype, DType::kF32);
   std::vector<float> values(static_cast<std::size_t>(t.element_count()));
@@ -385,7 +385,7 @@ TEST(Replay, ASavedNoiseReplaysTheRunExactly) {
   seeded.save_text_states = true;
   const GenerationResult a = run(seeded, sink);
   const std::vector<float> noise = read_tensor(dir / "noise.safetensors", "noise");
-  const io::SafetensorsFile latents = io::SafetensorsFile::open(dir / "a_latents.safetensors");
+  const io::TensorFile latents = io::TensorFile::open(dir / "a_latents.safetensors");
   EXPECT_EQ(latents.at("latent").shape, (std::vector<std::uint64_t>{48, 2, 4, 4}));
   EXPECT_EQ(latents.at("context").dtype, DType::kBF16);
   EXPECT_NE(latents.find("negative_context"), nullptr);

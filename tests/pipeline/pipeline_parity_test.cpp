@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
-#include "core/io/safetensors.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_file.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/media/image.h"
 #include "core/media/video_reader.h"
@@ -108,9 +108,9 @@ constexpr offload::MachineInfo kMachine{false, 0, 0, 16ull << 30, 12ull << 30};
 
 constexpr int kWidth = 64, kHeight = 64, kFrames = 5, kSteps = 3;
 
-const io::SafetensorsFile& reference() {
-  static const io::SafetensorsFile file =
-      io::SafetensorsFile::open(test::data_path("pipeline/reference.safetensors"));
+const io::TensorFile& reference() {
+  static const io::TensorFile file =
+      io::TensorFile::open(test::data_path("pipeline/reference.safetensors"));
   return file;
 }
 
@@ -335,7 +335,7 @@ void expect_matches(const std::string& name, const Output& o, const Bounds& boun
 // is not the text's).
 TEST(PipelineParity, TokenIdsAreTheOfficialOnes) {
   const auto set =
-      io::SafetensorsSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
+      io::TensorSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
   const auto tokenizer = models::umt5::Tokenizer::from_checkpoint(set);
   EXPECT_EQ(tokenizer.tokenize(text("prompt")).ids, ids("prompt.ids"));
   EXPECT_EQ(tokenizer.tokenize(text("negative_prompt")).ids, ids("negative_prompt.ids"));
@@ -345,7 +345,7 @@ TEST(PipelineParity, TokenIdsAreTheOfficialOnes) {
 // The text stage alone: Ferry's umT5 output for both prompts against the official bf16 run.
 TEST(PipelineParity, TextEmbeddingsMatchTheOfficialOnes) {
   const auto set =
-      io::SafetensorsSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
+      io::TensorSet::open(demo_folder() / models::wan::DemoModel::kTextEncoderFile);
   const auto weights = models::umt5::EncoderWeights::from(set);
   const offload::Preset preset = offload::find_preset(offload::builtin_presets(), "cpu", kMachine);
   const offload::Plan plan = offload::make_plan(weights.model_layout(), preset, kMachine);
@@ -425,7 +425,7 @@ TEST(PipelineParity, ANoiseFileAndSavedLatentsReproduceTheHooksRun) {
   r.noise = dir / "noise.safetensors";
   r.save_latents = dir / "latents.safetensors";
   run(r);
-  const io::SafetensorsFile saved = io::SafetensorsFile::open(r.save_latents);
+  const io::TensorFile saved = io::TensorFile::open(r.save_latents);
   const io::TensorInfo& latent = saved.at("latent");
   ASSERT_EQ(latent.shape, (std::vector<std::uint64_t>{48, 2, 4, 4}));
   std::vector<float> replayed(static_cast<std::size_t>(latent.element_count()));

@@ -518,6 +518,8 @@ float scalar_to_f32(DType d, const unsigned char* p) {
       return static_cast<float>(*p);
     case DType::kBool:
       return *p != 0 ? 1.0f : 0.0f;
+    default:  // block types: no element-wise conversion (not in kAllDTypes)
+      break;
   }
   return 0;
 }

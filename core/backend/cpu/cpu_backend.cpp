@@ -66,8 +66,9 @@ void CpuBackend::download(const Tensor& src, void* host) {
 // ---- matrix products ----
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
-                        float w_scale) {
+                        const WeightScaling& w_scaling) {
   const char* op = "linear";
+  const float w_scale = w_scaling.scale;
   const auto [m, k, n] = check_linear(x, w, bias, y);
 
   // Row blocks of x keep the f32 scratch bounded whatever the token count.

@@ -40,12 +40,12 @@ std::string shape_str(const std::vector<std::uint64_t>& shape) {
   return s + "]";
 }
 
-[[noreturn]] void bad(const io::SafetensorsSet& set, const std::string& what) {
+[[noreturn]] void bad(const io::TensorSet& set, const std::string& what) {
   throw Error(ErrorCode::kBadModelFile,
               set.path().string() + ": not a usable umT5 text encoder: " + what);
 }
 
-const io::SafetensorsSet::Entry& require_tensor(const io::SafetensorsSet& set,
+const io::TensorSet::Entry& require_tensor(const io::TensorSet& set,
                                                 const std::string& name) {
   const auto* e = set.find(name);
   if (e == nullptr) {
@@ -55,7 +55,7 @@ const io::SafetensorsSet::Entry& require_tensor(const io::SafetensorsSet& set,
   return *e;
 }
 
-void check_shape(const io::SafetensorsSet& set, const io::SafetensorsSet::Entry& e,
+void check_shape(const io::TensorSet& set, const io::TensorSet::Entry& e,
                  std::vector<std::uint64_t> expected) {
   if (!is_float(e.tensor->dtype)) {
     bad(set, "tensor '" + e.tensor->name + "' has dtype " +
@@ -69,10 +69,10 @@ void check_shape(const io::SafetensorsSet& set, const io::SafetensorsSet::Entry&
 
 // The per-tensor scale of a weight named "<base>.weight": 1 unless it is stored as fp8 next to a
 // scale. An fp8 weight without one is read as is (ComfyUI's plain fp8 files).
-float read_scale(const io::SafetensorsSet& set, const io::SafetensorsSet::Entry& weight) {
+float read_scale(const io::TensorSet& set, const io::TensorSet::Entry& weight) {
   const std::string& name = weight.tensor->name;
   const std::string base = name.substr(0, name.size() - std::strlen(".weight"));
-  const io::SafetensorsSet::Entry* scale = set.find(base + ".scale_weight");
+  const io::TensorSet::Entry* scale = set.find(base + ".scale_weight");
   if (scale == nullptr) scale = set.find(base + ".weight_scale");
   if (scale == nullptr) return 1.0f;
   const io::TensorInfo& t = *scale->tensor;
@@ -101,10 +101,10 @@ std::string block_tensor_name(KeyLayout layout, std::int64_t layer, BlockTensor 
   return "encoder.block." + std::to_string(layer) + "." + std::string(kHfSuffix[t]);
 }
 
-EncoderWeights EncoderWeights::from(const io::SafetensorsSet& set) {
+EncoderWeights EncoderWeights::from(const io::TensorSet& set) {
   EncoderWeights w;
   w.set_ = &set;
-  const io::SafetensorsSet::Entry* embedding = nullptr;
+  const io::TensorSet::Entry* embedding = nullptr;
   if ((embedding = set.find("token_embedding.weight")) != nullptr) {
     w.layout_ = KeyLayout::kOfficial;
   } else if ((embedding = set.find("shared.weight")) != nullptr ||
@@ -179,7 +179,7 @@ EncoderWeights EncoderWeights::from(const io::SafetensorsSet& set) {
   return w;
 }
 
-const io::SafetensorsSet::Entry& EncoderWeights::block_tensor(std::int64_t layer,
+const io::TensorSet::Entry& EncoderWeights::block_tensor(std::int64_t layer,
                                                               BlockTensor t) const {
   return blocks_.at(static_cast<std::size_t>(layer))[t];
 }

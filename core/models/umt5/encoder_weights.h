@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/offload/layer_group.h"
 
@@ -63,16 +63,16 @@ class EncoderWeights {
   // configuration implies and a float dtype (F8 only with its scale, scales F32 scalars).
   // Error(kBadModelFile) when the file is not a umT5 encoder, or is one whose tensors disagree;
   // Error(kMissingTensor) naming the first tensor that is absent. `set` must outlive this.
-  static EncoderWeights from(const io::SafetensorsSet& set);
+  static EncoderWeights from(const io::TensorSet& set);
 
   const EncoderConfig& config() const { return config_; }
   KeyLayout key_layout() const { return layout_; }
-  const io::SafetensorsSet& set() const { return *set_; }
+  const io::TensorSet& set() const { return *set_; }
 
-  const io::SafetensorsSet::Entry& embedding() const { return embedding_; }
+  const io::TensorSet::Entry& embedding() const { return embedding_; }
   float embedding_scale() const { return embedding_scale_; }
-  const io::SafetensorsSet::Entry& final_norm() const { return final_norm_; }
-  const io::SafetensorsSet::Entry& block_tensor(std::int64_t layer, BlockTensor t) const;
+  const io::TensorSet::Entry& final_norm() const { return final_norm_; }
+  const io::TensorSet::Entry& block_tensor(std::int64_t layer, BlockTensor t) const;
   // The factor the stored values are multiplied by (1 unless the tensor is scaled fp8).
   float block_scale(std::int64_t layer, BlockTensor t) const;
 
@@ -88,13 +88,13 @@ class EncoderWeights {
  private:
   EncoderWeights() = default;
 
-  const io::SafetensorsSet* set_ = nullptr;
+  const io::TensorSet* set_ = nullptr;
   EncoderConfig config_;
   KeyLayout layout_ = KeyLayout::kOfficial;
-  io::SafetensorsSet::Entry embedding_{};
+  io::TensorSet::Entry embedding_{};
   float embedding_scale_ = 1.0f;
-  io::SafetensorsSet::Entry final_norm_{};
-  std::vector<std::array<io::SafetensorsSet::Entry, kBlockTensorCount>> blocks_;
+  io::TensorSet::Entry final_norm_{};
+  std::vector<std::array<io::TensorSet::Entry, kBlockTensorCount>> blocks_;
   std::vector<std::array<float, kBlockTensorCount>> scales_;
 };
 

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/models/umt5/text_clean.h"
 #include "core/models/umt5/unigram_encoder.h"
 #include "core/models/umt5/unigram_model.h"
@@ -91,8 +91,8 @@ Tokenizer Tokenizer::from_folder(const std::filesystem::path& folder) {
                   "no spiece.model in this folder or its tokenizer/" + hint);
 }
 
-Tokenizer Tokenizer::from_checkpoint(const io::SafetensorsSet& checkpoint) {
-  const io::SafetensorsSet::Entry* entry = checkpoint.find(kSpieceModelTensor);
+Tokenizer Tokenizer::from_checkpoint(const io::TensorSet& checkpoint) {
+  const io::TensorSet::Entry* entry = checkpoint.find(kSpieceModelTensor);
   if (entry == nullptr) {
     throw Error(ErrorCode::kMissingTensor,
                 io::detail::display(checkpoint.path()) +

@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace ferry::io {
-class SafetensorsSet;
+class TensorSet;
 }
 
 namespace ferry::models::umt5 {
@@ -55,7 +55,7 @@ class Tokenizer {
   // The `spiece_model` tensor (U8, 1-D) of a single-file text-encoder checkpoint. Throws
   // Error(kMissingTensor) when the checkpoint has none, Error(kBadModelFile) when it is not a
   // byte vector or not a T5 SentencePiece model.
-  static Tokenizer from_checkpoint(const io::SafetensorsSet& checkpoint);
+  static Tokenizer from_checkpoint(const io::TensorSet& checkpoint);
   // A serialized SentencePiece ModelProto; `source` names it in messages.
   static Tokenizer from_serialized(std::span<const std::byte> model, std::string_view source);
 

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/models/umt5/tokenizer.h"
 #include "core/models/wan/vae_synth.h"
 #include "core/tensor/convert.h"
@@ -209,7 +209,7 @@ bool is_current(const fs::path& path, const Part& part) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return false;
   try {
-    const io::SafetensorsFile file = io::SafetensorsFile::open(path);
+    const io::TensorFile file = io::TensorFile::open(path);
     if (file.metadata() != part.metadata) return false;
     if (file.file_size() != file.data_offset() + part.data.size()) return false;
     const auto& tensors = file.tensors();

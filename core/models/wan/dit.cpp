@@ -124,7 +124,7 @@ Tensor table_row(const Tensor& table, std::int64_t value, int row, int rows_per_
 }
 
 // A scalar tensor's value (ComfyUI's fp8 scales), read from the file once.
-float read_scalar(const io::SafetensorsFile& file, const io::TensorInfo& info) {
+float read_scalar(const io::TensorFile& file, const io::TensorInfo& info) {
   if (info.element_count() != 1) {
     throw Error(ErrorCode::kBadModelFile, "'" + info.name + "' should hold one value, not " +
                                               std::to_string(info.element_count()));
@@ -261,7 +261,7 @@ class WanDit::ShapeOnlyWeights final : public WeightSource {
   const std::vector<std::vector<Tensor>>& groups_;
 };
 
-WanDit::WanDit(Backend& backend, const io::SafetensorsSet& set, const offload::ModelLayout& layout)
+WanDit::WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelLayout& layout)
     : backend_(backend), config_(infer_dit_config(set)) {
   const DitConfig& c = config_;
   if (c.dim == 0 || c.dim % kDitHeadDim != 0) {

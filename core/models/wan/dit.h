@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/memory/arena.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/offload/layer_group.h"
@@ -37,7 +37,7 @@ class WanDit {
   // ...) — the streamer that feeds forward() must be built on the same layout. Reads the fp8
   // scales and allocates the 512-row zero context padding once. Error(kBadModelFile) when a
   // tensor is missing or misshapen.
-  WanDit(Backend& backend, const io::SafetensorsSet& set, const offload::ModelLayout& layout);
+  WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelLayout& layout);
 
   const DitConfig& config() const { return config_; }
   std::int64_t heads() const { return static_cast<std::int64_t>(config_.dim / kDitHeadDim); }

@@ -69,10 +69,10 @@ std::vector<io::TensorSpec> dit_tensors(const DitConfig& c, DType dtype) {
 namespace {
 
 // The set's entries by official name, whatever layout the file uses.
-std::map<std::string, const io::SafetensorsSet::Entry*, std::less<>> by_official_name(
-    const io::SafetensorsSet& set) {
-  std::map<std::string, const io::SafetensorsSet::Entry*, std::less<>> names;
-  for (const io::SafetensorsSet::Entry& e : set.entries()) {
+std::map<std::string, const io::TensorSet::Entry*, std::less<>> by_official_name(
+    const io::TensorSet& set) {
+  std::map<std::string, const io::TensorSet::Entry*, std::less<>> names;
+  for (const io::TensorSet::Entry& e : set.entries()) {
     const auto [it, added] = names.emplace(official_dit_name(e.tensor->name), &e);
     if (!added) {
       throw Error(ErrorCode::kBadModelFile,
@@ -83,9 +83,9 @@ std::map<std::string, const io::SafetensorsSet::Entry*, std::less<>> by_official
   return names;
 }
 
-using NameMap = std::map<std::string, const io::SafetensorsSet::Entry*, std::less<>>;
+using NameMap = std::map<std::string, const io::TensorSet::Entry*, std::less<>>;
 
-const io::TensorInfo& need(const io::SafetensorsSet& set, const NameMap& names,
+const io::TensorInfo& need(const io::TensorSet& set, const NameMap& names,
                            const std::string& name, std::size_t rank) {
   const auto it = names.find(name);
   if (it == names.end() || it->second->tensor->shape.size() != rank) {
@@ -97,7 +97,7 @@ const io::TensorInfo& need(const io::SafetensorsSet& set, const NameMap& names,
   return *it->second->tensor;
 }
 
-DitConfig infer_config(const io::SafetensorsSet& set, const NameMap& names) {
+DitConfig infer_config(const io::TensorSet& set, const NameMap& names) {
   const io::TensorInfo& patch = need(set, names, "patch_embedding.weight", 5);
   const io::TensorInfo& ffn = need(set, names, "blocks.0.ffn.0.weight", 2);
   const io::TensorInfo& head = need(set, names, "head.head.weight", 2);
@@ -123,7 +123,7 @@ DitConfig infer_config(const io::SafetensorsSet& set, const NameMap& names) {
 
 }  // namespace
 
-DitConfig infer_dit_config(const io::SafetensorsSet& set) {
+DitConfig infer_dit_config(const io::TensorSet& set) {
   return infer_config(set, by_official_name(set));
 }
 
@@ -140,7 +140,7 @@ std::uint64_t dit_activation_bytes(const DitConfig& c, std::int64_t tokens,
                                           distinct_timesteps);
 }
 
-offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, int height,
+offload::ModelLayout dit_model_layout(const io::TensorSet& set, int width, int height,
                                       int frames, std::int64_t ffn_chunk_tokens) {
   const NameMap names = by_official_name(set);
   const DitConfig config = infer_config(set, names);
@@ -151,7 +151,7 @@ offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, 
   offload::LayerGroup head{"head", {}, true};
   std::vector<offload::LayerGroup> blocks(config.layers);
   for (std::uint64_t i = 0; i < config.layers; ++i) blocks[i].name = "blocks." + std::to_string(i);
-  for (const io::SafetensorsSet::Entry& e : set.entries()) {  // file order: sequential reads
+  for (const io::TensorSet::Entry& e : set.entries()) {  // file order: sequential reads
     const std::string official = official_dit_name(e.tensor->name);
     const std::string_view name = official;
     const offload::WeightRef ref{e.file, e.tensor};

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
 #include "core/offload/layer_group.h"
 #include "core/tensor/dtype.h"
@@ -47,7 +47,7 @@ std::vector<io::TensorSpec> dit_tensors(const DitConfig& config, DType dtype);
 // the text and frequency widths the embeddings take), with or without ComfyUI's
 // "model.diffusion_model." prefix, in the official or the diffusers layout. Error(kBadModelFile) when the files are
 // not a Wan DiT in the official key layout.
-DitConfig infer_dit_config(const io::SafetensorsSet& set);
+DitConfig infer_dit_config(const io::TensorSet& set);
 
 // Tokens of one DiT pass for a video: latent frames (F-1)/4+1, latent pixels at the VAE's
 // stride (16 for the 48-channel Wan 2.2 latent, 8 otherwise), then the 2×2 patch.
@@ -67,7 +67,7 @@ std::uint64_t dit_activation_bytes(const DitConfig& config, std::int64_t tokens,
 // The layout the offload engine plans with: "embeddings" and "head" always resident, one group
 // per block in between; its activation_bytes are those of a CFG forward (two contexts) with up to
 // two distinct timesteps (TI2V: 0 on the image frame, t elsewhere).
-offload::ModelLayout dit_model_layout(const io::SafetensorsSet& set, int width, int height,
+offload::ModelLayout dit_model_layout(const io::TensorSet& set, int width, int height,
                                       int frames, std::int64_t ffn_chunk_tokens);
 
 }  // namespace ferry::models::wan

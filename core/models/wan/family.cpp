@@ -78,8 +78,8 @@ std::vector<std::string> WanParts::describe() const {
 
 std::vector<PartFile> WanParts::files() const {
   std::vector<PartFile> files;
-  const auto add = [&](const char* role, const io::SafetensorsSet& set) {
-    for (const io::SafetensorsFile& f : set.files())
+  const auto add = [&](const char* role, const io::TensorSet& set) {
+    for (const io::TensorFile& f : set.files())
       files.push_back({role, f.path(), f.file_size()});
   };
   add("diffusion model", dit_);

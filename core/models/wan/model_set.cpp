@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/model_folder.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/umt5/tokenizer.h"
 #include "core/models/wan/demo_model.h"
@@ -24,7 +24,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 // Which part a set is, from its names alone (the part's own loader validates it afterwards).
-Part classify(const io::SafetensorsSet& set) {
+Part classify(const io::TensorSet& set) {
   bool patch = false, text = false, vae = false;
   for (const auto& e : set.entries()) {
     const std::string_view n = e.tensor->name;
@@ -93,8 +93,8 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
   }
 
   for (const fs::path& path : sets) {
-    io::SafetensorsSet set = io::SafetensorsSet::open(path);
-    io::SafetensorsSet* keep = nullptr;  // where the caller wants this part's opened set
+    io::TensorSet set = io::TensorSet::open(path);
+    io::TensorSet* keep = nullptr;  // where the caller wants this part's opened set
     switch (classify(set)) {
       case Part::kDit:
         take(m.dit, path, "diffusion model");

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/models/wan/vae_keys.h"
 
@@ -49,7 +49,7 @@ ModelSet find_model_set(const std::vector<std::filesystem::path>& paths);
 // The same, handing back the parts' sets as it opened them to recognise them (so nothing is
 // opened twice).
 struct OpenedParts {
-  io::SafetensorsSet dit, text_encoder, vae;
+  io::TensorSet dit, text_encoder, vae;
 };
 ModelSet find_model_set(const std::vector<std::filesystem::path>& paths, OpenedParts* opened);
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/models/family.h"
 #include "core/models/wan/model_set.h"
 
@@ -15,13 +15,13 @@ namespace ferry::models::wan {
 
 class WanParts final : public ModelParts {
  public:
-  // Error(kBadModelFile) / Error(kIo) as find_model_set and SafetensorsSet::open say.
+  // Error(kBadModelFile) / Error(kIo) as find_model_set and TensorSet::open say.
   explicit WanParts(const std::vector<std::filesystem::path>& paths);
 
   const ModelSet& set() const { return set_; }
-  const io::SafetensorsSet& dit() const { return dit_; }
-  const io::SafetensorsSet& text_encoder() const { return text_encoder_; }
-  const io::SafetensorsSet& vae() const { return vae_; }
+  const io::TensorSet& dit() const { return dit_; }
+  const io::TensorSet& text_encoder() const { return text_encoder_; }
+  const io::TensorSet& vae() const { return vae_; }
 
   std::string_view family() const override { return "wan"; }
   std::string name() const override { return std::string(set_.dit_config.name); }
@@ -40,9 +40,9 @@ class WanParts final : public ModelParts {
 
  private:
   ModelSet set_;
-  io::SafetensorsSet dit_;
-  io::SafetensorsSet text_encoder_;
-  io::SafetensorsSet vae_;
+  io::TensorSet dit_;
+  io::TensorSet text_encoder_;
+  io::TensorSet vae_;
 };
 
 // The stage names of Wan's GenerationPlan, in order.

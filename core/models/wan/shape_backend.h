@@ -25,7 +25,7 @@ class ShapeBackend final : public Backend {
   std::unique_ptr<CopyQueue> create_copy_queue() override;
   void wait_for(memory::Fence&) override {}
   std::shared_ptr<memory::Fence> record_compute() override;
-  void linear(const Tensor&, const Tensor&, const Tensor*, const Tensor&, float) override {}
+  void linear(const Tensor&, const Tensor&, const Tensor*, const Tensor&, const WeightScaling&) override {}
   void rms_norm(const Tensor&, const Tensor&, float, const Tensor&) override {}
   void layer_norm(const Tensor&, const Tensor*, const Tensor*, float, const Tensor&) override {}
   void channel_rms_norm(const Tensor&, const Tensor&, const Tensor&) override {}

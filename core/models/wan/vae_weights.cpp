@@ -37,7 +37,7 @@ struct Planned {
   Shape shape;
   DType dtype = DType::kF32;
   std::size_t offset = 0;
-  const io::SafetensorsSet::Entry* entry = nullptr;  // null: a tensor Ferry computes
+  const io::TensorSet::Entry* entry = nullptr;  // null: a tensor Ferry computes
 };
 
 // The dtype a tensor is kept in on the device. Convolution weights stay 16-bit when the file
@@ -91,15 +91,15 @@ const Tensor& VaeWeights::at(std::string_view name) const {
   return it->second;
 }
 
-VaeWeights VaeWeights::load(Backend& backend, const io::SafetensorsSet& set) {
+VaeWeights VaeWeights::load(Backend& backend, const io::TensorSet& set) {
   return build(&backend, set);
 }
 
-VaeWeights VaeWeights::shapes_only(const io::SafetensorsSet& set) {
+VaeWeights VaeWeights::shapes_only(const io::TensorSet& set) {
   return build(nullptr, set);
 }
 
-VaeWeights VaeWeights::build(Backend* backend, const io::SafetensorsSet& set) {
+VaeWeights VaeWeights::build(Backend* backend, const io::TensorSet& set) {
   VaeWeights out;
   std::vector<std::string_view> names;
   names.reserve(set.entries().size());
@@ -113,7 +113,7 @@ VaeWeights VaeWeights::build(Backend* backend, const io::SafetensorsSet& set) {
 
   std::vector<Planned> plan;
   std::size_t offset = 0;
-  const auto place = [&](std::string name, Shape shape, const io::SafetensorsSet::Entry* entry) {
+  const auto place = [&](std::string name, Shape shape, const io::TensorSet::Entry* entry) {
     const DType dtype =
         entry == nullptr ? DType::kF32 : device_dtype(name, shape, entry->tensor->dtype);
     const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);

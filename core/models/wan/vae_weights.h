@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "core/backend/backend.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/models/wan/vae_keys.h"
 
 namespace ferry::models::wan {
@@ -40,10 +40,10 @@ class VaeWeights {
   // converts it to its device dtype (above) and uploads it. Throws Error(kBadModelFile) when the
   // set is not a Wan VAE or its shapes disagree with the structure, kMissingTensor when a needed
   // tensor is absent.
-  static VaeWeights load(Backend& backend, const io::SafetensorsSet& set);
+  static VaeWeights load(Backend& backend, const io::TensorSet& set);
   // The same names and shapes with no data: what estimates (vae.h) need, without reading or
   // allocating anything.
-  static VaeWeights shapes_only(const io::SafetensorsSet& set);
+  static VaeWeights shapes_only(const io::TensorSet& set);
 
   const VaeConfig& config() const { return config_; }
   // Looked up by a view of the name, so the decoder's per-chunk lookups allocate nothing.
@@ -54,7 +54,7 @@ class VaeWeights {
   std::size_t bytes() const { return bytes_; }
 
  private:
-  static VaeWeights build(Backend* backend, const io::SafetensorsSet& set);
+  static VaeWeights build(Backend* backend, const io::TensorSet& set);
 
   // Hashes std::string and std::string_view alike (heterogeneous lookup).
   struct NameHash {

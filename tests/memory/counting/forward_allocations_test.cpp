@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 #include "core/memory/arena.h"
 #include "core/models/umt5/encoder.h"
 #include "core/models/wan/dit.h"
@@ -111,8 +111,8 @@ TEST(ForwardAllocations, counting_allocator_counts_every_thread) {
 }
 
 TEST(ForwardAllocations, a_dit_cfg_step_allocates_nothing_after_the_first) {
-  const auto set = io::SafetensorsSet::open(data_path("wan/dit/ti2v.safetensors.index.json"));
-  const auto reference = io::SafetensorsSet::open(data_path("wan/dit/ti2v_reference.safetensors"));
+  const auto set = io::TensorSet::open(data_path("wan/dit/ti2v.safetensors.index.json"));
+  const auto reference = io::TensorSet::open(data_path("wan/dit/ti2v_reference.safetensors"));
   const offload::ModelLayout layout = models::wan::dit_model_layout(set, 1, 1, 1, 0);
   cpu::CpuBackend backend;
   models::wan::WanDit model(backend, set, layout);
@@ -194,7 +194,7 @@ void count_blocks(offload::StreamStage stage, void* context) {
 }
 
 TEST(ForwardAllocations, a_umt5_block_allocates_nothing_after_the_first) {
-  const auto set = io::SafetensorsSet::open(data_path("umt5/encoder/official.safetensors"));
+  const auto set = io::TensorSet::open(data_path("umt5/encoder/official.safetensors"));
   const auto weights = models::umt5::EncoderWeights::from(set);
   cpu::CpuBackend backend;
   BlockCounter counter;
@@ -219,7 +219,7 @@ TEST(ForwardAllocations, a_umt5_block_allocates_nothing_after_the_first) {
 }
 
 void expect_vae_chunks_allocate_nothing(const char* file, DType activations, const char* what) {
-  const auto set = io::SafetensorsSet::open(data_path(std::string("wan/vae/") + file));
+  const auto set = io::TensorSet::open(data_path(std::string("wan/vae/") + file));
   cpu::CpuBackend backend;
   const models::wan::VaeWeights weights = models::wan::VaeWeights::load(backend, set);
   models::wan::VaeOptions options;

@@ -1,4 +1,4 @@
-#include "core/io/safetensors_set.h"
+#include "core/io/tensor_set.h"
 
 #include <algorithm>
 #include <map>
@@ -133,12 +133,12 @@ std::vector<std::pair<std::string, std::string>> parse_shard_index(std::string_v
   return std::move(handler.weights);
 }
 
-SafetensorsSet SafetensorsSet::open(const std::filesystem::path& path) {
-  SafetensorsSet set;
+TensorSet TensorSet::open(const std::filesystem::path& path) {
+  TensorSet set;
   set.path_ = path;
   const std::string source = detail::display(path);
   if (!ends_with(source, ".index.json")) {
-    set.files_.push_back(SafetensorsFile::open(path));
+    set.files_.push_back(TensorFile::open(path));
     set.index_entries();
     return set;
   }
@@ -168,14 +168,14 @@ SafetensorsSet SafetensorsSet::open(const std::filesystem::path& path) {
                                   detail::display(path.parent_path()));
     }
     shard_slot.emplace(shard, set.files_.size());
-    set.files_.push_back(SafetensorsFile::open(shard_path));
+    set.files_.push_back(TensorFile::open(shard_path));
   }
   set.index_entries();
 
   // The index and the shards must agree exactly.
   for (const auto& [tensor, shard] : weights) {
     const Entry* entry = set.find(tensor);
-    const SafetensorsFile& expected = set.files_[shard_slot.at(shard)];
+    const TensorFile& expected = set.files_[shard_slot.at(shard)];
     if (entry == nullptr || entry->file != &expected) {
       throw bad_index(source, "tensor '" + tensor + "' is not in its shard " + shard);
     }
@@ -194,8 +194,8 @@ SafetensorsSet SafetensorsSet::open(const std::filesystem::path& path) {
   return set;
 }
 
-void SafetensorsSet::index_entries() {
-  for (const SafetensorsFile& file : files_) {
+void TensorSet::index_entries() {
+  for (const TensorFile& file : files_) {
     for (const TensorInfo& tensor : file.tensors()) {
       if (!by_name_.emplace(tensor.name, entries_.size()).second) {
         throw Error(ErrorCode::kBadModelFile,
@@ -208,12 +208,12 @@ void SafetensorsSet::index_entries() {
   }
 }
 
-const SafetensorsSet::Entry* SafetensorsSet::find(std::string_view name) const {
+const TensorSet::Entry* TensorSet::find(std::string_view name) const {
   const auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : &entries_[it->second];
 }
 
-const SafetensorsSet::Entry& SafetensorsSet::at(std::string_view name) const {
+const TensorSet::Entry& TensorSet::at(std::string_view name) const {
   const Entry* entry = find(name);
   if (entry == nullptr) {
     throw Error(ErrorCode::kMissingTensor,

@@ -10,27 +10,27 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 
 namespace ferry::io {
 
 // Index files larger than this are refused (real ones are well under 1 MB).
 inline constexpr std::uint64_t kMaxShardIndexBytes = 64ull << 20;
 
-class SafetensorsSet {
+class TensorSet {
  public:
   struct Entry {
-    const SafetensorsFile* file;
+    const TensorFile* file;
     const TensorInfo* tensor;
   };
 
   // `path` is a .safetensors file or a .safetensors.index.json. Throws Error: kIo when a file
   // cannot be read, kBadModelFile when any file or the index is invalid or they disagree.
-  static SafetensorsSet open(const std::filesystem::path& path);
+  static TensorSet open(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return path_; }
   bool sharded() const { return sharded_; }
-  const std::vector<SafetensorsFile>& files() const { return files_; }
+  const std::vector<TensorFile>& files() const { return files_; }
   // Every tensor, file by file, each file in offset order.
   const std::vector<Entry>& entries() const { return entries_; }
   std::uint64_t tensor_bytes() const { return tensor_bytes_; }
@@ -44,7 +44,7 @@ class SafetensorsSet {
 
   std::filesystem::path path_;
   bool sharded_ = false;
-  std::vector<SafetensorsFile> files_;
+  std::vector<TensorFile> files_;
   std::vector<Entry> entries_;
   std::unordered_map<std::string_view, std::size_t> by_name_;
   std::uint64_t tensor_bytes_ = 0;

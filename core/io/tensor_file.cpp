@@ -1,0 +1,85 @@
+#include "core/io/tensor_file.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/io/detail/os_file.h"
+
+namespace ferry::io {
+
+std::uint64_t TensorInfo::element_count() const {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape) n *= d;
+  return n;
+}
+
+std::string quote_tensor_name(std::string_view name) {
+  constexpr std::size_t kShown = 120;
+  std::string out = "'";
+  if (name.size() > kShown) {
+    std::size_t cut = kShown;  // on a character boundary, so the message stays valid UTF-8
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xc0) == 0x80) --cut;
+    out += name.substr(0, cut);
+    out += "...";
+  } else {
+    out += name;
+  }
+  out += "'";
+  return out;
+}
+
+TensorFile TensorFile::open(const std::filesystem::path& path) {
+  TensorFile result;
+  result.file_ = MappedFile::open(path);
+  const std::string source = detail::display(path);
+  const std::uint64_t file_size = result.file_.size();
+
+  std::byte prefix[8] = {};
+  {
+    const MappedView view = result.file_.map(0, std::min<std::uint64_t>(8, file_size));
+    view.copy_to(0, std::span<std::byte>(prefix, view.size()));
+  }
+  const std::span<const std::byte> first(prefix, std::min<std::uint64_t>(8, file_size));
+  if (is_gguf(first)) {
+    // TODO(gguf reader): read the header by copying in growing chunks, then parse.
+    throw Error(ErrorCode::kUnsupported, "GGUF files are not read yet: " + source);
+  }
+  const std::uint64_t n = safetensors_header_length(first, file_size, source);
+  // n ≤ the file size and ≤ kMaxSafetensorsHeaderBytes: the bytes exist, the buffer is bounded.
+  std::vector<std::byte> bytes(static_cast<std::size_t>(8 + n));
+  {
+    const MappedView view = result.file_.map(0, 8 + n);
+    view.copy_to(0, bytes);
+  }
+  SafetensorsHeader header = parse_safetensors_header(bytes, file_size, source);
+  result.format_ = TensorFileFormat::kSafetensors;
+  result.data_offset_ = header.data_offset;
+  result.tensors_ = std::move(header.tensors);
+  result.metadata_ = std::move(header.metadata);
+  result.index_tensors();
+  return result;
+}
+
+void TensorFile::index_tensors() {
+  index_.clear();
+  index_.reserve(tensors_.size());
+  for (std::size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
+}
+
+const TensorInfo* TensorFile::find(std::string_view name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const TensorInfo& TensorFile::at(std::string_view name) const {
+  const TensorInfo* t = find(name);
+  if (t == nullptr) {
+    throw Error(ErrorCode::kMissingTensor,
+                "tensor " + quote_tensor_name(name) + " is not in " + detail::display(path()));
+  }
+  return *t;
+}
+
+}  // namespace ferry::io
