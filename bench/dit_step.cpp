@@ -40,6 +40,7 @@
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/offload/planner.h"
+#include "core/offload/streamer.h"
 #include "core/tensor/convert.h"
 
 namespace fs = std::filesystem;

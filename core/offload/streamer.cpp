@@ -20,28 +20,6 @@ std::uint64_t ns_since(Clock::time_point start) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
 }
 
-Shape shape_of(const io::TensorInfo& info) {
-  const std::size_t rank = info.shape.size();
-  Shape shape;
-  switch (rank) {
-    case 0: break;
-    case 1: shape = Shape{0}; break;
-    case 2: shape = Shape{0, 0}; break;
-    case 3: shape = Shape{0, 0, 0}; break;
-    case 4: shape = Shape{0, 0, 0, 0}; break;
-    case 5: shape = Shape{0, 0, 0, 0, 0}; break;
-    case 6: shape = Shape{0, 0, 0, 0, 0, 0}; break;
-    default:
-      throw Error(ErrorCode::kUnsupported, "tensor " + info.name + " has " + std::to_string(rank) +
-                                               " dimensions; at most " +
-                                               std::to_string(Shape::kMaxRank) + " are supported");
-  }
-  for (std::size_t i = 0; i < rank; ++i) {
-    shape[static_cast<int>(i)] = static_cast<std::int64_t>(info.shape[i]);
-  }
-  return shape;
-}
-
 std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
@@ -51,21 +29,6 @@ std::string mib_text(std::uint64_t bytes) {
 }
 
 }  // namespace
-
-// ---- Loaded ----
-
-const Tensor& WeightStreamer::Loaded::tensor(std::string_view name) const {
-  const auto it = std::lower_bound(
-      by_name_.begin(), by_name_.end(), name,
-      [](const std::pair<std::string_view, std::size_t>& entry, std::string_view key) {
-        return entry.first < key;
-      });
-  if (it == by_name_.end() || it->first != name) {
-    throw Error(ErrorCode::kMissingTensor, "layer group " + std::string(group_name_) +
-                                               " has no tensor " + std::string(name));
-  }
-  return tensors_[it->second];
-}
 
 // ---- construction ----
 
@@ -103,7 +66,7 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
     const LayerGroup& source = layout.groups[g];
     Group& group = groups_[g];
     group.placement = plan.placement[g];
-    group.loaded.group_name_ = source.name;
+    group.loaded = LoadedGroup(source, backend.device());
     std::uint64_t offset = 0;
     for (const WeightRef& w : source.weights) {
       if (w.file == nullptr || w.tensor == nullptr) {
@@ -113,21 +76,9 @@ WeightStreamer::WeightStreamer(Backend& backend, const ModelLayout& layout, cons
       if (added) files_.push_back(File{w.file, {}});
       offset = tensor_slot_offset(offset, *w.tensor, plan.slot_layout);
       group.tensors.push_back(TensorSlot{w.tensor, it->second, offset});
-      group.loaded.tensors_.push_back(
-          Tensor{nullptr, w.tensor->dtype, shape_of(*w.tensor), backend.device()});
-      // By its full name and, for "<group>.<rest>", by <rest>: a block reads "w1", not
-      // "layers.7.w1".
-      const std::string_view full = w.tensor->name;
-      const std::size_t index = group.loaded.tensors_.size() - 1;
-      group.loaded.by_name_.emplace_back(full, index);
-      if (full.size() > source.name.size() + 1 && full.starts_with(source.name) &&
-          full[source.name.size()] == '.') {
-        group.loaded.by_name_.emplace_back(full.substr(source.name.size() + 1), index);
-      }
       offset += w.tensor->bytes;
     }
     group.slot_bytes = group_slot_bytes(source, plan.slot_layout);
-    std::sort(group.loaded.by_name_.begin(), group.loaded.by_name_.end());
     switch (group.placement) {
       case Placement::kDevice:
         resident_bytes += group.slot_bytes;
@@ -296,7 +247,7 @@ void WeightStreamer::wait_all_fences() noexcept {
 
 void WeightStreamer::point_tensors(Group& group, std::byte* base) {
   for (std::size_t i = 0; i < group.tensors.size(); ++i) {
-    group.loaded.tensors_[i].data = base + group.tensors[i].offset;
+    group.loaded.set_data(i, base + group.tensors[i].offset);
   }
 }
 
@@ -563,7 +514,7 @@ void WeightStreamer::begin_pass() {
   ++passes_begun_;
 }
 
-const WeightStreamer::Loaded& WeightStreamer::acquire(std::size_t index) {
+const LoadedGroup& WeightStreamer::acquire(std::size_t index) {
   {
     std::lock_guard lock(mutex_);
     if (cancelled_) throw Error(ErrorCode::kCancelled, "cancelled");

@@ -48,6 +48,7 @@
 #include "core/memory/staging_ring.h"
 #include "core/offload/layer_group.h"
 #include "core/offload/plan.h"
+#include "core/offload/weight_source.h"
 
 namespace ferry::offload {
 
@@ -86,29 +87,8 @@ struct StreamStats {
   double acquire_wait_seconds = 0;       // caller: waiting in acquire() for reads and uploads
 };
 
-class WeightStreamer {
+class WeightStreamer final : public WeightSource {
  public:
-  // The tensors of one group, on the device while the group is acquired: views into a device
-  // slot or resident memory, typed and shaped as the model file says.
-  class Loaded {
-   public:
-    // By the tensor's name in the file ("layers.7.w1") or, when that starts with the group's
-    // name and a dot, by the rest ("w1"). Throws Error(kMissingTensor) for a name the group does
-    // not have. Never allocates.
-    const Tensor& tensor(std::string_view name) const;
-    // In the order of LayerGroup::weights.
-    const Tensor& tensor(std::size_t index) const { return tensors_[index]; }
-    std::size_t size() const { return tensors_.size(); }
-
-   private:
-    friend class WeightStreamer;
-    std::vector<Tensor> tensors_;
-    // (name, index into tensors_), sorted by name; the names point into the layout's
-    // TensorInfos.
-    std::vector<std::pair<std::string_view, std::size_t>> by_name_;
-    std::string_view group_name_;
-  };
-
   // Allocates everything once and loads what the plan keeps: kDevice groups are uploaded to
   // device memory, kPinnedCache groups read into pinned host memory. Throws Error: kBadArgument
   // when the plan does not match the layout (placements, slot sizes) or the device (file-aligned
@@ -121,18 +101,18 @@ class WeightStreamer {
   WeightStreamer(const WeightStreamer&) = delete;
   WeightStreamer& operator=(const WeightStreamer&) = delete;
 
-  std::size_t group_count() const { return groups_.size(); }
+  std::size_t group_count() const override { return groups_.size(); }
 
   // Starts a pass over the groups; the previous pass must be complete. Error(kInternal) when
   // called out of turn or beyond StreamerOptions::passes.
-  void begin_pass();
+  void begin_pass() override;
   // Waits until group `group` (the next in this pass) is on the device and makes later compute
   // wait for its upload. Rethrows an error the IO thread met (Error(kIo) for a file that shrank,
   // say); Error(kCancelled) after cancel(). The tensors stay valid until release(group).
-  const Loaded& acquire(std::size_t group);
+  const LoadedGroup& acquire(std::size_t group) override;
   // The caller has queued all compute that reads the group; its device slot is reused once
   // that compute has finished.
-  void release(std::size_t group);
+  void release(std::size_t group) override;
 
   // Makes a waiting or later acquire() throw Error(kCancelled) and stops the IO thread. Any
   // thread may call it.
@@ -155,7 +135,7 @@ class WeightStreamer {
     std::vector<TensorSlot> tensors;
     std::uint64_t slot_bytes = 0;
     std::byte* resident = nullptr;  // kDevice: its device memory; kPinnedCache: its cache
-    Loaded loaded;
+    LoadedGroup loaded;
   };
   struct File {
     const io::TensorFile* file = nullptr;

@@ -20,6 +20,7 @@
 #include "core/models/wan/sampler.h"
 #include "core/models/wan/ti2v.h"
 #include "core/offload/planner.h"
+#include "core/offload/streamer.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
 #include "tests/models/model_test_tensors.h"

@@ -22,6 +22,7 @@
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_keys.h"
 #include "core/offload/planner.h"
+#include "core/offload/streamer.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
 #include "tests/models/model_test_tensors.h"
@@ -85,9 +86,8 @@ struct Reference {
   std::int64_t out_channels = 0;
 };
 
-Reference load_reference(std::string_view config) {
-  const auto file =
-      io::TensorFile::open(fixture(std::string(config) + "_reference.safetensors"));
+Reference load_reference_file(const std::filesystem::path& path) {
+  const auto file = io::TensorFile::open(path);
   Reference r;
   r.x = read_f32(file, file.at("x"));
   r.x_shape = shape_of(file.at("x"));
@@ -99,6 +99,10 @@ Reference load_reference(std::string_view config) {
   }
   r.out_channels = static_cast<std::int64_t>(file.at("v.0").shape[0]);
   return r;
+}
+
+Reference load_reference(std::string_view config) {
+  return load_reference_file(fixture(std::string(config) + "_reference.safetensors"));
 }
 
 // A device tensor with its own memory (test inputs and outputs).
@@ -477,6 +481,62 @@ TEST_F(WanDit, a_context_of_the_wrong_width_is_refused) {
   const std::vector<float> wrong_count(5, 1.0f);
   EXPECT_EQ(test::error_code_of([&] { run(set, r, wrong_count, {r.context}); }),
             ErrorCode::kBadArgument);
+}
+
+
+// ---- quantized weights (GGUF, bitsandbytes NF4) ----
+
+// tools/reference/make_quant_dit_reference.py: the t2v DiT as city96's Q8_0 (prefixed, no
+// general.architecture) and Q4_K_M (Q4_K + Q6_K + F16 fallback, alignment 64) GGUFs and
+// DiffSynth's nested NF4, each with the official velocities on the weights the file means.
+constexpr std::string_view kQuantFiles[] = {"t2v-Q8_0.gguf", "t2v-Q4_K_M.gguf",
+                                            "t2v-nf4.safetensors"};
+
+std::filesystem::path quant_fixture(std::string_view name) {
+  return test::data_path(std::string("wan/dit_quant/") + std::string(name));
+}
+
+Reference quant_reference(std::string_view file) {
+  const std::string stem(file.substr(0, file.find('.')));
+  return load_reference_file(quant_fixture(stem + "_reference.safetensors"));
+}
+
+TEST_F(WanDit, quantized_files_match_the_official_code_on_the_weights_they_mean) {
+  for (std::string_view file : kQuantFiles) {
+    const auto set = io::TensorSet::open(quant_fixture(file));
+    expect_matches_reference(set, quant_reference(file), std::string(file).c_str());
+  }
+}
+
+TEST_F(WanDit, quantized_weights_streamed_from_disk_equal_them_resident_bit_for_bit) {
+  for (std::string_view file : kQuantFiles) {
+    SCOPED_TRACE(std::string(file));
+    const auto set = io::TensorSet::open(quant_fixture(file));
+    const Reference r = quant_reference(file);
+    const RunResult resident_run = run(set, r, r.cases[1].t, {r.context});
+    const std::vector<Placement> streamed = {Placement::kDisk, Placement::kPinnedCache};
+    const RunResult streamed_run = run(set, r, r.cases[1].t, {r.context}, streamed);
+    EXPECT_TRUE(same_bits(streamed_run.velocities[0], resident_run.velocities[0]));
+  }
+}
+
+TEST_F(WanDit, a_quantized_layout_streams_the_compressed_bytes) {
+  // The planner and the streamer count what the file stores: Q4_K_M blocks are a fraction of the
+  // bf16 checkpoint's.
+  const auto bf16 = io::TensorSet::open(fixture("t2v.safetensors.index.json"));
+  const auto q4 = io::TensorSet::open(quant_fixture("t2v-Q4_K_M.gguf"));
+  const auto nf4 = io::TensorSet::open(quant_fixture("t2v-nf4.safetensors"));
+  const auto block_bytes = [](const io::TensorSet& set) {
+    const offload::ModelLayout layout = dit_model_layout(set, 1, 1, 1, 0);
+    return layout.groups[1].bytes();
+  };
+  const double q4_ratio = static_cast<double>(block_bytes(q4)) / block_bytes(bf16);
+  const double nf4_ratio = static_cast<double>(block_bytes(nf4)) / block_bytes(bf16);
+  std::printf("  block 0: bf16 %llu B, Q4_K_M %.3f of it, NF4 %.3f\n",
+              static_cast<unsigned long long>(block_bytes(bf16)), q4_ratio, nf4_ratio);
+  // Q4_K (4.5 bits) and Q6_K (6.56) on 90 % of the block, F16 on ffn.2 and F32 norms and biases.
+  EXPECT_LT(q4_ratio, 0.45);
+  EXPECT_LT(nf4_ratio, 0.40);
 }
 
 }  // namespace

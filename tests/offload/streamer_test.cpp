@@ -303,12 +303,12 @@ TEST(Streamer, acquire_out_of_order_is_refused) {
   EXPECT_EQ(ferry::test::error_code_of([&] { (void)streamer.acquire(0); }), ErrorCode::kInternal);
   streamer.begin_pass();
   EXPECT_EQ(ferry::test::error_code_of([&] { (void)streamer.acquire(1); }), ErrorCode::kInternal);
-  const WeightStreamer::Loaded& embed = streamer.acquire(0);
+  const LoadedGroup& embed = streamer.acquire(0);
   EXPECT_EQ(ferry::test::error_code_of([&] { (void)embed.tensor("no.such.tensor"); }),
             ErrorCode::kMissingTensor);
   EXPECT_EQ(ferry::test::error_code_of([&] { streamer.release(1); }), ErrorCode::kInternal);
   streamer.release(0);
-  const WeightStreamer::Loaded& layer = streamer.acquire(1);
+  const LoadedGroup& layer = streamer.acquire(1);
   EXPECT_EQ(layer.tensor("layers.0.w1").shape, (Shape{f.spec.hidden, f.spec.dim}));
   EXPECT_EQ(layer.tensor("layers.0.w1").dtype, DType::kBF16);
   EXPECT_EQ(layer.tensor("layers.0.b2").dtype, DType::kF32);

@@ -171,14 +171,14 @@ struct Activations {
 
 // x ← x · embed.scale; per layer x ← x + w2 · gelu(w1 · x + b1) + b2; x ← head · x.
 // The layer of group g is run `passes_per_acquire` times on separate activations (CFG).
-inline void forward_layer(Backend& backend, const WeightStreamer::Loaded& w, Activations& a) {
+inline void forward_layer(Backend& backend, const LoadedGroup& w, Activations& a) {
   backend.linear(a.tx, w.tensor("w1"), &w.tensor("b1"), a.th);
   backend.gelu_tanh(a.th, a.th);
   backend.linear(a.th, w.tensor("w2"), &w.tensor("b2"), a.tz);
   backend.add(a.tx, a.tz, a.tx);
 }
 
-inline void forward_embed(Backend& backend, const WeightStreamer::Loaded& w, Activations& a) {
+inline void forward_embed(Backend& backend, const LoadedGroup& w, Activations& a) {
   const Tensor& scale = w.tensor("embed.scale");
   for (std::int64_t r = 0; r < a.tx.shape[0]; ++r) {
     backend.mul(a.tx.rows(r, r + 1).reshaped(Shape{a.tx.shape[1]}), scale,
@@ -186,7 +186,7 @@ inline void forward_embed(Backend& backend, const WeightStreamer::Loaded& w, Act
   }
 }
 
-inline void forward_head(Backend& backend, const WeightStreamer::Loaded& w, Activations& a) {
+inline void forward_head(Backend& backend, const LoadedGroup& w, Activations& a) {
   backend.linear(a.tx, w.tensor("head.w"), nullptr, a.tz);
   backend.add(a.tx, a.tz, a.tx);
 }
@@ -196,7 +196,7 @@ inline void forward_head(Backend& backend, const WeightStreamer::Loaded& w, Acti
 inline void run_pass(Backend& backend, WeightStreamer& streamer, std::vector<Activations*> acts) {
   streamer.begin_pass();
   for (std::size_t g = 0; g < streamer.group_count(); ++g) {
-    const WeightStreamer::Loaded& w = streamer.acquire(g);
+    const LoadedGroup& w = streamer.acquire(g);
     for (Activations* a : acts) {
       if (g == 0) {
         forward_embed(backend, w, *a);

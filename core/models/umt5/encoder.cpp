@@ -13,7 +13,7 @@
 namespace ferry::models::umt5 {
 namespace {
 
-using Loaded = offload::WeightStreamer::Loaded;
+using Loaded = offload::LoadedGroup;
 
 // h = E[ids] for every prompt: each needed row copied out of the table's mapping (a fault from a
 // truncated file becomes Error(kIo)), converted to bf16, uploaded. The view lives for this call.
@@ -111,7 +111,7 @@ float TextEmbedding::at(std::int64_t row, std::int64_t col) const {
 }
 
 EncodeResult encode(Backend& backend, const EncoderWeights& weights,
-                    offload::WeightStreamer& streamer, memory::Arena& arena,
+                    offload::WeightSource& weights_source, memory::Arena& arena,
                     std::span<const std::vector<std::int32_t>> prompts,
                     const std::atomic<bool>* cancel) {
   check_prompts(weights, prompts);
@@ -124,14 +124,14 @@ EncodeResult encode(Backend& backend, const EncoderWeights& weights,
   }
   embed(backend, weights, prompts, hidden);
 
-  streamer.begin_pass();
+  weights_source.begin_pass();
   for (std::int64_t l = 0; l < c.layers; ++l) {
+    // The owner of the weight source stops its reads when the error unwinds past it.
     if (cancel != nullptr && cancel->load()) {
-      streamer.cancel();
       throw Error(ErrorCode::kCancelled, "text encoding cancelled");
     }
     const auto group = static_cast<std::size_t>(l);
-    const Loaded& w = streamer.acquire(group);
+    const Loaded& w = weights_source.acquire(group);
     std::array<float, kBlockTensorCount> scales{};
     for (std::size_t t = 0; t < kBlockTensorCount; ++t) {
       scales[t] = weights.block_scale(l, BlockTensor(t));
@@ -140,12 +140,12 @@ EncodeResult encode(Backend& backend, const EncoderWeights& weights,
       self_attention(backend, arena, c, w, scales, h);
       feed_forward(backend, arena, c, w, scales, h);
     }
-    streamer.release(group);
+    weights_source.release(group);
   }
 
   EncodeResult result;
   const auto final_group = static_cast<std::size_t>(c.layers);
-  const Loaded& final_norm = streamer.acquire(final_group);
+  const Loaded& final_norm = weights_source.acquire(final_group);
   for (const Tensor& h : hidden) {
     const std::size_t mark = arena.mark();
     const Tensor out = arena.allocate(DType::kBF16, h.shape);
@@ -157,8 +157,7 @@ EncodeResult encode(Backend& backend, const EncoderWeights& weights,
     backend.download(out, e.bf16.data());
     arena.release_to(mark);
   }
-  streamer.release(final_group);
-  result.stream = streamer.stats();
+  weights_source.release(final_group);
   result.activation_bytes = arena.capacity();
   result.activation_peak = arena.peak();
   return result;
@@ -176,7 +175,9 @@ EncodeResult encode(Backend& backend, const EncoderWeights& weights, const offlo
   offload::StreamerOptions streamer_options = options.streamer;
   streamer_options.passes = 1;
   offload::WeightStreamer streamer(backend, layout, plan, streamer_options);
-  return encode(backend, weights, streamer, arena, prompts, options.cancel);
+  EncodeResult result = encode(backend, weights, streamer, arena, prompts, options.cancel);
+  result.stream = streamer.stats();
+  return result;
 }
 
 std::vector<std::int64_t> prompt_lengths(std::span<const std::vector<std::int32_t>> prompts) {

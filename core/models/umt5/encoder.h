@@ -40,7 +40,7 @@ struct EncodeOptions {
 
 struct EncodeResult {
   std::vector<TextEmbedding> embeddings;  // one per prompt, in order
-  offload::StreamStats stream;            // what the streamer moved
+  offload::StreamStats stream;            // what the streamer moved (the plan overload only)
   std::uint64_t activation_bytes = 0;     // the activation arena's size
   std::uint64_t activation_peak = 0;      // and how much of it was used
 };
@@ -54,11 +54,11 @@ EncodeResult encode(Backend& backend, const EncoderWeights& weights, const offlo
                     std::span<const std::vector<std::int32_t>> prompts,
                     const EncodeOptions& options = {});
 
-// The same forward on what a stage owns: `streamer` (one pass over weights.model_layout()) and
+// The same forward on what a stage owns: `weights_source` (one pass over weights.model_layout()) and
 // `arena` (at least weights.activation_bytes(prompt_lengths(prompts)) bytes). The pipeline's text
 // stage runs this, so the stage — not the encoder — owns the streamer, the arena and the cancel.
 EncodeResult encode(Backend& backend, const EncoderWeights& weights,
-                    offload::WeightStreamer& streamer, memory::Arena& arena,
+                    offload::WeightSource& weights_source, memory::Arena& arena,
                     std::span<const std::vector<std::int32_t>> prompts,
                     const std::atomic<bool>* cancel = nullptr);
 

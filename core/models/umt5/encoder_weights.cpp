@@ -23,6 +23,13 @@ constexpr std::string_view kHfSuffix[kBlockTensorCount] = {
     "layer.1.layer_norm.weight",          "layer.1.DenseReluDense.wi_0.weight",
     "layer.1.DenseReluDense.wi_1.weight", "layer.1.DenseReluDense.wo.weight"};
 
+// llama.cpp's T5 encoder names, which city96's umt5-xxl-encoder GGUFs use
+// (formats_lora_moe.md §1.5). Its ffn_gate is the GELU branch (wi_0), ffn_up the linear one.
+constexpr std::string_view kGgufSuffix[kBlockTensorCount] = {
+    "attn_norm.weight", "attn_q.weight",   "attn_k.weight",  "attn_v.weight",
+    "attn_o.weight",    "attn_rel_b.weight", "ffn_norm.weight", "ffn_gate.weight",
+    "ffn_up.weight",    "ffn_down.weight"};
+
 bool is_float(DType d) {
   return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF8E4M3 ||
          d == DType::kF8E5M2;
@@ -55,11 +62,19 @@ const io::TensorSet::Entry& require_tensor(const io::TensorSet& set,
   return *e;
 }
 
+// `quantizable`: a Linear weight, which may also be stored in a GGUF block type or as
+// bitsandbytes 4-bit codes (the backends dequantise those inside the GEMM).
 void check_shape(const io::TensorSet& set, const io::TensorSet::Entry& e,
-                 std::vector<std::uint64_t> expected) {
-  if (!is_float(e.tensor->dtype)) {
-    bad(set, "tensor '" + e.tensor->name + "' has dtype " +
-                 std::string(dtype_name(e.tensor->dtype)) + ", not a float type");
+                 std::vector<std::uint64_t> expected, bool quantizable = false) {
+  const DType d = e.tensor->dtype;
+  if (d == DType::kBnb4) {
+    bad(set, "tensor '" + e.tensor->name +
+                 "' is bitsandbytes 4-bit, which Ferry reads for DiTs only: use a GGUF, fp8 or "
+                 "16-bit text encoder");
+  }
+  if (!is_float(d) && !(quantizable && dtype_is_blocked(d))) {
+    bad(set, "tensor '" + e.tensor->name + "' has dtype " + std::string(dtype_name(d)) +
+                 (quantizable ? ", not a float or quantized type" : ", not a float type"));
   }
   if (e.tensor->shape != expected) {
     bad(set, "tensor '" + e.tensor->name + "' has shape " + shape_str(e.tensor->shape) +
@@ -95,10 +110,15 @@ float read_scale(const io::TensorSet& set, const io::TensorSet::Entry& weight) {
 }  // namespace
 
 std::string block_tensor_name(KeyLayout layout, std::int64_t layer, BlockTensor t) {
-  if (layout == KeyLayout::kOfficial) {
-    return "blocks." + std::to_string(layer) + "." + std::string(kOfficialSuffix[t]);
+  switch (layout) {
+    case KeyLayout::kOfficial:
+      return "blocks." + std::to_string(layer) + "." + std::string(kOfficialSuffix[t]);
+    case KeyLayout::kHuggingFace:
+      return "encoder.block." + std::to_string(layer) + "." + std::string(kHfSuffix[t]);
+    case KeyLayout::kGguf:
+      return "enc.blk." + std::to_string(layer) + "." + std::string(kGgufSuffix[t]);
   }
-  return "encoder.block." + std::to_string(layer) + "." + std::string(kHfSuffix[t]);
+  throw Error(ErrorCode::kInternal, "block_tensor_name: unknown key layout");
 }
 
 EncoderWeights EncoderWeights::from(const io::TensorSet& set) {
@@ -110,12 +130,14 @@ EncoderWeights EncoderWeights::from(const io::TensorSet& set) {
   } else if ((embedding = set.find("shared.weight")) != nullptr ||
              (embedding = set.find("encoder.embed_tokens.weight")) != nullptr) {
     w.layout_ = KeyLayout::kHuggingFace;
+  } else if ((embedding = set.find("token_embd.weight")) != nullptr) {
+    w.layout_ = KeyLayout::kGguf;
   } else {
     bad(set,
-        "it has no token embedding (token_embedding.weight, shared.weight or "
-        "encoder.embed_tokens.weight)");
+        "it has no token embedding (token_embedding.weight, shared.weight, "
+        "encoder.embed_tokens.weight or token_embd.weight)");
   }
-  if (embedding->tensor->shape.size() != 2) {
+  if (embedding->tensor->dtype == DType::kBnb4 || embedding->tensor->shape.size() != 2) {
     bad(set, "the token embedding has shape " + shape_str(embedding->tensor->shape));
   }
   w.embedding_ = *embedding;
@@ -163,17 +185,18 @@ EncoderWeights EncoderWeights::from(const io::TensorSet& set) {
     auto& scales = w.scales_.emplace_back();
     for (std::size_t t = 0; t < kBlockTensorCount; ++t) {
       const auto& e = require_tensor(set, block_tensor_name(w.layout_, l, BlockTensor(t)));
-      check_shape(set, e, shapes[t]);
+      const bool linear = t != kNorm1 && t != kNorm2 && t != kRelativeBias;
+      check_shape(set, e, shapes[t], linear);
       entries[t] = e;
       scales[t] = read_scale(set, e);
-      const bool linear = t != kNorm1 && t != kNorm2 && t != kRelativeBias;
       if (!linear && is_f8(e.tensor->dtype)) {
         bad(set, "'" + e.tensor->name + "' is stored as fp8; only linear weights may be");
       }
     }
   }
-  const std::string final_name =
-      w.layout_ == KeyLayout::kOfficial ? "norm.weight" : "encoder.final_layer_norm.weight";
+  const std::string final_name = w.layout_ == KeyLayout::kOfficial    ? "norm.weight"
+                                 : w.layout_ == KeyLayout::kGguf      ? "enc.output_norm.weight"
+                                                                      : "encoder.final_layer_norm.weight";
   w.final_norm_ = require_tensor(set, final_name);
   check_shape(set, w.final_norm_, {dim});
   return w;

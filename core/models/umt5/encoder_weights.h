@@ -7,7 +7,10 @@
 //     shared (or encoder.embed_tokens), encoder.block.N.layer.{0,1}.…, encoder.final_layer_norm;
 //   - ComfyUI's fp8 files (umt5_xxl_fp8_e4m3fn_scaled): the Hugging Face names, F8_E4M3 weights
 //     each with an F32 scalar `<name without .weight>.scale_weight` (the older ComfyUI spelling) or
-//     `.weight_scale` (the newer); stored · scale is the weight.
+//     `.weight_scale` (the newer); stored · scale is the weight;
+//   - city96's GGUFs (umt5-xxl-encoder-Q8_0.gguf ...): llama.cpp's T5 names, token_embd,
+//     enc.blk.N.{attn_norm, attn_q/k/v/o, attn_rel_b, ffn_norm, ffn_gate, ffn_up, ffn_down},
+//     enc.output_norm; Linear weights and the embedding in GGUF block types.
 #pragma once
 
 #include <array>
@@ -40,7 +43,7 @@ inline constexpr float kNormEps = 1e-6f;
 // Relative-position buckets of the per-layer bias tables.
 inline constexpr std::int64_t kRelativeBuckets = 32;
 
-enum class KeyLayout { kOfficial, kHuggingFace };
+enum class KeyLayout { kOfficial, kHuggingFace, kGguf };
 
 // A block's tensors, in the order the block reads them (and the order of its layer group).
 enum BlockTensor : std::size_t {

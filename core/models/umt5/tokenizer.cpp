@@ -45,7 +45,10 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_serialized(std::span<const std::byte> model, std::string_view source) {
-  const UnigramModel unigram = parse_unigram_model(model, source);
+  return from_unigram(parse_unigram_model(model, source), source);
+}
+
+Tokenizer Tokenizer::from_unigram(const UnigramModel& unigram, std::string_view source) {
   // Wan appends id 1 as EOS and pads with id 0: a model that numbers them otherwise is not
   // umT5's, and its ids would mean something else to the encoder.
   const std::int32_t eos = unigram.control_id(unigram.eos_piece);
@@ -91,13 +94,27 @@ Tokenizer Tokenizer::from_folder(const std::filesystem::path& folder) {
                   "no spiece.model in this folder or its tokenizer/" + hint);
 }
 
+bool Tokenizer::in_checkpoint(const io::TensorSet& checkpoint) {
+  if (checkpoint.find(kSpieceModelTensor) != nullptr) return true;
+  const io::GgufHeader* gguf = checkpoint.files().front().gguf();
+  return gguf != nullptr && gguf_has_unigram_tokenizer(*gguf);
+}
+
 Tokenizer Tokenizer::from_checkpoint(const io::TensorSet& checkpoint) {
   const io::TensorSet::Entry* entry = checkpoint.find(kSpieceModelTensor);
+  const io::GgufHeader* gguf = checkpoint.files().front().gguf();
+  if (entry == nullptr && gguf != nullptr && gguf_has_unigram_tokenizer(*gguf)) {
+    const std::string source = io::detail::display(checkpoint.path()) + " (its tokenizer)";
+    return from_unigram(unigram_model_from_gguf(*gguf, source), source);
+  }
   if (entry == nullptr) {
     throw Error(ErrorCode::kMissingTensor,
                 io::detail::display(checkpoint.path()) +
-                    ": no `spiece_model` tensor, so no tokenizer inside; give the tokenizer/ "
-                    "folder of the model instead");
+                    (gguf != nullptr
+                         ? ": this GGUF carries no T5 tokenizer; put the model's tokenizer/ folder "
+                           "(spiece.model) next to it"
+                         : ": no `spiece_model` tensor, so no tokenizer inside; give the "
+                           "tokenizer/ folder of the model instead"));
   }
   const io::TensorInfo& t = *entry->tensor;
   const std::string source = io::detail::display(entry->file->path()) + " tensor spiece_model";

@@ -24,6 +24,8 @@ class TensorSet;
 
 namespace ferry::models::umt5 {
 
+struct UnigramModel;
+
 inline constexpr std::int32_t kPadId = 0;
 inline constexpr std::int32_t kEosId = 1;
 // Wan's text_len: ids per prompt, EOS included.
@@ -52,10 +54,13 @@ class Tokenizer {
   static Tokenizer from_folder(const std::filesystem::path& folder);
   // A SentencePiece .model file. Throws as from_folder.
   static Tokenizer from_model_file(const std::filesystem::path& path);
-  // The `spiece_model` tensor (U8, 1-D) of a single-file text-encoder checkpoint. Throws
-  // Error(kMissingTensor) when the checkpoint has none, Error(kBadModelFile) when it is not a
-  // byte vector or not a T5 SentencePiece model.
+  // The tokenizer a single-file text-encoder checkpoint carries: its `spiece_model` tensor (U8,
+  // 1-D; ComfyUI's files) or, in a GGUF, the tokenizer.ggml.* keys (city96's umT5 GGUFs). Throws
+  // Error(kMissingTensor) when the checkpoint has neither, Error(kBadModelFile) when what it has
+  // is not a T5 SentencePiece model.
   static Tokenizer from_checkpoint(const io::TensorSet& checkpoint);
+  // Whether from_checkpoint would find a tokenizer to read.
+  static bool in_checkpoint(const io::TensorSet& checkpoint);
   // A serialized SentencePiece ModelProto; `source` names it in messages.
   static Tokenizer from_serialized(std::span<const std::byte> model, std::string_view source);
 
@@ -77,6 +82,7 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  static Tokenizer from_unigram(const UnigramModel& unigram, std::string_view source);
   std::unique_ptr<Impl> impl_;
 };
 

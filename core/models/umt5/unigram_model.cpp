@@ -356,4 +356,72 @@ UnigramModel parse_unigram_model(std::span<const std::byte> serialized, std::str
   return model;
 }
 
+bool gguf_has_unigram_tokenizer(const io::GgufHeader& header) {
+  return header.string("tokenizer.ggml.model") == "t5";
+}
+
+UnigramModel unigram_model_from_gguf(const io::GgufHeader& header, std::string_view source) {
+  if (!gguf_has_unigram_tokenizer(header)) {
+    throw bad_model(source, "no T5 SentencePiece tokenizer in its metadata (tokenizer.ggml.model)");
+  }
+  const std::vector<std::string>* tokens = header.strings("tokenizer.ggml.tokens");
+  const std::vector<double>* scores = header.floats("tokenizer.ggml.scores");
+  const std::vector<std::int64_t>* types = header.ints("tokenizer.ggml.token_type");
+  if (tokens == nullptr || scores == nullptr || types == nullptr) {
+    throw bad_model(source, "its tokenizer lacks tokens, scores or token types");
+  }
+  if (scores->size() != tokens->size() || types->size() != tokens->size()) {
+    throw bad_model(source, "its tokenizer has " + std::to_string(tokens->size()) + " tokens, " +
+                                std::to_string(scores->size()) + " scores and " +
+                                std::to_string(types->size()) + " token types");
+  }
+  if (tokens->size() > kMaxPieces) {
+    throw bad_model(source, "more than " + std::to_string(kMaxPieces) + " pieces");
+  }
+  UnigramModel model;
+  model.pieces.resize(tokens->size());
+  for (std::size_t i = 0; i < tokens->size(); ++i) {
+    UnigramPiece& piece = model.pieces[i];
+    piece.text = (*tokens)[i];
+    piece.score = static_cast<float>((*scores)[i]);
+    const std::int64_t type = (*types)[i];
+    if (type < static_cast<std::int64_t>(PieceType::kNormal) ||
+        type > static_cast<std::int64_t>(PieceType::kByte)) {
+      throw bad_model(source, "piece " + std::to_string(i) + " has type " + std::to_string(type));
+    }
+    piece.type = static_cast<PieceType>(type);
+    if (piece.text.empty()) throw bad_model(source, "piece " + std::to_string(i) + " is empty");
+    if (piece.type == PieceType::kByte) model.byte_fallback = true;
+  }
+  // Control pieces by id, as the converter records them.
+  const auto piece_at = [&](std::string_view key, std::string& out) {
+    const std::optional<std::int64_t> id = header.integer(key);
+    if (!id) return;
+    if (*id < 0 || static_cast<std::size_t>(*id) >= tokens->size()) {
+      throw bad_model(source, std::string(key) + " is " + std::to_string(*id) + ", not a piece");
+    }
+    out = (*tokens)[static_cast<std::size_t>(*id)];
+  };
+  piece_at("tokenizer.ggml.eos_token_id", model.eos_piece);
+  piece_at("tokenizer.ggml.padding_token_id", model.pad_piece);
+  const auto flag = [&](std::string_view key, bool fallback) {
+    const std::optional<std::int64_t> v = header.integer(key);
+    return v ? *v != 0 : fallback;
+  };
+  model.add_dummy_prefix = flag("tokenizer.ggml.add_space_prefix", true);
+  model.remove_extra_whitespaces = flag("tokenizer.ggml.remove_extra_whitespaces", true);
+  if (const std::vector<std::int64_t>* map = header.ints("tokenizer.ggml.precompiled_charsmap")) {
+    model.precompiled_charsmap.reserve(map->size());
+    for (std::int64_t byte : *map) {
+      if (byte < -128 || byte > 255) {
+        throw bad_model(source, "its precompiled_charsmap holds " + std::to_string(byte));
+      }
+      model.precompiled_charsmap.push_back(static_cast<char>(static_cast<std::uint8_t>(byte)));
+    }
+  }
+  model.normalizer_name = model.precompiled_charsmap.empty() ? "identity" : "nmt_nfkc";
+  validate_pieces(model, source);
+  return model;
+}
+
 }  // namespace ferry::models::umt5

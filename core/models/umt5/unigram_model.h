@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/io/gguf.h"
+
 namespace ferry::models::umt5 {
 
 // sentencepiece_model.proto's ModelProto.SentencePiece.Type.
@@ -66,5 +68,16 @@ struct UnigramModel {
 std::string byte_piece(std::uint8_t byte);
 
 UnigramModel parse_unigram_model(std::span<const std::byte> serialized, std::string_view source);
+
+// The same model from a GGUF's tokenizer keys, as llama.cpp's converter writes them for T5
+// encoders (formats_lora_moe.md §1.5): tokenizer.ggml.model "t5", .tokens, .scores, .token_type
+// (SentencePiece's piece types), .add_space_prefix, .remove_extra_whitespaces,
+// .precompiled_charsmap, .eos_token_id, .padding_token_id. Byte fallback is on when the pieces
+// include byte pieces. The same checks as parse_unigram_model; Error(kBadModelFile) naming
+// `source` for a file without them or with inconsistent ones.
+UnigramModel unigram_model_from_gguf(const io::GgufHeader& header, std::string_view source);
+
+// True when a GGUF carries a T5 SentencePiece tokenizer (tokenizer.ggml.model == "t5").
+bool gguf_has_unigram_tokenizer(const io::GgufHeader& header);
 
 }  // namespace ferry::models::umt5

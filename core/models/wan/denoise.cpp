@@ -7,7 +7,7 @@
 
 namespace ferry::models::wan {
 
-void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer, memory::Arena& arena,
+void denoise(Backend& backend, WanDit& dit, offload::WeightSource& dit_weights, memory::Arena& arena,
              std::span<const Tensor> contexts, const LatentGrid& grid, std::span<const float> z0,
              const DenoiseSettings& settings, std::span<float> latent, const DenoiseHooks& hooks) {
   if (contexts.size() != 2 || latent.size() != grid.size() ||
@@ -37,7 +37,7 @@ void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer, m
       timesteps[0] = static_cast<float>(t);
     }
     backend.upload(x, latent.data());
-    dit.forward(streamer, arena, x, timesteps, contexts, velocities, settings.ffn_chunk_tokens);
+    dit.forward(dit_weights, arena, x, timesteps, contexts, velocities, settings.ffn_chunk_tokens);
     backend.download(velocities[0], cond.data());
     backend.download(velocities[1], uncond.data());
     apply_guidance(cond, uncond, settings.guide_scale, velocity);

@@ -14,7 +14,7 @@
 #include "core/models/wan/dit.h"
 #include "core/models/wan/sampler.h"
 #include "core/models/wan/ti2v.h"
-#include "core/offload/streamer.h"
+#include "core/offload/weight_source.h"
 
 namespace ferry::models::wan {
 
@@ -37,10 +37,10 @@ struct DenoiseHooks {
 // `latent` [C, T, h, w] holds the initial noise (TI2V image-to-video: with z0 already in frame 0)
 // and receives the result. contexts = {conditional, unconditional} text embeddings on the backend
 // ([L, text_dim] each). `z0` is the encoded start image in image-to-video, empty otherwise. The
-// streamer must have been built for at least `settings.steps` passes over the DiT's layout; the
+// weights (a streamer, say) must serve at least `settings.steps` passes over the DiT's layout; the
 // arena must hold dit_activation_bytes for the grid's tokens, two branches and the distinct
 // timesteps (2 in image-to-video, else 1).
-void denoise(Backend& backend, WanDit& dit, offload::WeightStreamer& streamer, memory::Arena& arena,
+void denoise(Backend& backend, WanDit& dit, offload::WeightSource& dit_weights, memory::Arena& arena,
              std::span<const Tensor> contexts, const LatentGrid& grid, std::span<const float> z0,
              const DenoiseSettings& settings, std::span<float> latent,
              const DenoiseHooks& hooks = {});

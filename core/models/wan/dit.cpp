@@ -15,6 +15,8 @@
 namespace ferry::models::wan {
 namespace {
 
+using models::WeightScalingSource;
+
 constexpr float kEps = 1e-6f;
 
 // The tensors of one block (official names after "blocks.<i>."), in the order the forward uses
@@ -123,20 +125,6 @@ Tensor table_row(const Tensor& table, std::int64_t value, int row, int rows_per_
   return table.rows(r, r + 1);
 }
 
-// A scalar tensor's value (ComfyUI's fp8 scales), read from the file once.
-float read_scalar(const io::TensorFile& file, const io::TensorInfo& info) {
-  if (info.element_count() != 1) {
-    throw Error(ErrorCode::kBadModelFile, "'" + info.name + "' should hold one value, not " +
-                                              std::to_string(info.element_count()));
-  }
-  std::array<std::byte, 8> raw{};
-  const io::MappedView view = file.map(info);
-  view.copy_to(0, std::span<std::byte>(raw.data(), info.bytes));
-  float value = 0;
-  convert_to_f32(info.dtype, raw.data(), &value, 1);
-  return value;
-}
-
 // Where each of `names` is among a group's tensors (official names without `strip`, the group's
 // "blocks.<i>." prefix): -1 when absent.
 template <std::size_t N>
@@ -153,27 +141,20 @@ void index_names(std::vector<std::string>& official, std::string_view strip,
   }
 }
 
-// The group's tensors by official name, in `names` order; fp8 scales from `<name without
-// .weight>.scale_weight` (ComfyUI's scaled fp8) or `.weight_scale` (its newer quantised files).
+// The group's tensors by official name, in `names` order, and for each weight what scales it
+// (ComfyUI's fp8 scale, a bitsandbytes weight's side tensors).
 template <std::size_t N>
 void index_group(const offload::LayerGroup& group, std::string_view strip,
                  const std::array<std::string_view, N>& names, std::vector<int>& index,
-                 std::vector<float>& scale) {
-  scale.assign(N, 1.0f);
+                 std::vector<WeightScalingSource>& scaling) {
   std::vector<std::string> official(group.weights.size());
   for (std::size_t i = 0; i < group.weights.size(); ++i) {
     official[i] = official_dit_name(group.weights[i].tensor->name);
   }
   index_names(official, strip, names, index);
+  scaling.assign(N, WeightScalingSource{});
   for (std::size_t n = 0; n < N; ++n) {
-    if (!names[n].ends_with(".weight") || index[n] < 0) continue;
-    const std::string_view base = names[n].substr(0, names[n].size() - 7);
-    for (std::size_t i = 0; i < official.size(); ++i) {
-      if (official[i] == std::string(base) + ".scale_weight" ||
-          official[i] == std::string(base) + ".weight_scale") {
-        scale[n] = read_scalar(*group.weights[i].file, *group.weights[i].tensor);
-      }
-    }
+    if (names[n].ends_with(".weight")) scaling[n] = WeightScalingSource::find(group, index[n]);
   }
 }
 
@@ -227,38 +208,19 @@ ShapeOnlyGroups shape_only_groups(const DitConfig& config) {
 
 }  // namespace
 
-// The streamer as a pass's weight source: each acquired group's tensors copied into a table
-// sized for the largest group (a copy of a few dozen views, no allocation).
-class WanDit::StreamedWeights final : public WeightSource {
- public:
-  StreamedWeights(offload::WeightStreamer& streamer, std::vector<Tensor>& table)
-      : streamer_(streamer), table_(table) {}
-  void begin_pass() override { streamer_.begin_pass(); }
-  std::span<const Tensor> acquire(std::size_t group) override {
-    const offload::WeightStreamer::Loaded& loaded = streamer_.acquire(group);
-    if (loaded.size() > table_.size()) {
-      throw Error(ErrorCode::kInternal, "WanDit: a group holds more tensors than its layout");
-    }
-    for (std::size_t i = 0; i < loaded.size(); ++i) table_[i] = loaded.tensor(i);
-    return {table_.data(), loaded.size()};
-  }
-  void release(std::size_t group) override { streamer_.release(group); }
-
- private:
-  offload::WeightStreamer& streamer_;
-  std::vector<Tensor>& table_;
-};
-
 // The estimate's weights: every group always there, with shapes and no memory.
-class WanDit::ShapeOnlyWeights final : public WeightSource {
+class WanDit::ShapeOnlyWeights final : public offload::WeightSource {
  public:
-  explicit ShapeOnlyWeights(const std::vector<std::vector<Tensor>>& groups) : groups_(groups) {}
+  explicit ShapeOnlyWeights(const std::vector<std::vector<Tensor>>& groups) {
+    for (const std::vector<Tensor>& g : groups) groups_.emplace_back(g);
+  }
+  std::size_t group_count() const override { return groups_.size(); }
   void begin_pass() override {}
-  std::span<const Tensor> acquire(std::size_t group) override { return groups_[group]; }
+  const offload::LoadedGroup& acquire(std::size_t group) override { return groups_[group]; }
   void release(std::size_t) override {}
 
  private:
-  const std::vector<std::vector<Tensor>>& groups_;
+  std::vector<offload::LoadedGroup> groups_;
 };
 
 WanDit::WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelLayout& layout)
@@ -281,8 +243,8 @@ WanDit::WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelL
                                                 std::string(name) + "' is missing");
     }
   };
-  index_group(layout.groups.front(), "", kOuterNames, outer_embed_.index, outer_embed_.scale);
-  index_group(layout.groups.back(), "", kOuterNames, outer_head_.index, outer_head_.scale);
+  index_group(layout.groups.front(), "", kOuterNames, outer_embed_.index, outer_embed_.scaling);
+  index_group(layout.groups.back(), "", kOuterNames, outer_head_.index, outer_head_.scaling);
   for (int i = at(OuterTensor::kPatchWeight); i <= at(OuterTensor::kProjBias); ++i) {
     need(outer_embed_, static_cast<std::size_t>(i), kOuterNames[static_cast<std::size_t>(i)], "");
   }
@@ -292,7 +254,7 @@ WanDit::WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelL
   blocks_.resize(static_cast<std::size_t>(c.layers));
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
     const std::string prefix = "blocks." + std::to_string(b) + ".";
-    index_group(layout.groups[b + 1], prefix, kBlockNames, blocks_[b].index, blocks_[b].scale);
+    index_group(layout.groups[b + 1], prefix, kBlockNames, blocks_[b].index, blocks_[b].scaling);
     for (std::size_t i = 0; i < kBlockNames.size(); ++i) {
       need(blocks_[b], i, kBlockNames[i], prefix);
     }
@@ -313,9 +275,6 @@ WanDit::WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelL
   patch_order_ = {1, 2, 4, 0, 3, 5};
   // head output [F, Hp, Wp, 2, 2, C] → velocity [C, F, Hp, 2, Wp, 2] (wan.md §B.6).
   unpatch_order_ = {5, 0, 1, 3, 2, 4};
-  std::size_t largest = 0;
-  for (const offload::LayerGroup& g : layout.groups) largest = std::max(largest, g.weights.size());
-  group_tensors_.resize(largest);
 }
 
 WanDit::WanDit(Backend& backend, const DitConfig& config) : backend_(backend), config_(config) {
@@ -323,12 +282,12 @@ WanDit::WanDit(Backend& backend, const DitConfig& config) : backend_(backend), c
   ShapeOnlyGroups g = shape_only_groups(config);
   index_names(g.names.front(), "", kOuterNames, outer_embed_.index);
   index_names(g.names.back(), "", kOuterNames, outer_head_.index);
-  outer_embed_.scale.assign(kOuterNames.size(), 1.0f);
-  outer_head_.scale.assign(kOuterNames.size(), 1.0f);
+  outer_embed_.scaling.assign(kOuterNames.size(), WeightScalingSource{});
+  outer_head_.scaling.assign(kOuterNames.size(), WeightScalingSource{});
   blocks_.resize(static_cast<std::size_t>(config.layers));
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
     index_names(g.names[b + 1], "blocks." + std::to_string(b) + ".", kBlockNames, blocks_[b].index);
-    blocks_[b].scale.assign(kBlockNames.size(), 1.0f);
+    blocks_[b].scaling.assign(kBlockNames.size(), WeightScalingSource{});
   }
   zeros_ =
       shapes_only(DType::kBF16, Shape{kDitTextLen, static_cast<std::int64_t>(config.text_dim)});
@@ -382,6 +341,10 @@ const Tensor& WanDit::tensor(GroupTensors w, const Weights& ix, int i) const {
   return w[static_cast<std::size_t>(ix.index[static_cast<std::size_t>(i)])];
 }
 
+WeightScaling WanDit::scaling(GroupTensors w, const Weights& ix, int i) {
+  return ix.scaling[static_cast<std::size_t>(i)].resolve(w, bnb4_call_);
+}
+
 void WanDit::plan_timesteps(std::span<const float> timesteps, std::int64_t tokens) {
   if (timesteps.size() != 1 && static_cast<std::int64_t>(timesteps.size()) != tokens) {
     throw Error(ErrorCode::kBadArgument, std::to_string(timesteps.size()) + " timesteps for " +
@@ -433,7 +396,7 @@ void WanDit::gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& tabl
   }
 }
 
-void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, const Tensor& latent,
+void WanDit::forward(offload::WeightSource& weights, memory::Arena& arena, const Tensor& latent,
                      std::span<const float> timesteps, std::span<const Tensor> contexts,
                      std::span<const Tensor> velocities, std::int64_t ffn_chunk_tokens) {
   const DitConfig& c = config_;
@@ -479,11 +442,15 @@ void WanDit::forward(offload::WeightStreamer& streamer, memory::Arena& arena, co
                     " MiB free");
   }
 
-  StreamedWeights weights(streamer, group_tensors_);
+  if (weights.group_count() != groups_) {
+    throw Error(ErrorCode::kInternal, "WanDit: the weights have " +
+                                          std::to_string(weights.group_count()) +
+                                          " groups, the layout " + std::to_string(groups_));
+  }
   run_pass(weights, arena, latent, contexts, velocities, ffn_rows);
 }
 
-void WanDit::run_pass(WeightSource& weights, memory::Arena& arena, const Tensor& latent,
+void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, const Tensor& latent,
                       std::span<const Tensor> contexts, std::span<const Tensor> velocities,
                       std::int64_t ffn_rows) {
   const DitConfig& c = config_;
@@ -506,7 +473,7 @@ void WanDit::run_pass(WeightSource& weights, memory::Arena& arena, const Tensor&
   const Tensor hm = arena.allocate(DType::kF32, Shape{values * 2, d});
 
   weights.begin_pass();
-  embed(weights.acquire(0), arena, latent, contexts, streams_, x0, e, e0);
+  embed(weights.acquire(0).tensors(), arena, latent, contexts, streams_, x0, e, e0);
   weights.release(0);
 
   const std::size_t block_mark = arena.mark();
@@ -522,7 +489,7 @@ void WanDit::run_pass(WeightSource& weights, memory::Arena& arena, const Tensor&
   t.cr = arena.allocate(DType::kF32, Shape{kDitTextLen, d});
   t.hidden = arena.allocate(DType::kBF16, Shape{ffn_rows, static_cast<std::int64_t>(c.ffn_dim)});
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
-    const GroupTensors w = weights.acquire(b + 1);
+    const GroupTensors w = weights.acquire(b + 1).tensors();
     // m = modulation + e0 per distinct timestep (f32): rows shift, scale, gate (attention),
     // shift, scale, gate (FFN).
     const Tensor& modulation = tensor(w, blocks_[b], at(BlockTensor::kModulation));
@@ -537,7 +504,7 @@ void WanDit::run_pass(WeightSource& weights, memory::Arena& arena, const Tensor&
 
   {
     const std::size_t last = groups_ - 1;
-    const GroupTensors w = weights.acquire(last);
+    const GroupTensors w = weights.acquire(last).tensors();
     // The head's shift and scale: head.modulation + e (not e0), f32.
     const Tensor hmod =
         tensor(w, outer_head_, at(OuterTensor::kHeadModulation)).reshaped(Shape{2, d});
@@ -571,7 +538,7 @@ void WanDit::embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
   const Tensor& patch_w = tensor(w, ix, at(OuterTensor::kPatchWeight));
   backend_.linear(
       patches.reshaped(Shape{tokens, in_dim * 4}), patch_w.reshaped(Shape{d, in_dim * 4}),
-      &tensor(w, ix, at(OuterTensor::kPatchBias)), x0, scale(ix, at(OuterTensor::kPatchWeight)));
+      &tensor(w, ix, at(OuterTensor::kPatchBias)), x0, scaling(w, ix, at(OuterTensor::kPatchWeight)));
 
   // Time embedding and projection, once per distinct timestep, f32 (wan.md §B.3).
   const Tensor sinusoid =
@@ -580,7 +547,7 @@ void WanDit::embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
   const Tensor hidden = arena.allocate(DType::kF32, Shape{values, d});
   const auto lin = [&](const Tensor& x, OuterTensor weight, const Tensor& y) {
     backend_.linear(x, tensor(w, ix, at(weight)), &tensor(w, ix, at(weight) + 1), y,
-                    scale(ix, at(weight)));
+                    scaling(w, ix, at(weight)));
   };
   lin(sinusoid, OuterTensor::kTime0Weight, hidden);
   backend_.silu(hidden, hidden);
@@ -614,7 +581,7 @@ void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& 
   const float attn_scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto lin = [&](const Tensor& x, BlockTensor weight, const Tensor& y) {
     backend_.linear(x, tensor(w, ix, at(weight)), &tensor(w, ix, at(weight) + 1), y,
-                    scale(ix, at(weight)));
+                    scaling(w, ix, at(weight)));
   };
   const auto heads_view = [&](const Tensor& x) { return x.reshaped(Shape{x.shape[0], heads, hd}); };
 
@@ -686,7 +653,7 @@ void WanDit::head(GroupTensors w, memory::Arena& arena, const Tensor& x, const T
   modulate_runs(a, a, hm, 1, 0, 2);
   backend_.linear(a, tensor(w, ix, at(OuterTensor::kHeadWeight)),
                   &tensor(w, ix, at(OuterTensor::kHeadBias)), out,
-                  scale(ix, at(OuterTensor::kHeadWeight)));
+                  scaling(w, ix, at(OuterTensor::kHeadWeight)));
   backend_.permute(out.reshaped(Shape{grid.frames, grid.height, grid.width, 2, 2, out_dim}),
                    unpatch_order_,
                    velocity.reshaped(Shape{out_dim, grid.frames, grid.height, 2, grid.width, 2}));

@@ -26,7 +26,8 @@
 #include "core/memory/arena.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/offload/layer_group.h"
-#include "core/offload/streamer.h"
+#include "core/models/weight_scaling.h"
+#include "core/offload/weight_source.h"
 
 namespace ferry::models::wan {
 
@@ -51,7 +52,7 @@ class WanDit {
   //   velocities  [C_out, F, H, W] F32 each, as many as contexts
   // Everything lives on this backend's device. The arena must hold dit_activation_bytes(config,
   // tokens, ffn_chunk_tokens, contexts.size(), distinct timesteps); Error(kOutOfMemory) if not.
-  void forward(offload::WeightStreamer& streamer, memory::Arena& arena, const Tensor& latent,
+  void forward(offload::WeightSource& weights, memory::Arena& arena, const Tensor& latent,
                std::span<const float> timesteps, std::span<const Tensor> contexts,
                std::span<const Tensor> velocities, std::int64_t ffn_chunk_tokens = 0);
 
@@ -64,27 +65,15 @@ class WanDit {
                                                 std::int64_t distinct_timesteps);
 
  private:
-  // Where a pass gets each group's tensors (in LayerGroup order): the streamer, or tensors with
-  // shapes only for the estimate.
-  class WeightSource {
-   public:
-    virtual void begin_pass() = 0;
-    virtual std::span<const Tensor> acquire(std::size_t group) = 0;
-    virtual void release(std::size_t group) = 0;
-
-   protected:
-    ~WeightSource() = default;
-  };
-  class StreamedWeights;
   class ShapeOnlyWeights;
   using GroupTensors = std::span<const Tensor>;
 
   struct Run {  // tokens [begin, end) share distinct timestep `value`
     std::int64_t begin = 0, end = 0, value = 0;
   };
-  struct Weights {  // per group: index of each tensor in the group, its fp8 scale
+  struct Weights {  // per group: index of each tensor in the group, what scales each weight
     std::vector<int> index;
-    std::vector<float> scale;
+    std::vector<WeightScalingSource> scaling;
   };
   // One branch's tensors for a block: the residual stream and the embedded context.
   struct Stream {
@@ -110,7 +99,7 @@ class WanDit {
   std::uint64_t activation_bytes(std::int64_t tokens, std::int64_t ffn_chunk_tokens,
                                  std::int64_t branches, std::int64_t values);
   // One pass over the groups, timesteps planned: what forward() runs, and the estimate too.
-  void run_pass(WeightSource& weights, memory::Arena& arena, const Tensor& latent,
+  void run_pass(offload::WeightSource& weights, memory::Arena& arena, const Tensor& latent,
                 std::span<const Tensor> contexts, std::span<const Tensor> velocities,
                 std::int64_t ffn_rows);
   void embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
@@ -125,13 +114,16 @@ class WanDit {
                      int shift_row, int rows_per_value);
   void gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row);
   const Tensor& tensor(GroupTensors w, const Weights& ix, int i) const;
-  float scale(const Weights& ix, int i) const { return ix.scale[static_cast<std::size_t>(i)]; }
+  // Weight i's scaling for one call: valid until the next call (a bitsandbytes weight's side
+  // tensors are held in bnb4_call_).
+  WeightScaling scaling(GroupTensors w, const Weights& ix, int i);
 
   Backend& backend_;
   DitConfig config_;
   std::size_t groups_ = 0;  // embeddings, blocks, head
   Weights outer_embed_, outer_head_;
   std::vector<Weights> blocks_;
+  Bnb4State bnb4_call_;
   std::unique_ptr<DeviceBuffer> zeros_memory_;  // [512, text_dim] BF16 zeros: context padding
   Tensor zeros_;
 
@@ -141,7 +133,6 @@ class WanDit {
   std::vector<float> sinusoid_;
   std::vector<Stream> streams_;
   std::vector<int> patch_order_, unpatch_order_;
-  std::vector<Tensor> group_tensors_;  // the acquired group's tensors, sized for the largest
   struct Estimate {                    // one size's activation bytes
     std::int64_t tokens = -1, ffn_chunk_tokens = 0, branches = 0, values = 0;
     std::uint64_t bytes = 0;

@@ -105,7 +105,7 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
         take(m.text_encoder, path, "text encoder");
         const auto weights = umt5::EncoderWeights::from(set);
         m.text_dim = weights.config().dim;
-        const bool embedded = set.find(umt5::kSpieceModelTensor) != nullptr;
+        const bool embedded = umt5::Tokenizer::in_checkpoint(set);
         if (!embedded) {
           m.tokenizer_model = find_tokenizer(path, paths);
           if (m.tokenizer_model.empty()) {

@@ -22,6 +22,7 @@
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_plan.h"
 #include "core/models/wan/vae_tiling.h"
+#include "core/offload/streamer.h"
 
 namespace ferry::models::wan {
 namespace {

@@ -50,7 +50,7 @@ std::uint64_t step(WeightStreamer& streamer) {
   std::uint64_t sum = 0;
   streamer.begin_pass();
   for (std::size_t g = 0; g < streamer.group_count(); ++g) {
-    const WeightStreamer::Loaded& w = streamer.acquire(g);
+    const LoadedGroup& w = streamer.acquire(g);
     for (std::size_t t = 0; t < w.size(); ++t) {
       const Tensor& tensor = w.tensor(t);
       const auto* bytes = static_cast<const unsigned char*>(tensor.data);

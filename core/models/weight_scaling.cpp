@@ -1,0 +1,92 @@
+#include "core/models/weight_scaling.h"
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/io/tensor_file.h"
+#include "core/tensor/convert.h"
+
+namespace ferry::models {
+namespace {
+
+// A scalar tensor's value (ComfyUI's fp8 scales), read from the file once.
+float read_scalar(const io::TensorFile& file, const io::TensorInfo& info) {
+  if (info.element_count() != 1 || dtype_is_blocked(info.dtype)) {
+    throw Error(ErrorCode::kBadModelFile, "'" + info.name + "' should hold one value, not " +
+                                              std::to_string(info.element_count()));
+  }
+  std::array<std::byte, 8> raw{};
+  const io::MappedView view = file.map(info);
+  view.copy_to(0, std::span<std::byte>(raw.data(), info.bytes));
+  float value = 0;
+  convert_to_f32(info.dtype, raw.data(), &value, 1);
+  return value;
+}
+
+int position_of(const offload::LayerGroup& group, std::string_view name) {
+  for (std::size_t i = 0; i < group.weights.size(); ++i) {
+    if (group.weights[i].tensor->name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int side_tensor(const offload::LayerGroup& group, const std::string& name,
+                const std::string& weight) {
+  const int at = position_of(group, name);
+  if (at < 0) {
+    throw Error(ErrorCode::kBadModelFile, "the 4-bit weight '" + weight + "' has no '" + name +
+                                              "' beside it in " + group.name);
+  }
+  return at;
+}
+
+}  // namespace
+
+WeightScalingSource WeightScalingSource::find(const offload::LayerGroup& group, int weight) {
+  WeightScalingSource source;
+  if (weight < 0) return source;
+  const offload::WeightRef& ref = group.weights[static_cast<std::size_t>(weight)];
+  const io::TensorInfo& info = *ref.tensor;
+  if (info.bnb4 != nullptr) {
+    const io::Bnb4Info& b = *info.bnb4;
+    source.bnb4_ = &b;
+    source.absmax_ = side_tensor(group, b.absmax, info.name);
+    source.code_ = side_tensor(group, b.quant_map, info.name);
+    if (b.nested) {
+      source.nested_absmax_ = side_tensor(group, b.nested_absmax, info.name);
+      source.nested_code_ = side_tensor(group, b.nested_quant_map, info.name);
+    }
+    return source;
+  }
+  const std::string_view name = info.name;
+  if (!name.ends_with(".weight")) return source;
+  const std::string base(name.substr(0, name.size() - 7));
+  for (const char* suffix : {".scale_weight", ".weight_scale"}) {
+    const int at = position_of(group, base + suffix);
+    if (at >= 0) {
+      const offload::WeightRef& scale = group.weights[static_cast<std::size_t>(at)];
+      source.scale_ = read_scalar(*scale.file, *scale.tensor);
+    }
+  }
+  return source;
+}
+
+WeightScaling WeightScalingSource::resolve(std::span<const Tensor> group, Bnb4State& state) const {
+  WeightScaling scaling(scale_);
+  if (bnb4_ == nullptr) return scaling;
+  const auto at = [&](int i) { return i < 0 ? Tensor{} : group[static_cast<std::size_t>(i)]; };
+  state.absmax = at(absmax_);
+  state.code = at(code_);
+  state.nested_absmax = at(nested_absmax_);
+  state.nested_code = at(nested_code_);
+  state.nested_offset = bnb4_->nested_offset;
+  state.blocksize = bnb4_->blocksize;
+  state.nested_blocksize = bnb4_->nested_blocksize;
+  scaling.bnb4 = &state;
+  return scaling;
+}
+
+}  // namespace ferry::models

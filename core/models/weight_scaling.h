@@ -1,0 +1,39 @@
+// What a model needs, for each weight it multiplies by, beyond the weight tensor itself: the
+// per-tensor scale of ComfyUI's scaled fp8 files (`<name>.scale_weight` or `.weight_scale`, read
+// from the file once), or where a bitsandbytes 4-bit weight's side tensors (absmax, code books)
+// sit in the same layer group. Found once when the model is built; resolved into a
+// WeightScaling at each call, from the group's tensors as the streamer acquired them.
+#pragma once
+
+#include <span>
+
+#include "core/offload/layer_group.h"
+#include "core/tensor/quant.h"
+#include "core/tensor/tensor.h"
+
+namespace ferry::models {
+
+class WeightScalingSource {
+ public:
+  WeightScalingSource() = default;
+
+  // For the weight at position `weight` of `group` (LayerGroup::weights order; -1: absent, the
+  // scaling is 1). Error(kBadModelFile) when a scale holds more than one value or a bitsandbytes
+  // side tensor is not in the group.
+  static WeightScalingSource find(const offload::LayerGroup& group, int weight);
+
+  // The scaling for one call. `group` is the acquired group's tensors; for a bitsandbytes weight
+  // `state` receives the side tensors' views and the result points at it, so it is valid while
+  // `state` is and the group stays acquired.
+  WeightScaling resolve(std::span<const Tensor> group, Bnb4State& state) const;
+
+  float scale() const { return scale_; }
+  bool bnb4() const { return bnb4_ != nullptr; }
+
+ private:
+  float scale_ = 1.0f;
+  const io::Bnb4Info* bnb4_ = nullptr;  // owned by the model's TensorSet
+  int absmax_ = -1, code_ = -1, nested_absmax_ = -1, nested_code_ = -1;
+};
+
+}  // namespace ferry::models
