@@ -298,63 +298,83 @@ void dequantize_range(DType dtype, const void* row, std::int64_t first, float* o
 
 namespace {
 
-void require_bnb4(bool ok, const std::string& what) {
-  if (!ok) throw Error(ErrorCode::kInternal, "bitsandbytes 4-bit weight: " + what);
+[[noreturn]] void bnb4_error(const std::string& what) {
+  throw Error(ErrorCode::kInternal, "bitsandbytes 4-bit weight: " + what);
+}
+
+// Checks, once per call, that the state has what blocks [first_block, first_block + blocks)
+// need (messages built only on failure: this runs once per packed panel run).
+void check_bnb4_blocks(const Bnb4State& state, std::int64_t first_block, std::int64_t blocks) {
+  if (first_block < 0 || blocks < 0 || first_block + blocks > state.absmax.numel()) {
+    bnb4_error("blocks [" + std::to_string(first_block) + ", " +
+               std::to_string(first_block + blocks) + ") lie outside its " +
+               std::to_string(state.absmax.numel()) + " scales");
+  }
+  if (!state.nested()) {
+    if (state.absmax.dtype != DType::kF32) bnb4_error("absmax is neither F32 nor U8");
+    return;
+  }
+  if (state.nested_blocksize <= 0) bnb4_error("nested_blocksize is not positive");
+  if (state.nested_code.dtype != DType::kF32 || state.nested_code.numel() != 256) {
+    bnb4_error("nested_code is not F32[256]");
+  }
+  if (state.nested_absmax.dtype != DType::kF32) bnb4_error("nested_absmax is not F32");
+  if (blocks > 0 &&
+      (first_block + blocks - 1) / state.nested_blocksize >= state.nested_absmax.numel()) {
+    bnb4_error("nested_absmax has " + std::to_string(state.nested_absmax.numel()) +
+               " values for block " + std::to_string(first_block + blocks - 1));
+  }
+}
+
+// The scale of one block, the state already checked.
+float bnb4_scale(const Bnb4State& state, std::int64_t block) {
+  if (!state.nested()) return state.absmax.as<const float>()[block];
+  const std::uint8_t code = state.absmax.as<const Byte>()[block];
+  return state.nested_code.as<const float>()[code] *
+             state.nested_absmax.as<const float>()[block / state.nested_blocksize] +
+         state.nested_offset;
 }
 
 }  // namespace
 
 void bnb4_block_scales(const Bnb4State& state, std::int64_t first_block, std::int64_t blocks,
                        float* scales) {
-  require_bnb4(first_block >= 0 && blocks >= 0 && first_block + blocks <= state.absmax.numel(),
-               "blocks [" + std::to_string(first_block) + ", " +
-                   std::to_string(first_block + blocks) + ") lie outside its " +
-                   std::to_string(state.absmax.numel()) + " scales");
-  if (!state.nested()) {
-    require_bnb4(state.absmax.dtype == DType::kF32, "absmax is neither F32 nor U8");
-    std::memcpy(scales, state.absmax.as<const float>() + first_block,
-                static_cast<std::size_t>(blocks) * sizeof(float));
-    return;
-  }
-  require_bnb4(state.nested_blocksize > 0, "nested_blocksize is not positive");
-  require_bnb4(state.nested_code.dtype == DType::kF32 && state.nested_code.numel() == 256,
-               "nested_code is not F32[256]");
-  require_bnb4(state.nested_absmax.dtype == DType::kF32, "nested_absmax is not F32");
-  if (blocks == 0) return;
-  const std::int64_t last_nested = (first_block + blocks - 1) / state.nested_blocksize;
-  require_bnb4(last_nested < state.nested_absmax.numel(),
-               "nested_absmax has " + std::to_string(state.nested_absmax.numel()) +
-                   " values for block " + std::to_string(first_block + blocks - 1));
-  const auto* codes = state.absmax.as<const Byte>();
-  const float* map = state.nested_code.as<const float>();
-  const float* nested_absmax = state.nested_absmax.as<const float>();
-  for (std::int64_t i = 0; i < blocks; ++i) {
-    const std::int64_t block = first_block + i;
-    scales[i] =
-        map[codes[block]] * nested_absmax[block / state.nested_blocksize] + state.nested_offset;
-  }
+  check_bnb4_blocks(state, first_block, blocks);
+  for (std::int64_t i = 0; i < blocks; ++i) scales[i] = bnb4_scale(state, first_block + i);
 }
 
 void dequantize_bnb4(const Bnb4State& state, const std::uint8_t* codes, std::int64_t first,
                      float* out, std::int64_t count) {
-  require_bnb4(first >= 0 && count >= 0, "a negative range");
-  require_bnb4(state.blocksize > 0, "blocksize is not positive");
-  require_bnb4(state.code.dtype == DType::kF32 && state.code.numel() == 16,
-               "the code book is not F32[16]");
+  if (first < 0 || count < 0) bnb4_error("a negative range");
+  if (state.blocksize <= 0) bnb4_error("blocksize is not positive");
+  if (state.code.dtype != DType::kF32 || state.code.numel() != 16) {
+    bnb4_error("the code book is not F32[16]");
+  }
   if (count == 0) return;
-  const float* book = state.code.as<const float>();
   const std::int64_t bs = state.blocksize;
-  std::int64_t j = first;
   const std::int64_t end = first + count;
+  check_bnb4_blocks(state, first / bs, (end - 1) / bs - first / bs + 1);
+  const float* book = state.code.as<const float>();
+  std::int64_t j = first;
   while (j < end) {
-    const std::int64_t block = j / bs;
-    const std::int64_t block_end = std::min(end, (block + 1) * bs);
-    float scale;
-    bnb4_block_scales(state, block, 1, &scale);
-    for (; j < block_end; ++j) {
-      const Byte pair = codes[j / 2];
-      const int code = (j & 1) == 0 ? pair >> 4 : pair & 15;
-      out[j - first] = book[code] * scale;
+    const std::int64_t block_end = std::min(end, (j / bs + 1) * bs);
+    const float scale = bnb4_scale(state, j / bs);
+    float* o = out + (j - first);
+    if ((j & 1) != 0) {  // a range that starts on a low nibble
+      *o++ = book[codes[j / 2] & 15] * scale;
+      ++j;
+    }
+    // Whole bytes: the high nibble first.
+    const Byte* pair = codes + j / 2;
+    const std::int64_t pairs = (block_end - j) / 2;
+    for (std::int64_t p = 0; p < pairs; ++p) {
+      o[2 * p] = book[pair[p] >> 4] * scale;
+      o[2 * p + 1] = book[pair[p] & 15] * scale;
+    }
+    j += 2 * pairs;
+    if (j < block_end) {  // a range that ends on a high nibble
+      out[j - first] = book[codes[j / 2] >> 4] * scale;
+      ++j;
     }
   }
 }
