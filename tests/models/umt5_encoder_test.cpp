@@ -45,8 +45,9 @@ constexpr double kMaxAbsBound = 0.08;
 constexpr double kRelRmsBound = 0.012;
 
 struct Reference {
-  io::TensorSet set =
-      io::TensorSet::open(test::data_path("umt5/encoder/reference.safetensors"));
+  io::TensorSet set;
+  explicit Reference(std::string_view file = "reference.safetensors")
+      : set(io::TensorSet::open(test::data_path("umt5/encoder/" + std::string(file)))) {}
 
   std::vector<std::int32_t> ids(std::string_view prompt) const {
     const auto& e = set.at(std::string(prompt) + ".ids");
@@ -66,6 +67,13 @@ class Umt5Encoder : public test::ModelTest {};
 
 const Reference& reference() {
   static const Reference r;
+  return r;
+}
+
+// tools/reference/make_umt5_gguf_reference.py: the same prompts through transformers in f32 on
+// the weights umt5-Q8_0.gguf means.
+const Reference& gguf_reference() {
+  static const Reference r("gguf_reference.safetensors");
   return r;
 }
 
@@ -119,12 +127,13 @@ EncodeResult run(const std::string& file, Placement blocks,
   return encode(backend, weights, plan_for(weights.model_layout(), blocks, 1, method), prompts);
 }
 
-void expect_matches(const std::string& file, std::string_view kind) {
+void expect_matches(const std::string& file, std::string_view kind,
+                    const Reference& want = reference()) {
   const auto prompts = all_prompt_ids();
   const EncodeResult r = run(file, Placement::kDevice, prompts);
   ASSERT_EQ(r.embeddings.size(), prompts.size());
   for (std::size_t p = 0; p < prompts.size(); ++p) {
-    const Error2 e = compare(r.embeddings[p], reference().output(kPrompts[p], kind));
+    const Error2 e = compare(r.embeddings[p], want.output(kPrompts[p], kind));
     EXPECT_LE(e.max_abs, kMaxAbsBound) << file << " " << kPrompts[p];
     EXPECT_LE(e.rel_rms, kRelRmsBound) << file << " " << kPrompts[p];
     // Against the f32 run of the same weights: how far Ferry's bf16 path is from exact.
@@ -144,7 +153,8 @@ TEST_F(Umt5Encoder, InfersTheConfigurationAndKeyLayoutFromTheFile) {
   } cases[] = {{"official.safetensors", KeyLayout::kOfficial},
                {"diffusers/text_encoder/model.safetensors", KeyLayout::kHuggingFace},
                {"comfy_fp16.safetensors", KeyLayout::kHuggingFace},
-               {"comfy_fp8_scaled.safetensors", KeyLayout::kHuggingFace}};
+               {"comfy_fp8_scaled.safetensors", KeyLayout::kHuggingFace},
+               {"umt5-Q8_0.gguf", KeyLayout::kGguf}};
   for (const Case& c : cases) {
     const auto set =
         io::TensorSet::open(test::data_path(std::string("umt5/encoder/") + c.file));
@@ -304,6 +314,38 @@ TEST_F(Umt5Encoder, RefusesATensorOfTheWrongShape) {
 TEST_F(Umt5Encoder, RefusesAFileThatIsNotATextEncoder) {
   const auto set = io::TensorSet::open(test::data_path("umt5/single_file.safetensors"));
   EXPECT_EQ(test::error_code_of([&] { EncoderWeights::from(set); }), ErrorCode::kBadModelFile);
+}
+
+// city96's GGUF layout: Q8_0 embedding and Linears, F32 norms and bias tables. The reference ran
+// the dequantised weights in f32, so the bound is the bf16 one, as for fp8.
+TEST_F(Umt5Encoder, GgufQ8_0FileMatchesItsDequantisedReference) {
+  expect_matches("umt5-Q8_0.gguf", "q8_0.f32", gguf_reference());
+}
+
+TEST_F(Umt5Encoder, GgufBlocksStreamedFromDiskEqualThemResident) {
+  const auto prompts = all_prompt_ids();
+  const EncodeResult resident = run("umt5-Q8_0.gguf", Placement::kDevice, prompts);
+  const EncodeResult streamed = run("umt5-Q8_0.gguf", Placement::kDisk, prompts);
+  for (std::size_t p = 0; p < prompts.size(); ++p) {
+    EXPECT_EQ(streamed.embeddings[p].bf16, resident.embeddings[p].bf16) << kPrompts[p];
+  }
+}
+
+// The tokenizer a GGUF carries in tokenizer.ggml.* (tokens, scores, types, charsmap) gives the
+// ids of the SentencePiece model it was made from, for every reference prompt.
+TEST_F(Umt5Encoder, TokenizerInTheGgufGivesTheSentencePieceIds) {
+  std::ifstream in(test::data_path("umt5/reference.json"), std::ios::binary);
+  const nlohmann::json json = nlohmann::json::parse(in);
+  const auto set = io::TensorSet::open(test::data_path("umt5/encoder/umt5-Q8_0.gguf"));
+  ASSERT_TRUE(Tokenizer::in_checkpoint(set));
+  const Tokenizer tokenizer = Tokenizer::from_checkpoint(set);
+  std::size_t checked = 0;
+  for (const auto& p : json["prompts"]) {
+    const TokenIds ids = tokenizer.tokenize(p["raw"].get<std::string>());
+    EXPECT_EQ(ids.ids, p["ids"].get<std::vector<std::int32_t>>()) << p["name"];
+    ++checked;
+  }
+  EXPECT_GE(checked, 6u);
 }
 
 // Prompt text → the tokenizer embedded in the fp8 single file → ids → encoder.

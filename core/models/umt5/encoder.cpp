@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 
+#include "core/backend/cpu/quant_blocks.h"
 #include "core/error.h"
 #include "core/memory/arena.h"
 #include "core/models/umt5/tokenizer.h"
@@ -21,7 +22,9 @@ void embed(Backend& backend, const EncoderWeights& weights,
            std::span<const std::vector<std::int32_t>> prompts, std::span<const Tensor> hidden) {
   const io::TensorInfo& table = *weights.embedding().tensor;
   const std::int64_t dim = weights.config().dim;
-  const std::size_t row_bytes = static_cast<std::size_t>(dim) * dtype_size(table.dtype);
+  // A row of a quantized table (city96's Q8_0 token_embd) is whole blocks: decoded on its own.
+  const auto row_bytes = static_cast<std::size_t>(
+      dtype_storage_bytes(table.dtype, static_cast<std::uint64_t>(dim)));
   const float scale = weights.embedding_scale();
   const io::MappedView view = weights.embedding().file->map(table);
   std::vector<std::byte> stored(row_bytes);
@@ -32,7 +35,11 @@ void embed(Backend& backend, const EncoderWeights& weights,
     for (std::size_t i = 0; i < prompts[p].size(); ++i) {
       const auto id = static_cast<std::uint64_t>(prompts[p][i]);
       view.copy_to(id * row_bytes, stored);
-      convert_to_f32(table.dtype, stored.data(), row.data(), row.size());
+      if (dtype_is_blocked(table.dtype)) {
+        cpu::dequantize(table.dtype, stored.data(), row.data(), dim);
+      } else {
+        convert_to_f32(table.dtype, stored.data(), row.data(), row.size());
+      }
       if (scale != 1.0f) {
         for (float& x : row) x *= scale;
       }
