@@ -9,6 +9,32 @@
 
 namespace ferry::io {
 
+namespace {
+
+constexpr std::uint64_t kFirstGgufChunk = 1ull << 20;
+
+// The header is copied out of the mapping (copy_to turns a file truncated under us into an
+// Error) in a chunk that doubles until the header fits: most headers are a few KiB, a umT5
+// tokenizer several MiB.
+GgufHeader read_gguf_header(const MappedFile& file, const std::string& source) {
+  const std::uint64_t file_size = file.size();
+  std::vector<std::byte> bytes;
+  for (std::uint64_t chunk = std::min(kFirstGgufChunk, file_size);;
+       chunk = std::min(chunk * 2, file_size)) {
+    const std::size_t have = bytes.size();
+    bytes.resize(static_cast<std::size_t>(chunk));
+    {
+      const MappedView view = file.map(have, chunk - have);
+      view.copy_to(0, std::span(bytes).subspan(have));
+    }
+    if (std::optional<GgufHeader> header = try_parse_gguf_header(bytes, file_size, source)) {
+      return std::move(*header);
+    }
+  }
+}
+
+}  // namespace
+
 std::uint64_t TensorInfo::element_count() const {
   std::uint64_t n = 1;
   for (std::uint64_t d : shape) n *= d;
@@ -43,8 +69,13 @@ TensorFile TensorFile::open(const std::filesystem::path& path) {
   }
   const std::span<const std::byte> first(prefix, std::min<std::uint64_t>(8, file_size));
   if (is_gguf(first)) {
-    // TODO(gguf reader): read the header by copying in growing chunks, then parse.
-    throw Error(ErrorCode::kUnsupported, "GGUF files are not read yet: " + source);
+    GgufHeader header = read_gguf_header(result.file_, source);
+    result.format_ = TensorFileFormat::kGguf;
+    result.data_offset_ = header.data_offset;
+    result.tensors_ = header.tensors;
+    result.gguf_ = std::move(header);
+    result.index_tensors();
+    return result;
   }
   const std::uint64_t n = safetensors_header_length(first, file_size, source);
   // n ≤ the file size and ≤ kMaxSafetensorsHeaderBytes: the bytes exist, the buffer is bounded.
