@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/io/bnb4.h"
 #include "core/io/detail/os_file.h"
 
 namespace ferry::io {
@@ -89,6 +90,16 @@ TensorFile TensorFile::open(const std::filesystem::path& path) {
   result.data_offset_ = header.data_offset;
   result.tensors_ = std::move(header.tensors);
   result.metadata_ = std::move(header.metadata);
+  // The quant state's size was checked (≤ kMaxBnb4QuantStateBytes) before it is read.
+  group_bnb4_weights(
+      result.tensors_,
+      [&](const TensorInfo& t) {
+        std::string text(static_cast<std::size_t>(t.bytes), '\0');
+        const MappedView view = result.file_.map(t.offset, t.bytes);
+        view.copy_to(0, std::as_writable_bytes(std::span(text)));
+        return text;
+      },
+      source);
   result.index_tensors();
   return result;
 }
