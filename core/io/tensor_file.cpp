@@ -1,6 +1,7 @@
 #include "core/io/tensor_file.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string>
 
@@ -69,7 +70,11 @@ TensorFile TensorFile::open(const std::filesystem::path& path) {
     view.copy_to(0, std::span<std::byte>(prefix, view.size()));
   }
   const std::span<const std::byte> first(prefix, std::min<std::uint64_t>(8, file_size));
-  if (is_gguf(first)) {
+  // A file named .gguf is read as GGUF even without the magic, so its error says what is wrong.
+  std::string extension = detail::display(path.extension());
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (is_gguf(first) || extension == ".gguf") {
     GgufHeader header = read_gguf_header(result.file_, source);
     result.format_ = TensorFileFormat::kGguf;
     result.data_offset_ = header.data_offset;
