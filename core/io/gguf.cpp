@@ -176,10 +176,23 @@ class HeaderReader {
                                   "-byte limit");
     }
     need(n, what);
+    charge(n, 1, what);
     std::string out(reinterpret_cast<const char*>(bytes_.data()) + pos_,
                     static_cast<std::size_t>(n));
     pos_ += n;
     return out;
+  }
+
+  // Counts what parsed values will occupy in memory, which can be several times their size in
+  // the file (an empty nested array is 12 bytes there, a GgufValue here), against
+  // kMaxGgufMetadataBytes, before anything is allocated for them.
+  void charge(std::uint64_t count, std::uint64_t bytes_each, std::string_view what) {
+    std::uint64_t bytes = 0;
+    if (multiply_overflows(count, bytes_each, bytes) || bytes > kMaxGgufMetadataBytes - charged_) {
+      throw bad_file(source_, std::string(what) + " would take the parsed metadata past the " +
+                                  std::to_string(kMaxGgufMetadataBytes) + "-byte limit");
+    }
+    charged_ += bytes;
   }
 
   // A count of records of at least `min_bytes` each: bounded by `limit` and by the file.
@@ -202,6 +215,7 @@ class HeaderReader {
   std::uint64_t file_size_;
   std::string_view source_;
   std::uint64_t pos_ = 0;
+  std::uint64_t charged_ = 0;
 };
 
 GgufType value_type(HeaderReader& in, std::string_view source, std::string_view key,
@@ -275,6 +289,18 @@ void read_array(HeaderReader& in, std::string_view source, std::string_view key,
   const std::uint64_t n = in.count(kMaxGgufArrayElements, min_value_bytes(out.element_type),
                                    "the length of array " + quote_tensor_name(key));
   const auto count = static_cast<std::size_t>(n);
+  const std::string what = "array " + quote_tensor_name(key);
+  switch (out.element_type) {
+    case GgufType::kString:
+      in.charge(n, sizeof(std::string), what);
+      break;
+    case GgufType::kArray:
+      in.charge(n, sizeof(GgufValue), what);
+      break;
+    default:
+      in.charge(n, 8, what);
+      break;
+  }
   GgufValue element;
   switch (out.element_type) {
     case GgufType::kString:

@@ -28,6 +28,9 @@ inline constexpr std::uint64_t kMaxGgufKeyValues = 1'000'000;
 inline constexpr std::uint64_t kMaxGgufStringBytes = 1ull << 24;
 inline constexpr std::uint64_t kMaxGgufArrayElements = 1ull << 26;
 inline constexpr std::uint32_t kMaxGgufArrayDepth = 4;
+// What the parsed key/values and names may occupy in memory (umT5's tokenizer: about 20 MiB), so
+// a hostile header of small records cannot make the reader allocate many times the file's size.
+inline constexpr std::uint64_t kMaxGgufMetadataBytes = 512ull << 20;
 inline constexpr std::uint32_t kMaxGgufDims = 8;
 // ggml accepts any power of two; real files use 32 (the default) or 64. A larger one only wastes
 // the file's space, and a huge one is a corrupt header.
