@@ -202,12 +202,17 @@ class HeaderReader {
       throw bad_file(source_, std::string(what) + " is " + std::to_string(n) + ", more than the " +
                                   "limit of " + std::to_string(limit));
     }
+    fits_in_file(n, min_bytes, what);
+    return n;
+  }
+
+  // `n` records of at least `min_bytes` each must fit in what is left of the file.
+  void fits_in_file(std::uint64_t n, std::uint64_t min_bytes, std::string_view what) const {
     if (n > left_in_file() / min_bytes) {
       throw bad_file(source_, std::string(what) + " is " + std::to_string(n) + " but the " +
                                   std::to_string(left_in_file()) +
                                   " bytes left in the file cannot hold that many (truncated?)");
     }
-    return n;
   }
 
  private:
@@ -468,8 +473,9 @@ GgufHeader parse_header(HeaderReader& in, std::uint64_t file_size, std::string_v
     throw bad_file(source, "it is GGUF version " + std::to_string(header.version) +
                                "; Ferry reads versions 2 and 3");
   }
-  // The smallest tensor info: an empty name, no dimensions, a type and an offset.
-  const std::uint64_t n_tensors = in.count(kMaxGgufTensors, 8 + 4 + 4 + 8, "the tensor count");
+  // Checked against the file where the tensor infos start, so a file cut inside its key/values
+  // is reported there.
+  const std::uint64_t n_tensors = in.count(kMaxGgufTensors, 1, "the tensor count");
   // The smallest key/value: an empty key, a type and a one-byte value.
   const std::uint64_t n_kv = in.count(kMaxGgufKeyValues, 8 + 4 + 1, "the key/value count");
 
@@ -497,6 +503,8 @@ GgufHeader parse_header(HeaderReader& in, std::uint64_t file_size, std::string_v
   }
   header.alignment = read_alignment(header.metadata, source);
 
+  // The smallest tensor info: an empty name, no dimensions, a type and an offset.
+  in.fits_in_file(n_tensors, 8 + 4 + 4 + 8, "the tensor count");
   std::unordered_set<std::string> names;
   header.tensors.reserve(static_cast<std::size_t>(n_tensors));
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
