@@ -1,9 +1,11 @@
-// `ferry-cli inspect PATH`: validates a safetensors file, a sharded index or a model folder and
-// prints what it holds: each tensor (name, dtype, shape, bytes) and the totals.
+// `ferry-cli inspect PATH`: validates a safetensors file, a sharded index, a GGUF file or a model
+// folder and prints what it holds: each tensor (name, dtype, shape, bytes; a bitsandbytes 4-bit
+// weight's quant state), a GGUF file's format, architecture and key/values, and the totals.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,6 +30,40 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
     out += std::to_string(shape[i]);
   }
   return out + "]";
+}
+
+// A bitsandbytes 4-bit weight's state: "  nf4, blocks of 64, nested (256)".
+std::string bnb4_text(const io::TensorInfo& t) {
+  if (t.bnb4 == nullptr) return "";
+  const io::Bnb4Info& b = *t.bnb4;
+  std::string text = "  " + b.quant_type + ", blocks of " + std::to_string(b.blocksize);
+  text += b.nested ? ", nested (" + std::to_string(b.nested_blocksize) + ")" : ", plain absmax";
+  return text;
+}
+
+// A string from the file, cut and with control characters replaced, for the terminal.
+std::string printable(std::string text, std::size_t max_bytes) {
+  if (text.size() > max_bytes) text = text.substr(0, max_bytes) + "...";
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return text;
+}
+
+void print_gguf(const io::GgufHeader& h) {
+  const std::optional<std::string> arch = h.string("general.architecture");
+  std::printf("  format GGUF v%u, alignment %llu, data from byte %llu\n", h.version,
+              static_cast<unsigned long long>(h.alignment),
+              static_cast<unsigned long long>(h.data_offset));
+  std::printf("  architecture %s\n", arch ? printable(*arch, 60).c_str() : "(none)");
+  const std::vector<std::string>* tokens = h.strings("tokenizer.ggml.tokens");
+  const std::optional<std::string> tokenizer = h.string("tokenizer.ggml.model");
+  std::printf("  %zu key/value%s; tokenizer: %s\n", h.metadata.size(),
+              h.metadata.size() == 1 ? "" : "s",
+              tokens == nullptr ? "none"
+                                : (printable(tokenizer.value_or("?"), 40) + ", " +
+                                   std::to_string(tokens->size()) + " tokens")
+                                      .c_str());
 }
 
 struct Totals {
@@ -59,9 +95,13 @@ void print_set(const io::TensorSet& set, const fs::path& base, bool summary, Tot
     totals.by_dtype[dtype].first += 1;
     totals.by_dtype[dtype].second += t.bytes;
     if (!summary) {
-      std::printf("  %-*s  %-7s  %-22s  %s\n", static_cast<int>(width), t.name.c_str(),
-                  dtype.c_str(), shape_text(t.shape).c_str(), human_bytes(t.bytes).c_str());
+      std::printf("  %-*s  %-7s  %-22s  %s%s\n", static_cast<int>(width), t.name.c_str(),
+                  dtype.c_str(), shape_text(t.shape).c_str(), human_bytes(t.bytes).c_str(),
+                  bnb4_text(t).c_str());
     }
+  }
+  for (const io::TensorFile& file : set.files()) {
+    if (const io::GgufHeader* gguf = file.gguf()) print_gguf(*gguf);
   }
   for (const io::TensorFile& file : set.files()) {
     for (const auto& [key, value] : file.metadata()) {
@@ -86,8 +126,9 @@ int run_inspect(const std::vector<std::string>& argv) {
   }
   if (io::is_pickle_file(path)) {
     throw Error(ErrorCode::kBadModelFile,
-                display(path) + " is a pickle file, which Ferry never loads (it can run code): "
-                                "use the .safetensors version of this model");
+                display(path) +
+                    " is a pickle file, which Ferry never loads (it can run code): "
+                    "use the .safetensors version of this model");
   }
 
   Totals totals;
@@ -97,7 +138,8 @@ int run_inspect(const std::vector<std::string>& argv) {
     if (sets.empty()) {
       throw Error(ErrorCode::kBadModelFile, "no .safetensors files in " + display(path));
     }
-    for (const fs::path& p : sets) print_set(io::TensorSet::open(p), path, args.flag("summary"), totals);
+    for (const fs::path& p : sets)
+      print_set(io::TensorSet::open(p), path, args.flag("summary"), totals);
   } else {
     print_set(io::TensorSet::open(path), {}, args.flag("summary"), totals);
   }
@@ -124,7 +166,10 @@ std::string human_bytes(unsigned long long bytes) {
     ++unit;
   }
   char text[32];
-  std::snprintf(text, sizeof text, value < 10 ? "%.2f %s" : value < 100 ? "%.1f %s" : "%.0f %s",
+  std::snprintf(text, sizeof text,
+                value < 10    ? "%.2f %s"
+                : value < 100 ? "%.1f %s"
+                              : "%.0f %s",
                 value, kUnits[unit]);
   return text;
 }

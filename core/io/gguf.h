@@ -28,7 +28,13 @@ inline constexpr std::uint64_t kMaxGgufKeyValues = 1'000'000;
 inline constexpr std::uint64_t kMaxGgufStringBytes = 1ull << 24;
 inline constexpr std::uint64_t kMaxGgufArrayElements = 1ull << 26;
 inline constexpr std::uint32_t kMaxGgufArrayDepth = 4;
+// What the parsed key/values and names may occupy in memory (umT5's tokenizer: about 20 MiB), so
+// a hostile header of small records cannot make the reader allocate many times the file's size.
+inline constexpr std::uint64_t kMaxGgufMetadataBytes = 512ull << 20;
 inline constexpr std::uint32_t kMaxGgufDims = 8;
+// ggml accepts any power of two; real files use 32 (the default) or 64. A larger one only wastes
+// the file's space, and a huge one is a corrupt header.
+inline constexpr std::uint64_t kMaxGgufAlignment = 1ull << 20;
 
 enum class GgufType : std::uint32_t {
   kU8 = 0,
@@ -71,7 +77,9 @@ struct GgufHeader {
   std::uint64_t alignment = 32;
   std::uint64_t data_offset = 0;       // where the data section starts (aligned)
   std::vector<GgufKeyValue> metadata;  // in file order
-  std::vector<TensorInfo> tensors;     // in file order; offsets absolute, shapes reversed
+  // In offset order (the header's order for every writer we know); offsets absolute, shapes
+  // reversed from ne[] (and replaced by a `comfy.gguf.orig_shape.<name>` array when one exists).
+  std::vector<TensorInfo> tensors;
 
   const GgufValue* find(std::string_view key) const;
   // Typed lookups: nullopt / nullptr when absent or of another type.
@@ -94,5 +102,11 @@ std::optional<DType> dtype_from_ggml_type(std::uint32_t type);
 // the whole file, `source` names the file in messages. Reading stops at the data section.
 GgufHeader parse_gguf_header(std::span<const std::byte> bytes, std::uint64_t file_size,
                              std::string_view source);
+
+// The same, for a reader that copies the file's start in growing chunks: nullopt when the header
+// runs past `bytes` while the file holds more (read a longer prefix and call again). Every other
+// problem throws as parse_gguf_header does.
+std::optional<GgufHeader> try_parse_gguf_header(std::span<const std::byte> bytes,
+                                                std::uint64_t file_size, std::string_view source);
 
 }  // namespace ferry::io

@@ -1,13 +1,41 @@
 #include "core/io/tensor_file.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
+#include "core/io/bnb4.h"
 #include "core/io/detail/os_file.h"
 
 namespace ferry::io {
+
+namespace {
+
+constexpr std::uint64_t kFirstGgufChunk = 1ull << 20;
+
+// The header is copied out of the mapping (copy_to turns a file truncated under us into an
+// Error) in a chunk that doubles until the header fits: most headers are a few KiB, a umT5
+// tokenizer several MiB.
+GgufHeader read_gguf_header(const MappedFile& file, const std::string& source) {
+  const std::uint64_t file_size = file.size();
+  std::vector<std::byte> bytes;
+  for (std::uint64_t chunk = std::min(kFirstGgufChunk, file_size);;
+       chunk = std::min(chunk * 2, file_size)) {
+    const std::size_t have = bytes.size();
+    bytes.resize(static_cast<std::size_t>(chunk));
+    {
+      const MappedView view = file.map(have, chunk - have);
+      view.copy_to(0, std::span(bytes).subspan(have));
+    }
+    if (std::optional<GgufHeader> header = try_parse_gguf_header(bytes, file_size, source)) {
+      return std::move(*header);
+    }
+  }
+}
+
+}  // namespace
 
 std::uint64_t TensorInfo::element_count() const {
   std::uint64_t n = 1;
@@ -42,9 +70,18 @@ TensorFile TensorFile::open(const std::filesystem::path& path) {
     view.copy_to(0, std::span<std::byte>(prefix, view.size()));
   }
   const std::span<const std::byte> first(prefix, std::min<std::uint64_t>(8, file_size));
-  if (is_gguf(first)) {
-    // TODO(gguf reader): read the header by copying in growing chunks, then parse.
-    throw Error(ErrorCode::kUnsupported, "GGUF files are not read yet: " + source);
+  // A file named .gguf is read as GGUF even without the magic, so its error says what is wrong.
+  std::string extension = detail::display(path.extension());
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (is_gguf(first) || extension == ".gguf") {
+    GgufHeader header = read_gguf_header(result.file_, source);
+    result.format_ = TensorFileFormat::kGguf;
+    result.data_offset_ = header.data_offset;
+    result.tensors_ = header.tensors;
+    result.gguf_ = std::move(header);
+    result.index_tensors();
+    return result;
   }
   const std::uint64_t n = safetensors_header_length(first, file_size, source);
   // n ≤ the file size and ≤ kMaxSafetensorsHeaderBytes: the bytes exist, the buffer is bounded.
@@ -58,6 +95,16 @@ TensorFile TensorFile::open(const std::filesystem::path& path) {
   result.data_offset_ = header.data_offset;
   result.tensors_ = std::move(header.tensors);
   result.metadata_ = std::move(header.metadata);
+  // The quant state's size was checked (≤ kMaxBnb4QuantStateBytes) before it is read.
+  group_bnb4_weights(
+      result.tensors_,
+      [&](const TensorInfo& t) {
+        std::string text(static_cast<std::size_t>(t.bytes), '\0');
+        const MappedView view = result.file_.map(t.offset, t.bytes);
+        view.copy_to(0, std::as_writable_bytes(std::span(text)));
+        return text;
+      },
+      source);
   result.index_tensors();
   return result;
 }
