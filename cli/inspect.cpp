@@ -126,9 +126,8 @@ int run_inspect(const std::vector<std::string>& argv) {
   }
   if (io::is_pickle_file(path)) {
     throw Error(ErrorCode::kBadModelFile,
-                display(path) +
-                    " is a pickle file, which Ferry never loads (it can run code): "
-                    "use the .safetensors version of this model");
+                display(path) + " is a pickle file, which Ferry never loads (it can run code): "
+                                "use the .safetensors version of this model");
   }
 
   Totals totals;
@@ -138,8 +137,7 @@ int run_inspect(const std::vector<std::string>& argv) {
     if (sets.empty()) {
       throw Error(ErrorCode::kBadModelFile, "no .safetensors files in " + display(path));
     }
-    for (const fs::path& p : sets)
-      print_set(io::TensorSet::open(p), path, args.flag("summary"), totals);
+    for (const fs::path& p : sets) print_set(io::TensorSet::open(p), path, args.flag("summary"), totals);
   } else {
     print_set(io::TensorSet::open(path), {}, args.flag("summary"), totals);
   }
@@ -166,10 +164,7 @@ std::string human_bytes(unsigned long long bytes) {
     ++unit;
   }
   char text[32];
-  std::snprintf(text, sizeof text,
-                value < 10    ? "%.2f %s"
-                : value < 100 ? "%.1f %s"
-                              : "%.0f %s",
+  std::snprintf(text, sizeof text, value < 10 ? "%.2f %s" : value < 100 ? "%.1f %s" : "%.0f %s",
                 value, kUnits[unit]);
   return text;
 }

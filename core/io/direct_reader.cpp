@@ -161,16 +161,14 @@ DirectReader& DirectReader::operator=(DirectReader&& other) noexcept {
   return *this;
 }
 
-DirectReader::~DirectReader() {
-  detail::close_direct(handle_);
-}
+DirectReader::~DirectReader() { detail::close_direct(handle_); }
 
 void DirectReader::check_range(std::uint64_t offset, std::uint64_t length) const {
   if (offset > handle_.size || length > handle_.size - offset) {
-    throw Error(ErrorCode::kBadArgument, "byte range " + std::to_string(offset) + "+" +
-                                             std::to_string(length) + " lies outside " +
-                                             detail::display(path_) + " (" +
-                                             std::to_string(handle_.size) + " bytes)");
+    throw Error(ErrorCode::kBadArgument,
+                "byte range " + std::to_string(offset) + "+" + std::to_string(length) +
+                    " lies outside " + detail::display(path_) + " (" +
+                    std::to_string(handle_.size) + " bytes)");
   }
 }
 
@@ -200,13 +198,8 @@ std::size_t DirectReader::read_aligned(std::uint64_t offset, std::span<std::byte
   latch.remaining = parts - 1;
   for (std::size_t i = 0; i < parts; ++i) {
     const std::size_t begin = std::min(buffer.size(), i * part);
-    reads[i] = PartRead{&handle_,
-                        &path_,
-                        offset + begin,
-                        buffer.data() + begin,
-                        std::min(part, buffer.size() - begin),
-                        0,
-                        nullptr};
+    reads[i] = PartRead{&handle_, &path_, offset + begin, buffer.data() + begin,
+                        std::min(part, buffer.size() - begin), 0, nullptr};
   }
   for (std::size_t i = 1; i < parts; ++i) ReadWorkers::instance().submit(&reads[i], &latch);
   std::exception_ptr first_error;
@@ -245,7 +238,8 @@ std::span<const std::byte> DirectReader::read_cover(std::uint64_t offset, std::u
   if (got < head + length) {
     throw Error(ErrorCode::kIo, "reading " + detail::display(path_) + ": the file ended at byte " +
                                     std::to_string(start + got) + ", before byte " +
-                                    std::to_string(offset + length) + " (it shrank while in use)");
+                                    std::to_string(offset + length) +
+                                    " (it shrank while in use)");
   }
   return std::span<const std::byte>(buffer.data() + head, static_cast<std::size_t>(length));
 }
@@ -260,8 +254,7 @@ void DirectReader::read(std::uint64_t offset, std::span<std::byte> dst) {
   while (position < end) {
     const std::uint64_t block = align_down(position, a);
     std::byte* out = dst.data() + (position - offset);
-    const std::uint64_t aligned_run =
-        align_down(end, a) > position ? align_down(end, a) - position : 0;
+    const std::uint64_t aligned_run = align_down(end, a) > position ? align_down(end, a) - position : 0;
     if (position == block && reinterpret_cast<std::uintptr_t>(out) % a == 0 && aligned_run > 0) {
       // Aligned in the file and in memory: read straight into dst.
       const std::size_t got = read_aligned(position, {out, static_cast<std::size_t>(aligned_run)});

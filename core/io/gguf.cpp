@@ -533,8 +533,13 @@ GgufHeader parse_header(HeaderReader& in, std::uint64_t file_size, std::string_v
     }
     t.offset += header.data_offset;
   }
-  std::stable_sort(header.tensors.begin(), header.tensors.end(),
-                   [](const TensorInfo& x, const TensorInfo& y) { return x.offset < y.offset; });
+  // Names are unique, so the order (and which pair an overlap names) is the same everywhere.
+  std::sort(header.tensors.begin(), header.tensors.end(),
+            [](const TensorInfo& x, const TensorInfo& y) {
+              return x.offset != y.offset ? x.offset < y.offset
+                     : x.bytes != y.bytes ? x.bytes < y.bytes
+                                          : x.name < y.name;
+            });
   for (std::size_t i = 1; i < header.tensors.size(); ++i) {
     const TensorInfo& previous = header.tensors[i - 1];
     if (header.tensors[i].offset < previous.offset + previous.bytes) {

@@ -7,7 +7,9 @@
 // overflow, row lengths whole blocks, the alignment a power of two, offsets aligned, ranges inside
 // the file and not overlapping, unique names. Every violation is Error(kBadModelFile) naming the
 // file and the problem; nothing is allocated with a size taken from the file before the file is
-// known to hold that many bytes.
+// known to hold that many bytes. One exception: a `comfy.gguf.orig_shape.<name>` reshape whose
+// rows would split the tensor's quant blocks is Error(kUnsupported) (the file may be fine; the
+// backends dequantise whole rows of blocks).
 #pragma once
 
 #include <cstddef>

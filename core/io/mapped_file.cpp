@@ -41,17 +41,11 @@ const std::filesystem::path& MappedFile::path() const {
   return state_ ? state_->path : kNone;
 }
 
-std::uint64_t MappedFile::size() const {
-  return state_ ? state_->handles.size : 0;
-}
+std::uint64_t MappedFile::size() const { return state_ ? state_->handles.size : 0; }
 
-std::size_t MappedFile::live_views() const {
-  return state_ ? state_->live_views.load() : 0;
-}
+std::size_t MappedFile::live_views() const { return state_ ? state_->live_views.load() : 0; }
 
-std::size_t MappedFile::granularity() {
-  return detail::map_granularity();
-}
+std::size_t MappedFile::granularity() { return detail::map_granularity(); }
 
 void MappedFile::close() {
   if (!state_) return;
@@ -67,10 +61,10 @@ MappedView MappedFile::map(std::uint64_t offset, std::uint64_t length) const {
   if (!state_) throw Error(ErrorCode::kBadArgument, "map() on a closed file");
   const std::uint64_t file_size = state_->handles.size;
   if (offset > file_size || length > file_size - offset) {
-    throw Error(ErrorCode::kBadArgument, "byte range " + std::to_string(offset) + "+" +
-                                             std::to_string(length) + " lies outside " +
-                                             detail::display(state_->path) + " (" +
-                                             std::to_string(file_size) + " bytes)");
+    throw Error(ErrorCode::kBadArgument,
+                "byte range " + std::to_string(offset) + "+" + std::to_string(length) +
+                    " lies outside " + detail::display(state_->path) + " (" +
+                    std::to_string(file_size) + " bytes)");
   }
   MappedView view;
   view.file_ = state_;
@@ -83,8 +77,8 @@ MappedView MappedFile::map(std::uint64_t offset, std::uint64_t length) const {
   const std::uint64_t start = offset - offset % granularity;
   const std::uint64_t region_size = length + (offset - start);
   if (region_size > SIZE_MAX) {
-    throw Error(ErrorCode::kUnsupported,
-                "a view of " + std::to_string(length) + " bytes does not fit this address space");
+    throw Error(ErrorCode::kUnsupported, "a view of " + std::to_string(length) +
+                                             " bytes does not fit this address space");
   }
   view.region_size_ = static_cast<std::size_t>(region_size);
   view.region_ = detail::map_region(state_->handles, start, view.region_size_, state_->path);
@@ -133,8 +127,7 @@ void MappedView::evict(std::uint64_t offset, std::uint64_t length) const noexcep
   length = std::min(length, size_ - offset);
   // Offsets within the OS region, which starts before data_ at the granularity boundary.
   const std::uint64_t page = detail::page_size();
-  const std::uint64_t lead =
-      static_cast<std::uint64_t>(data_ - static_cast<const std::byte*>(region_));
+  const std::uint64_t lead = static_cast<std::uint64_t>(data_ - static_cast<const std::byte*>(region_));
   std::uint64_t begin = lead + offset;
   std::uint64_t end = begin + length;
   // The region's last page may be partial: a range reaching the view's end takes all of it.
@@ -152,9 +145,10 @@ void MappedView::copy_to(std::uint64_t offset, std::span<std::byte> dst) const {
   }
   if (dst.empty()) return;
   if (!detail::guarded_copy(dst.data(), data_ + offset, dst.size())) {
-    throw Error(ErrorCode::kIo, "reading " + detail::display(file_->path) + " failed at byte " +
-                                    std::to_string(offset_ + offset) +
-                                    ": the file shrank or its drive went away while it was in use");
+    throw Error(ErrorCode::kIo,
+                "reading " + detail::display(file_->path) + " failed at byte " +
+                    std::to_string(offset_ + offset) +
+                    ": the file shrank or its drive went away while it was in use");
   }
 }
 

@@ -25,8 +25,7 @@ bool is_pickle_file(const fs::path& path) {
   return ext == ".pth" || ext == ".pt" || ext == ".ckpt" || ext == ".pkl";
 }
 
-std::vector<fs::path> find_safetensors_sets(const fs::path& folder,
-                                            std::vector<fs::path>* pickles) {
+std::vector<fs::path> find_safetensors_sets(const fs::path& folder, std::vector<fs::path>* pickles) {
   std::vector<fs::path> indexes;
   std::vector<fs::path> files;
   std::error_code ec;
@@ -40,12 +39,9 @@ std::vector<fs::path> find_safetensors_sets(const fs::path& folder,
       continue;
     }
     if (!it->is_regular_file()) continue;
-    if (has_suffix(name, ".safetensors.index.json"))
-      indexes.push_back(it->path());
-    else if (has_suffix(name, ".safetensors"))
-      files.push_back(it->path());
-    else if (pickles != nullptr && is_pickle_file(it->path()))
-      pickles->push_back(it->path());
+    if (has_suffix(name, ".safetensors.index.json")) indexes.push_back(it->path());
+    else if (has_suffix(name, ".safetensors")) files.push_back(it->path());
+    else if (pickles != nullptr && is_pickle_file(it->path())) pickles->push_back(it->path());
   }
   if (ec) {
     throw Error(ErrorCode::kIo, "cannot list " + detail::display(folder) + ": " + ec.message());

@@ -19,9 +19,7 @@
 namespace ferry::io::detail {
 namespace {
 
-int fd_of(NativeHandle handle) {
-  return static_cast<int>(handle);
-}
+int fd_of(NativeHandle handle) { return static_cast<int>(handle); }
 
 int open_regular(const std::filesystem::path& path, int flags, std::uint64_t& size) {
   int fd;
@@ -108,9 +106,7 @@ std::size_t page_size() {
   return size;
 }
 
-std::size_t map_granularity() {
-  return page_size();
-}
+std::size_t map_granularity() { return page_size(); }
 
 MappingHandles open_for_mapping(const std::filesystem::path& path) {
   MappingHandles handles;
@@ -137,9 +133,7 @@ void* map_region(const MappingHandles& handles, std::uint64_t offset, std::size_
   return base;
 }
 
-void unmap_region(void* base, std::size_t length) noexcept {
-  ::munmap(base, length);
-}
+void unmap_region(void* base, std::size_t length) noexcept { ::munmap(base, length); }
 
 void advise_willneed(const void* base, std::size_t length) noexcept {
   ::madvise(const_cast<void*>(base), length, MADV_WILLNEED);
@@ -214,14 +208,14 @@ std::size_t read_direct(const DirectHandle& handle, std::uint64_t offset, void* 
                         std::size_t length, const std::filesystem::path& path) {
   std::size_t done = 0;
   while (done < length) {
-    const ssize_t n = ::pread(fd_of(handle.file), static_cast<char*>(buffer) + done, length - done,
-                              static_cast<off_t>(offset + done));
+    const ssize_t n = ::pread(fd_of(handle.file), static_cast<char*>(buffer) + done,
+                              length - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw posix_error(
-          ErrorCode::kIo,
-          "reading " + display(path) + " at offset " + std::to_string(offset + done) + " failed",
-          errno);
+      throw posix_error(ErrorCode::kIo,
+                        "reading " + display(path) + " at offset " + std::to_string(offset + done) +
+                            " failed",
+                        errno);
     }
     if (n == 0) break;  // end of file
     done += static_cast<std::size_t>(n);

@@ -20,6 +20,7 @@ Error bad_file(std::string_view source, std::string_view problem) {
   return Error(ErrorCode::kBadModelFile, std::move(message));
 }
 
+
 // A SAX handler for the header: it accepts exactly the shape of a safetensors header and stops
 // at the first deviation, so no input can make it build deep or large structures.
 class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
@@ -49,8 +50,7 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
       return true;
     }
     if (offsets_seen_ == 2) {
-      return fail("tensor " + quote_tensor_name(entry_.name) +
-                  ": data_offsets has more than two entries");
+      return fail("tensor " + quote_tensor_name(entry_.name) + ": data_offsets has more than two entries");
     }
     offsets_[offsets_seen_++] = value;
     return true;
@@ -62,9 +62,7 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
     }
     if (depth_ == 2 && field_ == Field::kDType) {
       const auto dtype = dtype_from_name(value);
-      if (!dtype)
-        return fail("tensor " + quote_tensor_name(entry_.name) + " has unknown dtype " +
-                    quote_tensor_name(value));
+      if (!dtype) return fail("tensor " + quote_tensor_name(entry_.name) + " has unknown dtype " + quote_tensor_name(value));
       entry_.dtype = *dtype;
       return true;
     }
@@ -131,8 +129,7 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
     if (name == "dtype") return set_field(Field::kDType, seen_dtype_);
     if (name == "shape") return set_field(Field::kShape, seen_shape_);
     if (name == "data_offsets") return set_field(Field::kOffsets, seen_offsets_);
-    return fail("tensor " + quote_tensor_name(entry_.name) + " has unknown field " +
-                quote_tensor_name(name));
+    return fail("tensor " + quote_tensor_name(entry_.name) + " has unknown field " + quote_tensor_name(name));
   }
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& ex) override {
@@ -187,9 +184,7 @@ class HeaderHandler final : public nlohmann::json_sax<nlohmann::json> {
   bool finish_tensor() {
     if (!seen_dtype_ || !seen_shape_ || !seen_offsets_) {
       return fail("tensor " + quote_tensor_name(entry_.name) + " lacks " +
-                  (!seen_dtype_   ? "dtype"
-                   : !seen_shape_ ? "shape"
-                                  : "data_offsets"));
+                  (!seen_dtype_ ? "dtype" : !seen_shape_ ? "shape" : "data_offsets"));
     }
     if (offsets_seen_ != 2) {
       return fail("tensor " + quote_tensor_name(entry_.name) + ": data_offsets needs two entries");
@@ -221,6 +216,7 @@ bool multiply_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
 }
 
 }  // namespace
+
 
 std::uint64_t safetensors_header_length(std::span<const std::byte> prefix, std::uint64_t file_size,
                                         std::string_view source) {
@@ -258,8 +254,8 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
   const bool ok = nlohmann::json::sax_parse(json, json + n, &handler,
                                             nlohmann::json::input_format_t::json, true);
   if (!ok) {
-    throw bad_file(source,
-                   handler.problem.empty() ? "the header is not valid JSON" : handler.problem);
+    throw bad_file(source, handler.problem.empty() ? "the header is not valid JSON"
+                                                   : handler.problem);
   }
 
   SafetensorsHeader header;
@@ -274,13 +270,11 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
     std::uint64_t expected = dtype_size(t.dtype);
     for (std::uint64_t d : t.shape) {
       if (multiply_overflows(expected, d, expected)) {
-        throw bad_file(source,
-                       "tensor " + quote_tensor_name(t.name) + " has a shape whose size overflows");
+        throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " has a shape whose size overflows");
       }
     }
     if (begin > end) {
-      throw bad_file(
-          source, "tensor " + quote_tensor_name(t.name) + " has data_offsets that run backwards");
+      throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " has data_offsets that run backwards");
     }
     if (end > data_size) {
       throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " ends at data byte " +
@@ -288,9 +282,9 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
                                  std::to_string(data_size) + " bytes (truncated?)");
     }
     if (end - begin != expected) {
-      throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " spans " +
-                                 std::to_string(end - begin) +
-                                 " bytes but its dtype and shape need " + std::to_string(expected));
+      throw bad_file(source, "tensor " + quote_tensor_name(t.name) + " spans " + std::to_string(end - begin) +
+                                 " bytes but its dtype and shape need " +
+                                 std::to_string(expected));
     }
     t.offset = header.data_offset + begin;
     t.bytes = end - begin;
@@ -307,8 +301,8 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> bytes,
     TensorInfo& t = handler.tensors[i];
     if (t.bytes != 0) {
       if (previous != nullptr && t.offset < previous->offset + previous->bytes) {
-        throw bad_file(source, "tensors " + quote_tensor_name(previous->name) + " and " +
-                                   quote_tensor_name(t.name) + " overlap");
+        throw bad_file(source, "tensors " + quote_tensor_name(previous->name) + " and " + quote_tensor_name(t.name) +
+                                   " overlap");
       }
     }
     header.tensors.push_back(std::move(t));

@@ -82,9 +82,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
     detail::flush_to_disk(partial);
     std::error_code ec;
     std::filesystem::rename(partial, path, ec);
-    if (ec)
-      throw Error(ErrorCode::kIo,
-                  "cannot rename the finished file to " + name + ": " + ec.message());
+    if (ec) throw Error(ErrorCode::kIo, "cannot rename the finished file to " + name + ": " + ec.message());
   } catch (...) {
     // Whatever failed (the disk, the filler, the rename), nothing half-written stays behind.
     std::error_code ignored;

@@ -119,8 +119,7 @@ std::vector<std::pair<std::string, std::string>> parse_shard_index(std::string_v
   if (!handler.saw_weight_map) throw bad_index(source, "it has no weight_map");
   std::set<std::string_view> names;
   for (const auto& [tensor, shard] : handler.weights) {
-    if (!names.insert(tensor).second)
-      throw bad_index(source, "tensor '" + tensor + "' is listed twice");
+    if (!names.insert(tensor).second) throw bad_index(source, "tensor '" + tensor + "' is listed twice");
     if (!is_plain_shard_name(shard)) {
       std::size_t cut = std::min<std::size_t>(shard.size(), 200);  // on a UTF-8 boundary
       while (cut > 0 && cut < shard.size() &&
@@ -165,8 +164,8 @@ TensorSet TensorSet::open(const std::filesystem::path& path) {
     const std::filesystem::path shard_path = path.parent_path() / detail::path_from_utf8(shard);
     std::error_code ec;
     if (!std::filesystem::exists(shard_path, ec)) {
-      throw bad_index(
-          source, "its shard " + shard + " is missing from " + detail::display(path.parent_path()));
+      throw bad_index(source, "its shard " + shard + " is missing from " +
+                                  detail::display(path.parent_path()));
     }
     shard_slot.emplace(shard, set.files_.size());
     set.files_.push_back(TensorFile::open(shard_path));
@@ -199,9 +198,9 @@ void TensorSet::index_entries() {
   for (const TensorFile& file : files_) {
     for (const TensorInfo& tensor : file.tensors()) {
       if (!by_name_.emplace(tensor.name, entries_.size()).second) {
-        throw Error(
-            ErrorCode::kBadModelFile,
-            "tensor '" + tensor.name + "' appears in two files of " + detail::display(path_));
+        throw Error(ErrorCode::kBadModelFile,
+                    "tensor '" + tensor.name + "' appears in two files of " +
+                        detail::display(path_));
       }
       entries_.push_back(Entry{&file, &tensor});
       tensor_bytes_ += tensor.bytes;
