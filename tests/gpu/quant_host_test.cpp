@@ -1,0 +1,117 @@
+// The CUDA dequantisers' arithmetic, run on the host: cuda/quant_decode.cuh is the very code the
+// kernels run (there with explicitly rounded f32 operations), so checking it bit for bit against
+// the CPU's dequantisers (core/backend/cpu/quant_blocks.h, the oracle) on every machine that
+// builds the CUDA backend catches a wrong bit position, association or sign before any GPU runs
+// it. tests/gpu/quant_parity_test.cpp checks the kernels themselves on a GPU.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/backend/cpu/quant_blocks.h"
+#include "core/tensor/quant.h"
+#include "cuda/quant_decode.cuh"
+#include "tests/gpu/quant_test_blocks.h"
+
+namespace ferry {
+namespace {
+
+Tensor host_tensor(DType dtype, Shape shape, const void* data) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.data = const_cast<void*>(data);
+  t.device = Device::kCpu;
+  return t;
+}
+
+// A value with all its digits and its bits: "-0.00275993184 (0xbb34e000)".
+std::string bits_text(float v) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.9g (0x%08x)", static_cast<double>(v),
+                static_cast<unsigned>(std::bit_cast<std::uint32_t>(v)));
+  return text;
+}
+
+// The first value whose bits differ (with both values), or "" when all are equal.
+std::string first_difference(const std::vector<float>& want, const std::vector<float>& got) {
+  std::int64_t differing = 0;
+  std::string first;
+  for (std::size_t j = 0; j < want.size(); ++j) {
+    if (std::bit_cast<std::uint32_t>(want[j]) == std::bit_cast<std::uint32_t>(got[j])) continue;
+    if (differing++ == 0) {
+      first = "value " + std::to_string(j) + ": cpu " + bits_text(want[j]) + ", cuda decoder " +
+              bits_text(got[j]);
+    }
+  }
+  return differing == 0 ? "" : std::to_string(differing) + " values differ, first " + first;
+}
+
+TEST(CudaQuantDecode, ggml_values_are_bit_exact_with_the_cpu_dequantiser_for_every_block_type) {
+  std::uint32_t seed = 1;
+  for (const DType t : test::kBlockTypes) {
+    std::vector<std::uint8_t> bytes = test::random_blocks(t, 1024, seed++);
+    const std::vector<std::uint8_t> edges = test::edge_blocks(t, seed++);
+    bytes.insert(bytes.end(), edges.begin(), edges.end());
+    const auto blocks = static_cast<std::int64_t>(bytes.size() / dtype_block_bytes(t));
+    const std::int64_t count = blocks * dtype_block_elems(t);
+    std::vector<float> want(static_cast<std::size_t>(count));
+    cpu::dequantize(t, bytes.data(), want.data(), count);
+    cuda::QuantWeight w;
+    w.dtype = t;
+    w.data = bytes.data();
+    std::vector<float> got(want.size());
+    for (std::int64_t j = 0; j < count; ++j)
+      got[static_cast<std::size_t>(j)] = cuda::quant::value_at(w, j);
+    EXPECT_EQ(first_difference(want, got), "") << dtype_name(t) << ", " << blocks << " blocks";
+  }
+}
+
+TEST(CudaQuantDecode, bitsandbytes_values_are_bit_exact_with_the_cpu_dequantiser) {
+  std::uint32_t seed = 100;
+  for (const bool nested : {false, true}) {
+    for (const bool nf4 : {true, false}) {
+      // 1101 blocks of 64, the last one partial: 5 nested blocks, the last one partial too.
+      const test::Bnb4Host h = test::random_bnb4(64 * 1100 + 37, nested, nf4, seed++);
+      Bnb4State state;
+      state.blocksize = h.blocksize;
+      state.nested_blocksize = h.nested_blocksize;
+      state.code = host_tensor(DType::kF32, {16}, h.code.data());
+      if (nested) {
+        state.absmax = host_tensor(DType::kU8, {h.blocks()}, h.absmax_u8.data());
+        state.nested_absmax =
+            host_tensor(DType::kF32, {static_cast<std::int64_t>(h.nested_absmax.size())},
+                        h.nested_absmax.data());
+        state.nested_code = host_tensor(DType::kF32, {256}, h.nested_code.data());
+        state.nested_offset = h.nested_offset;
+      } else {
+        state.absmax = host_tensor(DType::kF32, {h.blocks()}, h.absmax_f32.data());
+      }
+      std::vector<float> want(static_cast<std::size_t>(h.count));
+      cpu::dequantize_bnb4(state, h.codes.data(), 0, want.data(), h.count);
+
+      cuda::QuantWeight w;
+      w.dtype = DType::kBnb4;
+      w.data = h.codes.data();
+      w.absmax = nested ? static_cast<const void*>(h.absmax_u8.data()) : h.absmax_f32.data();
+      w.nested = nested;
+      w.code = h.code.data();
+      w.nested_absmax = h.nested_absmax.data();
+      w.nested_code = h.nested_code.data();
+      w.nested_offset = h.nested_offset;
+      w.blocksize = h.blocksize;
+      w.nested_blocksize = h.nested_blocksize;
+      std::vector<float> got(want.size());
+      for (std::int64_t j = 0; j < h.count; ++j)
+        got[static_cast<std::size_t>(j)] = cuda::quant::value_at(w, j);
+      EXPECT_EQ(first_difference(want, got), "")
+          << (nested ? "nested" : "plain") << (nf4 ? " NF4" : " FP4");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry
