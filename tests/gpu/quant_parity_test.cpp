@@ -505,6 +505,9 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
         const double threshold = sum_floor + (c.y == DType::kBF16 ? 0x1p-7 : 0.0);
 
         for (cuda::CudaBackend* gpu : {&gpu(), &gpu_small()}) {
+          // The small workspace stages one or two weight rows and one x row per GEMM: 21,000
+          // calls at 300 x 70; the smaller sizes exercise its panels and row blocks as well.
+          if (gpu == &gpu_small() && m > 37) continue;
           DeviceBytes x(x_bytes), b(b_bytes);
           DeviceBytes y(static_cast<std::size_t>(m * n) * dtype_size(c.y));
           const Tensor b_dev = b.tensor(c.b, {n});
