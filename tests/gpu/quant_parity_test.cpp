@@ -273,12 +273,13 @@ class QuantParity : public ::testing::Test {
     static cuda::CudaBackend backend;
     return backend;
   }
-  // A 4 KiB workspace: linear dequantises a panel of one or two weight rows at a time, for
-  // many row blocks.
+  // A 16 KiB workspace: at K = 768 linear dequantises panels of a few weight rows, for row
+  // blocks of a few tokens, and writes output blocks at unaligned addresses; its f32 fallback
+  // (x and w both f32, 3 KiB a row each) still fits.
   static cuda::CudaBackend& gpu_small() {
     static cuda::CudaBackend backend([] {
       cuda::CudaBackendOptions o;
-      o.workspace_bytes = 4 << 10;
+      o.workspace_bytes = 16 << 10;
       o.gemm_workspace_bytes = 1 << 20;
       return o;
     }());
@@ -505,9 +506,6 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
         const double threshold = sum_floor + (c.y == DType::kBF16 ? 0x1p-7 : 0.0);
 
         for (cuda::CudaBackend* gpu : {&gpu(), &gpu_small()}) {
-          // The small workspace stages one or two weight rows and one x row per GEMM: 21,000
-          // calls at 300 x 70; the smaller sizes exercise its panels and row blocks as well.
-          if (gpu == &gpu_small() && m > 37) continue;
           DeviceBytes x(x_bytes), b(b_bytes);
           DeviceBytes y(static_cast<std::size_t>(m * n) * dtype_size(c.y));
           const Tensor b_dev = b.tensor(c.b, {n});
@@ -523,14 +521,27 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
           const std::vector<float> got = as_f32(c.y, y.body(what).data(), m * n);
           std::string where;
           const double error = normalised_error(want, got, &where);
-          EXPECT_LE(error, threshold) << what << " vs the CPU on the same weights, at " << where;
-          records().push_back({what, error, threshold});
-          if (bf16_gemm) {
-            const double error_exact = normalised_error(want_exact, got, &where);
-            EXPECT_LE(error_exact, threshold + rounding_bound)
-                << what << " vs the CPU on the exact weights, at " << where;
-            records().push_back({what + " vs exact w", error_exact, threshold + rounding_bound});
+          if (!bf16_gemm) {
+            EXPECT_LE(error, threshold) << what << " vs the CPU on the same weights, at " << where;
+            records().push_back({what, error, threshold});
+            continue;
           }
+          std::string where_exact;
+          const double error_exact = normalised_error(want_exact, got, &where_exact);
+          // Where cuBLASLt has no bf16 algorithm for a block (an unaligned output block of the
+          // small workspace, say), linear falls back to f32 operands, the exact weights (and logs
+          // it): then the result is the exact-weight one, within the same summation bound.
+          const bool f32_fallback = !(error <= threshold) && error_exact <= threshold;
+          EXPECT_TRUE(error <= threshold || f32_fallback)
+              << what << ": error " << error << " > " << threshold
+              << " vs the CPU on the same bf16-rounded weights, at " << where << " (and "
+              << error_exact << " vs the exact weights, at " << where_exact << ")";
+          records().push_back(f32_fallback
+                                  ? Record{what + " (f32 fallback)", error_exact, threshold}
+                                  : Record{what, error, threshold});
+          EXPECT_LE(error_exact, threshold + rounding_bound)
+              << what << " vs the CPU on the exact weights, at " << where_exact;
+          records().push_back({what + " vs exact w", error_exact, threshold + rounding_bound});
         }
       }
     }
