@@ -50,6 +50,28 @@ std::string first_difference(const std::vector<float>& want, const std::vector<f
   return differing == 0 ? "" : std::to_string(differing) + " values differ, first " + first;
 }
 
+// The decoders' block sizes are core/tensor/dtype.h's (a mismatch would misread every block
+// after the first).
+template <DType T>
+void expect_block_geometry() {
+  EXPECT_EQ(cuda::quant::Block<T>::kElems, dtype_block_elems(T)) << dtype_name(T);
+  EXPECT_EQ(static_cast<std::size_t>(cuda::quant::Block<T>::kBytes), dtype_block_bytes(T))
+      << dtype_name(T);
+}
+
+TEST(CudaQuantDecode, block_sizes_are_the_dtype_tables) {
+  expect_block_geometry<DType::kQ4_0>();
+  expect_block_geometry<DType::kQ4_1>();
+  expect_block_geometry<DType::kQ5_0>();
+  expect_block_geometry<DType::kQ5_1>();
+  expect_block_geometry<DType::kQ8_0>();
+  expect_block_geometry<DType::kQ2_K>();
+  expect_block_geometry<DType::kQ3_K>();
+  expect_block_geometry<DType::kQ4_K>();
+  expect_block_geometry<DType::kQ5_K>();
+  expect_block_geometry<DType::kQ6_K>();
+}
+
 TEST(CudaQuantDecode, ggml_values_are_bit_exact_with_the_cpu_dequantiser_for_every_block_type) {
   std::uint32_t seed = 1;
   for (const DType t : test::kBlockTypes) {
