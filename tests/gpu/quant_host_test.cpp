@@ -3,30 +3,29 @@
 // the CPU's dequantisers (core/backend/cpu/quant_blocks.h, the oracle) on every machine that
 // builds the CUDA backend catches a wrong bit position, association or sign before any GPU runs
 // it. tests/gpu/quant_parity_test.cpp checks the kernels themselves on a GPU.
+//
+// Also here: the floor under that test's linear bounds (quant_linear_reference.h), measured on the
+// CPU. The same products summed in another order (f64, rounded once) stay inside the bound
+// against the CPU's linear, and the bf16-rounded weights' result inside the rounding bound
+// against the exact weights', with the ratios printed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/quant_blocks.h"
 #include "core/tensor/quant.h"
 #include "cuda/quant_decode.cuh"
+#include "tests/gpu/quant_linear_reference.h"
 #include "tests/gpu/quant_test_blocks.h"
 
 namespace ferry {
 namespace {
-
-Tensor host_tensor(DType dtype, Shape shape, const void* data) {
-  Tensor t;
-  t.dtype = dtype;
-  t.shape = shape;
-  t.data = const_cast<void*>(data);
-  t.device = Device::kCpu;
-  return t;
-}
 
 // A value with all its digits and its bits: "-0.00275993184 (0xbb34e000)".
 std::string bits_text(float v) {
@@ -101,16 +100,16 @@ TEST(CudaQuantDecode, bitsandbytes_values_are_bit_exact_with_the_cpu_dequantiser
       Bnb4State state;
       state.blocksize = h.blocksize;
       state.nested_blocksize = h.nested_blocksize;
-      state.code = host_tensor(DType::kF32, {16}, h.code.data());
+      state.code = test::host_tensor(DType::kF32, {16}, h.code.data());
       if (nested) {
-        state.absmax = host_tensor(DType::kU8, {h.blocks()}, h.absmax_u8.data());
+        state.absmax = test::host_tensor(DType::kU8, {h.blocks()}, h.absmax_u8.data());
         state.nested_absmax =
-            host_tensor(DType::kF32, {static_cast<std::int64_t>(h.nested_absmax.size())},
-                        h.nested_absmax.data());
-        state.nested_code = host_tensor(DType::kF32, {256}, h.nested_code.data());
+            test::host_tensor(DType::kF32, {static_cast<std::int64_t>(h.nested_absmax.size())},
+                              h.nested_absmax.data());
+        state.nested_code = test::host_tensor(DType::kF32, {256}, h.nested_code.data());
         state.nested_offset = h.nested_offset;
       } else {
-        state.absmax = host_tensor(DType::kF32, {h.blocks()}, h.absmax_f32.data());
+        state.absmax = test::host_tensor(DType::kF32, {h.blocks()}, h.absmax_f32.data());
       }
       std::vector<float> want(static_cast<std::size_t>(h.count));
       cpu::dequantize_bnb4(state, h.codes.data(), 0, want.data(), h.count);
@@ -133,6 +132,67 @@ TEST(CudaQuantDecode, bitsandbytes_values_are_bit_exact_with_the_cpu_dequantiser
           << (nested ? "nested" : "plain") << (nf4 ? " NF4" : " FP4");
     }
   }
+}
+
+// The same products as the GEMM sees them (x rounded to y's dtype, w bf16-rounded or exact),
+// summed in f64 and rounded once to f32, the bias added in f32, rounded to y: a summation order
+// other than the CPU's, the difference cuBLASLt's order makes.
+std::vector<float> other_order(const test::LinearReference& r, const test::LinearCase& c,
+                               std::int64_t m, std::int64_t k, std::int64_t n,
+                               const std::vector<std::uint8_t>& b_bytes) {
+  const std::vector<float> bias = test::as_f32(c.b, b_bytes.data(), n);
+  std::vector<float> y(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (std::int64_t l = 0; l < k; ++l) {
+        sum += static_cast<double>(r.x_gemm[static_cast<std::size_t>(i * k + l)]) *
+               static_cast<double>(r.w_gemm[static_cast<std::size_t>(j * k + l)]);
+      }
+      float v = static_cast<float>(sum);
+      if (c.bias) v += bias[static_cast<std::size_t>(j)];
+      y[static_cast<std::size_t>(i * n + j)] = round_to(c.y, v);
+    }
+  }
+  return y;
+}
+
+TEST(QuantLinearBounds, another_summation_order_on_the_cpu_stays_inside_the_gpu_tests_bounds) {
+  cpu::CpuBackend cpu;
+  std::uint32_t seed = 7000;
+  double worst_same = 0, worst_exact = 0;
+  for (const DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    const std::int64_t k = dtype_block_elems(t) == 256 ? 768 : 160;
+    for (const auto& [m, n] : {std::pair<std::int64_t, std::int64_t>{37, 129}, {300, 70}}) {
+      const std::vector<std::uint8_t> blocks =
+          test::random_blocks(t, n * k / dtype_block_elems(t), seed++, /*moderate=*/true);
+      std::vector<float> w_exact(static_cast<std::size_t>(n * k));
+      cpu::dequantize(t, blocks.data(), w_exact.data(), n * k);
+      for (const test::LinearCase& c : test::kLinearCases) {
+        const std::vector<std::uint8_t> x_bytes = test::random_values(c.x, m * k, seed++);
+        const std::vector<std::uint8_t> b_bytes = test::random_values(c.b, n, seed++);
+        const test::LinearReference r =
+            test::linear_reference(cpu, c, m, k, n, x_bytes, b_bytes, w_exact);
+        const std::vector<float> got = other_order(r, c, m, k, n, b_bytes);
+        const std::string what = std::string(dtype_name(t)) + " x " + std::string(dtype_name(c.x)) +
+                                 " -> " + std::string(dtype_name(c.y)) + " " + std::to_string(m) +
+                                 "x" + std::to_string(k) + "x" + std::to_string(n);
+        std::string where;
+        const double same = test::normalised_error(r.want, got, &where);
+        EXPECT_LE(same, r.threshold) << what << " at " << where;
+        worst_same = std::max(worst_same, same / r.threshold);
+        if (!r.bf16_gemm) continue;
+        const double exact = test::normalised_error(r.want_exact, got, &where);
+        EXPECT_LE(exact, r.threshold + r.rounding_bound)
+            << what << " vs the exact weights at " << where;
+        worst_exact = std::max(worst_exact, exact / (r.threshold + r.rounding_bound));
+      }
+    }
+  }
+  std::printf(
+      "another summation order: at most %.3f of the same-weights bound, %.3f of the "
+      "exact-weights bound\n",
+      worst_same, worst_exact);
 }
 
 }  // namespace

@@ -35,29 +35,13 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/device_info.h"
 #include "cuda/quant.cuh"
+#include "tests/gpu/quant_linear_reference.h"
 #include "tests/gpu/quant_test_blocks.h"
 
 namespace ferry {
 namespace {
 
-// ---- Bounds (normalised error max |cpu − cuda| / max |cpu|) ----
-//
-// linear's GEMM type with a quantised weight is bf16 when x's values are bf16 (then the weight
-// panel is the exact f32 dequantisation rounded once to bf16), else f32 with the exact values
-// (cuda/linear_plan.h). So each result is compared with the CPU backend's linear on
-//   w_ref = the CPU dequantisation, rounded to bf16 where the GEMM is bf16:
-// the same products (bf16 · bf16 and f32 · f32 products are the CPU's exactly), summed in another
-// order. The floor is then the f32 summation order, ≈ √K ulps of the terms: f32_sum(K) =
-// 1e-6·√K (8·√K ulps) as in backend_parity_test.cpp, at least 1e-5 for the bf16 products, whose
-// cuBLASLt kernels may split K; and with a bf16 output one rounding flip, 2^-7 of the largest
-// value (a bf16 ulp is at most 2^-7 of the value it rounds).
-//
-// The bf16 rounding of the weights is checked separately against the CPU's exact-weight linear:
-// |Δy_ij| ≤ Σ_k |x_ik| · |w_jk − bf16(w_jk)| (each product changes by at most that), computed in
-// f64 from the test's own data, normalised by max |y|, plus the bound above.
-double f32_sum(std::int64_t k) {
-  return 1e-6 * std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));
-}
+// linear's bounds, and what it is compared with: quant_linear_reference.h.
 
 constexpr std::size_t kGuardBytes = 1024;  // a multiple of 256: the body keeps cudaMalloc's
                                            // alignment
@@ -160,15 +144,6 @@ std::string first_difference(const std::vector<float>& want, const std::vector<f
   return differing == 0 ? "" : std::to_string(differing) + " values differ, first " + first;
 }
 
-Tensor host_tensor(DType dtype, Shape shape, const void* data) {
-  Tensor t;
-  t.dtype = dtype;
-  t.shape = shape;
-  t.data = const_cast<void*>(data);
-  t.device = Device::kCpu;
-  return t;
-}
-
 std::string dt(DType t) {
   return std::string(dtype_name(t));
 }
@@ -229,10 +204,11 @@ struct QuantCase {
       s->nested_blocksize = bnb4.nested_blocksize;
       s->nested_offset = bnb4.nested_offset;
     }
-    host_state.absmax = host_tensor(DType::kU8, {bnb4.blocks()}, bnb4.absmax_u8.data());
-    host_state.code = host_tensor(DType::kF32, {16}, bnb4.code.data());
-    host_state.nested_absmax = host_tensor(DType::kF32, nested_shape, bnb4.nested_absmax.data());
-    host_state.nested_code = host_tensor(DType::kF32, {256}, bnb4.nested_code.data());
+    host_state.absmax = test::host_tensor(DType::kU8, {bnb4.blocks()}, bnb4.absmax_u8.data());
+    host_state.code = test::host_tensor(DType::kF32, {16}, bnb4.code.data());
+    host_state.nested_absmax =
+        test::host_tensor(DType::kF32, nested_shape, bnb4.nested_absmax.data());
+    host_state.nested_code = test::host_tensor(DType::kF32, {256}, bnb4.nested_code.data());
     dev_state.absmax = absmax->tensor(DType::kU8, {bnb4.blocks()});
     dev_state.code = code->tensor(DType::kF32, {16});
     dev_state.nested_absmax = nested_absmax->tensor(DType::kF32, nested_shape);
@@ -335,16 +311,16 @@ TEST_F(QuantParity, dequantize_bnb4_is_bit_exact_with_the_cpu_nested_and_plain) 
       Bnb4State state;
       state.blocksize = h.blocksize;
       state.nested_blocksize = h.nested_blocksize;
-      state.code = host_tensor(DType::kF32, {16}, h.code.data());
+      state.code = test::host_tensor(DType::kF32, {16}, h.code.data());
       if (nested) {
-        state.absmax = host_tensor(DType::kU8, {h.blocks()}, h.absmax_u8.data());
+        state.absmax = test::host_tensor(DType::kU8, {h.blocks()}, h.absmax_u8.data());
         state.nested_absmax =
-            host_tensor(DType::kF32, {static_cast<std::int64_t>(h.nested_absmax.size())},
-                        h.nested_absmax.data());
-        state.nested_code = host_tensor(DType::kF32, {256}, h.nested_code.data());
+            test::host_tensor(DType::kF32, {static_cast<std::int64_t>(h.nested_absmax.size())},
+                              h.nested_absmax.data());
+        state.nested_code = test::host_tensor(DType::kF32, {256}, h.nested_code.data());
         state.nested_offset = h.nested_offset;
       } else {
-        state.absmax = host_tensor(DType::kF32, {h.blocks()}, h.absmax_f32.data());
+        state.absmax = test::host_tensor(DType::kF32, {h.blocks()}, h.absmax_f32.data());
       }
       std::vector<float> want(static_cast<std::size_t>(h.count));
       cpu::dequantize_bnb4(state, h.codes.data(), 0, want.data(), h.count);
@@ -392,58 +368,7 @@ TEST_F(QuantParity, dequantize_bnb4_is_bit_exact_with_the_cpu_nested_and_plain) 
 
 // ---- linear ----
 
-struct LinearCase {
-  DType x, y;
-  bool bias;
-  DType b;
-};
-
-// Normalised error of got against want (both as f32), NaN-aware: a NaN where want has none (or
-// an element never written) is an infinite error.
-double normalised_error(const std::vector<float>& want, const std::vector<float>& got,
-                        std::string* where) {
-  double max_a = 0, max_diff = 0;
-  for (float a : want)
-    if (std::isfinite(a)) max_a = std::max(max_a, static_cast<double>(std::fabs(a)));
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i]) != std::isnan(got[i])) {
-      *where = "element " + std::to_string(i) + ": cpu " + std::to_string(want[i]) + ", cuda " +
-               std::to_string(got[i]);
-      return INFINITY;
-    }
-    const double diff = std::fabs(static_cast<double>(want[i]) - static_cast<double>(got[i]));
-    if (diff > max_diff) {
-      max_diff = diff;
-      *where = "element " + std::to_string(i) + ": cpu " + std::to_string(want[i]) + ", cuda " +
-               std::to_string(got[i]);
-    }
-  }
-  return max_diff / std::max(1e-6, max_a);
-}
-
-std::vector<float> as_f32(DType dtype, const void* bytes, std::int64_t n) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  convert_to_f32(dtype, bytes, v.data(), v.size());
-  return v;
-}
-
-std::vector<std::uint8_t> random_values(DType dtype, std::int64_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<std::size_t>(n));
-  for (float& v : values) v = dist(rng);
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(n) * dtype_size(dtype));
-  convert_from_f32(values.data(), dtype, bytes.data(), values.size());
-  return bytes;
-}
-
 TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_every_type) {
-  const LinearCase cases[] = {
-      {DType::kBF16, DType::kBF16, true, DType::kBF16},  // bf16 GEMM, bias preloaded
-      {DType::kF32, DType::kBF16, true, DType::kF32},    // x rounded to bf16, staged epilogue
-      {DType::kBF16, DType::kF32, false, DType::kF32},   // bf16 GEMM, f32 out
-      {DType::kF32, DType::kF32, true, DType::kF32},     // f32 GEMM on the exact weights
-  };
   const std::int64_t sizes[][2] = {{1, 31}, {37, 129}, {300, 70}};  // m, n
   std::vector<DType> types(std::begin(test::kBlockTypes), std::end(test::kBlockTypes));
   types.push_back(DType::kBnb4);
@@ -455,56 +380,12 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
       const std::int64_t m = size[0], n = size[1];
       const QuantCase w(t, n, k, seed++, /*moderate=*/true);
       const std::vector<float> w_exact = w.values(n * k);
-      std::vector<std::uint8_t> w_bf16(w_exact.size() * 2);
-      convert_from_f32(w_exact.data(), DType::kBF16, w_bf16.data(), w_exact.size());
-      const std::vector<float> w_rounded = as_f32(DType::kBF16, w_bf16.data(), n * k);
-      for (const LinearCase& c : cases) {
-        const std::vector<std::uint8_t> x_bytes = random_values(c.x, m * k, seed++);
-        const std::vector<std::uint8_t> b_bytes = random_values(c.b, n, seed++);
-        const Tensor x_cpu = host_tensor(c.x, {m, k}, x_bytes.data());
-        const Tensor b_cpu = host_tensor(c.b, {n}, b_bytes.data());
-        // The GEMM type linear_gemm_type picks: bf16 when round_y(x) is bf16.
-        const bool bf16_gemm = (c.y == DType::kF32 ? c.x : c.y) == DType::kBF16;
-        const Tensor w_ref = bf16_gemm ? host_tensor(DType::kBF16, {n, k}, w_bf16.data())
-                                       : host_tensor(DType::kF32, {n, k}, w_exact.data());
-        std::vector<std::uint8_t> y_ref(static_cast<std::size_t>(m * n) * dtype_size(c.y));
-        cpu().linear(x_cpu, w_ref, c.bias ? &b_cpu : nullptr,
-                     host_tensor(c.y, {m, n}, y_ref.data()), {});
-        const std::vector<float> want = as_f32(c.y, y_ref.data(), m * n);
-        // With bf16 products: the CPU's linear on the exact weights, and the weight rounding's
-        // bound max_ij Σ_k |x_ik|·|w_jk − bf16(w_jk)| (in f64) over max |y|.
-        std::vector<float> want_exact;
-        double rounding_bound = 0;
-        if (bf16_gemm) {
-          std::vector<std::uint8_t> y_exact(y_ref.size());
-          cpu().linear(x_cpu, host_tensor(DType::kF32, {n, k}, w_exact.data()),
-                       c.bias ? &b_cpu : nullptr, host_tensor(c.y, {m, n}, y_exact.data()), {});
-          want_exact = as_f32(c.y, y_exact.data(), m * n);
-          // |x| as the GEMM sees it (bf16 here), and the weights' rounding errors.
-          std::vector<double> x_abs(static_cast<std::size_t>(m * k));
-          const std::vector<float> xv = as_f32(c.x, x_bytes.data(), m * k);
-          for (std::size_t i = 0; i < xv.size(); ++i)
-            x_abs[i] = std::fabs(static_cast<double>(round_to(DType::kBF16, xv[i])));
-          std::vector<double> w_err(w_exact.size());
-          for (std::size_t i = 0; i < w_exact.size(); ++i)
-            w_err[i] =
-                std::fabs(static_cast<double>(w_exact[i]) - static_cast<double>(w_rounded[i]));
-          double worst = 0, max_y = 1e-6;
-          for (std::int64_t i = 0; i < m; ++i) {
-            for (std::int64_t j = 0; j < n; ++j) {
-              double s = 0;
-              for (std::int64_t l = 0; l < k; ++l)
-                s += x_abs[static_cast<std::size_t>(i * k + l)] *
-                     w_err[static_cast<std::size_t>(j * k + l)];
-              worst = std::max(worst, s);
-            }
-          }
-          for (float v : want_exact) max_y = std::max(max_y, static_cast<double>(std::fabs(v)));
-          rounding_bound = worst / max_y;
-        }
-        const double sum_floor = bf16_gemm ? std::max(f32_sum(k), 1e-5) : f32_sum(k);
-        const double threshold = sum_floor + (c.y == DType::kBF16 ? 0x1p-7 : 0.0);
-
+      for (const test::LinearCase& c : test::kLinearCases) {
+        const std::vector<std::uint8_t> x_bytes = test::random_values(c.x, m * k, seed++);
+        const std::vector<std::uint8_t> b_bytes = test::random_values(c.b, n, seed++);
+        const test::LinearReference ref =
+            test::linear_reference(cpu(), c, m, k, n, x_bytes, b_bytes, w_exact);
+        const double threshold = ref.threshold;
         for (cuda::CudaBackend* gpu : {&gpu(), &gpu_small()}) {
           DeviceBytes x(x_bytes), b(b_bytes);
           DeviceBytes y(static_cast<std::size_t>(m * n) * dtype_size(c.y));
@@ -518,16 +399,16 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
           x.body(what);
           b.body(what);
           w.dev->body(what);
-          const std::vector<float> got = as_f32(c.y, y.body(what).data(), m * n);
+          const std::vector<float> got = test::as_f32(c.y, y.body(what).data(), m * n);
           std::string where;
-          const double error = normalised_error(want, got, &where);
-          if (!bf16_gemm) {
+          const double error = test::normalised_error(ref.want, got, &where);
+          if (!ref.bf16_gemm) {
             EXPECT_LE(error, threshold) << what << " vs the CPU on the same weights, at " << where;
             records().push_back({what, error, threshold});
             continue;
           }
           std::string where_exact;
-          const double error_exact = normalised_error(want_exact, got, &where_exact);
+          const double error_exact = test::normalised_error(ref.want_exact, got, &where_exact);
           // Where cuBLASLt has no bf16 algorithm for a block (an unaligned output block of the
           // small workspace, say), linear falls back to f32 operands, the exact weights (and logs
           // it): then the result is the exact-weight one, within the same summation bound.
@@ -539,9 +420,10 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
           records().push_back(f32_fallback
                                   ? Record{what + " (f32 fallback)", error_exact, threshold}
                                   : Record{what, error, threshold});
-          EXPECT_LE(error_exact, threshold + rounding_bound)
+          const double bound = threshold + ref.rounding_bound;
+          EXPECT_LE(error_exact, bound)
               << what << " vs the CPU on the exact weights, at " << where_exact;
-          records().push_back({what + " vs exact w", error_exact, threshold + rounding_bound});
+          records().push_back({what + " vs exact w", error_exact, bound});
         }
       }
     }
