@@ -57,7 +57,7 @@ std::string plan_failure(const char* op, std::size_t budget) {
 //   rather than K-slices, so that one GEMM call accumulates the whole K in f32 and rounds once,
 //   as every other path does, with no partial sums carried between calls; and a panel of rows is
 //   one contiguous run of blocks. With panels outer (plan_linear's order when it converts less)
-//   each panel is dequantised once per call whatever the token count;
+//   each panel is dequantised once per call whatever the token count.
 // When cuBLASLt has no algorithm for one of the 16-bit products (an alignment or a type pair it
 // does not take), the whole op takes the f32 path instead: both operands widened exactly to f32,
 // the same f32 accumulation, the result staged and rounded once. The fallback is logged.
