@@ -128,6 +128,32 @@ TEST_P(GgmlDequant, equals_gguf_py_bit_for_bit) {
   }
 }
 
+// The GEMM's entry: any range of a row of blocks, cut from the whole row's values.
+TEST_P(GgmlDequant, a_range_of_a_row_is_the_same_values) {
+  const GgmlCase& c = GetParam();
+  const std::int64_t row_blocks = 6;
+  const std::int64_t elems = dtype_block_elems(c.dtype);
+  const std::int64_t n = row_blocks * (elems == 1 ? 32 : elems);
+  std::mt19937 rng(3);
+  std::vector<std::uint8_t> row(dtype_storage_bytes(c.dtype, static_cast<std::uint64_t>(n)));
+  for (auto& byte : row) byte = static_cast<std::uint8_t>(rng() & 0x3F);  // finite halves
+  std::vector<float> whole(static_cast<std::size_t>(n));
+  dequantize(c.dtype, row.data(), whole.data(), n);
+  const std::int64_t granule = dequantize_granule(c.dtype);
+  EXPECT_EQ(elems % granule, 0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::int64_t first = std::uniform_int_distribution<std::int64_t>(0, n - 1)(rng);
+    const std::int64_t count = std::uniform_int_distribution<std::int64_t>(0, n - first)(rng);
+    std::vector<float> part(static_cast<std::size_t>(count) + 1, -7.0f);
+    dequantize_range(c.dtype, row.data(), first, part.data(), count);
+    ASSERT_EQ(std::memcmp(part.data(), whole.data() + first,
+                          static_cast<std::size_t>(count) * sizeof(float)),
+              0)
+        << c.name << " values [" << first << ", " << first + count << ")";
+    ASSERT_EQ(part.back(), -7.0f) << "wrote past the range";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, GgmlDequant,
     ::testing::Values(GgmlCase{"Q8_0", DType::kQ8_0}, GgmlCase{"Q4_0", DType::kQ4_0},

@@ -117,7 +117,12 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, co
         }
         break;
       default:
-        require(false, op, "weights of dtype ", w.dtype);
+        // Block-quantised weights: dequantised into the GEMM's panels (never a whole f32 copy).
+        require(dtype_is_blocked(w.dtype), op, "weights of dtype ", w.dtype);
+        require(w.dtype != DType::kBnb4 || w_scaling.bnb4 != nullptr, op,
+                "a bitsandbytes 4-bit weight without its quant state");
+        gemm_quant_weights(mm, nn, kk, w_scale, xf, kk, w.dtype, w.data, w_scaling.bnb4, 0.0f, yf,
+                           nn, pool_);
     }
     if (bias_f != nullptr) {
       for (std::int64_t i = 0; i < rows; ++i) {

@@ -7,6 +7,7 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_rows.h"
+#include "core/backend/cpu/quant_blocks.h"
 #include "core/backend/op_shapes.h"
 #include "core/error.h"
 
@@ -116,6 +117,8 @@ void CpuBackend::embedding(const Tensor& table, const Tensor& ids, const Tensor&
   require(ids.dtype == DType::kI32 || ids.dtype == DType::kI64, op, "ids must be I32 or I64");
   const std::int64_t dim = table.shape[1];
   require_shape(y, Shape{ids.numel(), dim}, op, "y");
+  // A bitsandbytes table would need its quant state, which embedding does not take.
+  require(table.dtype != DType::kBnb4, op, "a bitsandbytes 4-bit table");
   for (std::int64_t i = 0; i < ids.numel(); ++i) {
     const std::int64_t id = ids.dtype == DType::kI32 ? ids.as<const std::int32_t>()[i]
                                                      : ids.as<const std::int64_t>()[i];
@@ -126,7 +129,16 @@ void CpuBackend::embedding(const Tensor& table, const Tensor& ids, const Tensor&
                       " rows: the tokenizer does not belong to this text encoder");
     }
     float* row = row_buffer(0, static_cast<std::size_t>(dim));
-    load(table, id * dim, dim, row);
+    if (dtype_is_blocked(table.dtype)) {
+      // A quantised table (umT5 GGUF's token_embd): the one row, dequantised; rows are whole
+      // blocks, so row `id` starts at a block.
+      const auto row_bytes = dtype_storage_bytes(table.dtype, static_cast<std::uint64_t>(dim));
+      dequantize(table.dtype,
+                 static_cast<const std::byte*>(table.data) + static_cast<std::uint64_t>(id) * row_bytes,
+                 row, dim);
+    } else {
+      load(table, id * dim, dim, row);
+    }
     store(row, y, i * dim, dim);
   }
 }

@@ -4,14 +4,15 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <new>
 #include <string>
-#include <cstdint>
 #include <vector>
 
 #include "core/backend/cpu/gemm_kernels.h"
+#include "core/backend/cpu/quant_blocks.h"
 #include "core/error.h"
 #include "core/tensor/convert.h"
 
@@ -37,21 +38,6 @@ void prefetch(const void* address) {
 #endif
 }
 
-// Widens `count` consecutive elements of B starting at `src` (element units) to f32.
-void widen(BFormat format, const void* src, std::size_t offset, float* dst, std::size_t count) {
-  switch (format) {
-    case BFormat::kF32:
-      std::copy_n(static_cast<const float*>(src) + offset, count, dst);
-      return;
-    case BFormat::kBF16:
-      convert_to_f32(DType::kBF16, static_cast<const std::uint16_t*>(src) + offset, dst, count);
-      return;
-    case BFormat::kF16:
-      convert_to_f32(DType::kF16, static_cast<const std::uint16_t*>(src) + offset, dst, count);
-      return;
-  }
-}
-
 // C = beta * C, for the cases where the product adds nothing (K == 0, alpha == 0).
 void scale_c(std::size_t m, std::size_t n, float beta, float* c, std::size_t ldc) {
   if (beta == 1.0f) return;
@@ -65,6 +51,10 @@ void scale_c(std::size_t m, std::size_t n, float beta, float* c, std::size_t ldc
   }
 }
 
+// B beyond the element formats of BFormat: a ggml block type or bitsandbytes 4-bit codes, always
+// in the [N,K] layout (b_format is then unused).
+enum class BQuant { kNone, kBlocks, kBnb4 };
+
 struct Operands {
   std::size_t m, n, k;
   float alpha;
@@ -77,7 +67,55 @@ struct Operands {
   float beta;
   float* c;
   std::size_t ldc;
+  BQuant b_quant;
+  DType b_dtype;            // kBlocks: the ggml block type (rows of ldb values, whole blocks)
+  const Bnb4State* b_bnb4;  // kBnb4: the codes' state (rows of ldb == K values)
 };
+
+// Bytes of B from the start of row `row` to value `col` (B in the [N,K] layout).
+std::size_t b_offset_bytes(const Operands& op, std::size_t row, std::size_t col) {
+  if (op.b_quant == BQuant::kBlocks) {
+    const auto elems = static_cast<std::size_t>(dtype_block_elems(op.b_dtype));
+    return (row * (op.ldb / elems) + col / elems) * dtype_block_bytes(op.b_dtype);
+  }
+  if (op.b_quant == BQuant::kBnb4) return (row * op.ldb + col) / 2;
+  switch (op.b_format) {
+    case BFormat::kF32:
+      return (row * op.ldb + col) * sizeof(float);
+    case BFormat::kBF16:
+    case BFormat::kF16:
+      return (row * op.ldb + col) * sizeof(std::uint16_t);
+  }
+  return 0;
+}
+
+// Widens values [col, col + count) of B's row `row` (the [N,K] layout, or row-major f32 when not
+// transposed) to f32: a bf16 or f16 value by value, a block type by dequantising its blocks.
+void widen(const Operands& op, std::size_t row, std::size_t col, float* dst, std::size_t count) {
+  const auto* bytes = static_cast<const unsigned char*>(op.b);
+  if (op.b_quant == BQuant::kBlocks) {
+    dequantize_range(op.b_dtype, bytes + b_offset_bytes(op, row, 0), static_cast<std::int64_t>(col),
+                     dst, static_cast<std::int64_t>(count));
+    return;
+  }
+  if (op.b_quant == BQuant::kBnb4) {
+    dequantize_bnb4(*op.b_bnb4, static_cast<const std::uint8_t*>(op.b),
+                    static_cast<std::int64_t>(row * op.ldb + col), dst,
+                    static_cast<std::int64_t>(count));
+    return;
+  }
+  switch (op.b_format) {
+    case BFormat::kF32:
+      std::copy_n(static_cast<const float*>(op.b) + row * op.ldb + col, count, dst);
+      return;
+    case BFormat::kBF16:
+      convert_to_f32(DType::kBF16, bytes + b_offset_bytes(op, row, col), dst, count);
+      return;
+    case BFormat::kF16:
+      convert_to_f32(DType::kF16, bytes + b_offset_bytes(op, row, col), dst, count);
+      return;
+  }
+}
 
 // Packs op(B)[pc:pc+kc, j0:j0+cols] as kc steps of nr values, zero past cols. The runs of B it
 // reads are short (nr or kc elements) and a row apart, too far apart for the hardware prefetcher:
@@ -102,17 +140,18 @@ void pack_b_panel(const Operands& op, std::size_t pc, std::size_t kc, std::size_
     return;
   }
   // B is [N,K]: widen a run of each row, then scatter it down the panel's column.
-  const std::size_t element = op.b_format == BFormat::kF32 ? 4 : 2;
   const auto* bytes = static_cast<const unsigned char*>(op.b);
+  // The bytes of one row's run (a block type's run starts and ends inside blocks at worst).
+  const std::size_t run_bytes = b_offset_bytes(op, 0, pc + kc) - b_offset_bytes(op, 0, pc) + 1;
   std::array<float, 512> run;
   for (std::size_t j = 0; j < cols; ++j) {
     if (j0 + j + kRowsAhead < op.n) {
-      const unsigned char* ahead = bytes + ((j0 + j + kRowsAhead) * op.ldb + pc) * element;
-      for (std::size_t at = 0; at < kc * element; at += kCacheLine) prefetch(ahead + at);
+      const unsigned char* ahead = bytes + b_offset_bytes(op, j0 + j + kRowsAhead, pc);
+      for (std::size_t at = 0; at < run_bytes; at += kCacheLine) prefetch(ahead + at);
     }
     for (std::size_t p0 = 0; p0 < kc; p0 += run.size()) {
       const std::size_t len = std::min(run.size(), kc - p0);
-      widen(op.b_format, op.b, (j0 + j) * op.ldb + pc + p0, run.data(), len);
+      widen(op, j0 + j, pc + p0, run.data(), len);
       float* out = dst + p0 * nr + j;
       for (std::size_t p = 0; p < len; ++p) out[p * nr] = run[p];
     }
@@ -299,7 +338,7 @@ constexpr std::size_t kWidenDepth = 4096;
 
 void run_openblas(const Operands& op, ThreadPool& pool) {
   const auto m = static_cast<blasint>(op.m);
-  if (op.b_format == BFormat::kF32) {
+  if (op.b_format == BFormat::kF32 && op.b_quant == BQuant::kNone) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, op.b_transposed ? CblasTrans : CblasNoTrans, m,
                 static_cast<blasint>(op.n), static_cast<blasint>(op.k), op.alpha, op.a,
                 blas_ld(op.lda, op.k, op.m), static_cast<const float*>(op.b),
@@ -321,7 +360,7 @@ void run_openblas(const Operands& op, ThreadPool& pool) {
       const std::size_t kb = std::min(depth, op.k - k0);
       pool.parallel_for(nb, 16, [&](std::size_t j_begin, std::size_t j_end) {
         for (std::size_t j = j_begin; j < j_end; ++j) {
-          widen(op.b_format, op.b, (j0 + j) * op.ldb + k0, scratch + j * kb, kb);
+          widen(op, j0 + j, k0, scratch + j * kb, kb);
         }
       });
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<blasint>(nb),
@@ -369,7 +408,9 @@ void run(const Operands& op, ThreadPool& pool, GemmPath path, const char* name) 
 void gemm_own(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
               std::size_t lda, const void* b, std::size_t ldb, BFormat b_format, bool b_transposed,
               float beta, float* c, std::size_t ldc, ThreadPool& pool, const MicroKernel& kernel) {
-  const Operands op{m, n, k, alpha, a, lda, b, ldb, b_format, b_transposed, beta, c, ldc};
+  const Operands op{
+      m,    n, k,   alpha,         a,           lda,    b, ldb, b_format, b_transposed,
+      beta, c, ldc, BQuant::kNone, DType::kF32, nullptr};
   if (m == 0 || n == 0) return;
   if (k == 0 || alpha == 0.0f) {
     scale_c(m, n, beta, c, ldc);
@@ -390,6 +431,7 @@ std::string openblas_description() {
 }  // namespace gemm_detail
 
 using gemm_detail::BFormat;
+using gemm_detail::BQuant;
 using gemm_detail::Operands;
 
 GemmPath default_gemm_path() {
@@ -416,22 +458,45 @@ std::string_view own_gemm_kernel_name() {
 void gemm_f32(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
               std::size_t lda, const float* b, std::size_t ldb, bool b_transposed, float beta,
               float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
-  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF32, b_transposed, beta, c, ldc},
+  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF32, b_transposed, beta, c, ldc,
+                    BQuant::kNone, DType::kF32, nullptr},
                    pool, path, "gemm_f32");
 }
 
 void gemm_bf16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                        std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
                        float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
-  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kBF16, true, beta, c, ldc}, pool, path,
-                   "gemm_bf16_weights");
+  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kBF16, true, beta, c, ldc,
+                    BQuant::kNone, DType::kBF16, nullptr},
+                   pool, path, "gemm_bf16_weights");
 }
 
 void gemm_f16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                       std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
                       float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
-  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF16, true, beta, c, ldc}, pool, path,
-                   "gemm_f16_weights");
+  gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF16, true, beta, c, ldc,
+                    BQuant::kNone, DType::kF16, nullptr},
+                   pool, path, "gemm_f16_weights");
+}
+
+void gemm_quant_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                        std::size_t lda, DType b_dtype, const void* b, const Bnb4State* bnb4,
+                        float beta, float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
+  const char* name = "gemm_quant_weights";
+  auto require = [&](bool ok, const std::string& what) {
+    if (!ok) throw Error(ErrorCode::kBadArgument, std::string(name) + ": " + what);
+  };
+  const bool bnb = b_dtype == DType::kBnb4;
+  require(bnb || (dtype_is_blocked(b_dtype) && b_dtype != DType::kBnb4),
+          std::string(dtype_name(b_dtype)) + " is not a block-quantised dtype");
+  require(!bnb || bnb4 != nullptr, "a bitsandbytes 4-bit weight needs its quant state");
+  const auto block = static_cast<std::size_t>(bnb ? bnb4->blocksize : dtype_block_elems(b_dtype));
+  require(block > 0 && k % block == 0, "K = " + std::to_string(k) + " is not a whole number of " +
+                                           std::to_string(block) + "-value blocks of " +
+                                           std::string(dtype_name(b_dtype)));
+  gemm_detail::run({m, n, k, alpha, a, lda, b, k, BFormat::kF32, true, beta, c, ldc,
+                    bnb ? BQuant::kBnb4 : BQuant::kBlocks, b_dtype, bnb4},
+                   pool, path, name);
 }
 
 }  // namespace ferry::cpu

@@ -8,6 +8,8 @@
 #include <string_view>
 
 #include "core/backend/cpu/thread_pool.h"
+#include "core/tensor/dtype.h"
+#include "core/tensor/quant.h"
 
 namespace ferry::cpu {
 
@@ -43,5 +45,17 @@ void gemm_f16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, 
                       std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
                       float* c, std::size_t ldc, ThreadPool& pool = default_thread_pool(),
                       GemmPath path = default_gemm_path());
+
+// The same with B a block-quantised weight [N,K] in host memory: a ggml block type (rows of K / 32
+// or K / 256 whole blocks, contiguous) or kBnb4 codes with their `bnb4` state (K a multiple of
+// its blocksize). B is dequantised into the packed panels as bf16 is widened (quant_blocks.h,
+// bit-exact), so the product is the f32 GEMM of the dequantised weight, summed in the same order
+// as gemm_f32 sums it. Error(kBadArgument) for another dtype, a K that is not whole blocks, or a
+// kBnb4 weight without its state.
+void gemm_quant_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                        std::size_t lda, DType b_dtype, const void* b, const Bnb4State* bnb4,
+                        float beta, float* c, std::size_t ldc,
+                        ThreadPool& pool = default_thread_pool(),
+                        GemmPath path = default_gemm_path());
 
 }  // namespace ferry::cpu

@@ -77,48 +77,47 @@ void q5_1(const Byte* b, float* w) {
   for (int j = 0; j < 32; ++j) w[j] = d * static_cast<float>(q[j]) + m;
 }
 
-// ---- K-quants: super-blocks of 256 ----
+// ---- K-quants: super-blocks of 256, decoded a half (128 values) at a time ----
+// Every K-quant's layout splits at 128: the GEMM packs panels of 128 values of a row (kc), and
+// decoding a whole block for half of it would double the work.
 
-void q2_k(const Byte* b, float* w) {
+void q2_k(const Byte* b, int h, float* w) {
   const Byte* scales = b;
-  const Byte* qs = b + 16;
+  const Byte* qs = b + 16 + 32 * h;
   const float d = half_at(b + 80);
   const float dmin = half_at(b + 82);
-  // Output p = 128h + 32j + l: code (qs[32h + l] >> 2j) & 3, sub-block of 16 p / 16.
-  for (int h = 0; h < 2; ++h) {
-    for (int j = 0; j < 4; ++j) {
-      for (int half = 0; half < 2; ++half) {
-        const int s = 8 * h + 2 * j + half;
-        const float dl = d * static_cast<float>(scales[s] & 15);
-        const float ml = dmin * static_cast<float>(scales[s] >> 4);
-        for (int l = 16 * half; l < 16 * half + 16; ++l) {
-          const int q = (qs[32 * h + l] >> (2 * j)) & 3;
-          w[128 * h + 32 * j + l] = dl * static_cast<float>(q) - ml;
-        }
+  // Output 128h + 32j + l: code (qs[32h + l] >> 2j) & 3, sub-block of 16 8h + 2j + l / 16.
+  for (int j = 0; j < 4; ++j) {
+    for (int g = 0; g < 2; ++g) {
+      const int s = 8 * h + 2 * j + g;
+      const float dl = d * static_cast<float>(scales[s] & 15);
+      const float ml = dmin * static_cast<float>(scales[s] >> 4);
+      for (int l = 16 * g; l < 16 * g + 16; ++l) {
+        const int q = (qs[l] >> (2 * j)) & 3;
+        w[32 * j + l] = dl * static_cast<float>(q) - ml;
       }
     }
   }
 }
 
-void q3_k(const Byte* b, float* w) {
+void q3_k(const Byte* b, int h, float* w) {
   const Byte* hmask = b;
-  const Byte* qs = b + 32;
+  const Byte* qs = b + 32 + 32 * h;
   const Byte* scales = b + 96;
   const float d = half_at(b + 108);
-  for (int h = 0; h < 2; ++h) {
-    for (int j = 0; j < 4; ++j) {
-      for (int half = 0; half < 2; ++half) {
-        // 6-bit signed scale of sub-block s: 4 low bits from scales[0..8), 2 high from [8..12).
-        const int s = 8 * h + 2 * j + half;
-        const int lo4 = s < 8 ? scales[s] & 15 : scales[s - 8] >> 4;
-        const int hi2 = (scales[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
-        const float dl = d * static_cast<float>((lo4 | (hi2 << 4)) - 32);
-        for (int l = 16 * half; l < 16 * half + 16; ++l) {
-          // The stored high bit says "non-negative": a clear bit subtracts 4.
-          const int q2 = (qs[32 * h + l] >> (2 * j)) & 3;
-          const int high = (hmask[l] >> (4 * h + j)) & 1;
-          w[128 * h + 32 * j + l] = dl * static_cast<float>(q2 - (high != 0 ? 0 : 4));
-        }
+  for (int j = 0; j < 4; ++j) {
+    for (int g = 0; g < 2; ++g) {
+      // 6-bit signed scale of sub-block s: 4 low bits from scales[0..8), 2 high from [8..12).
+      const int s = 8 * h + 2 * j + g;
+      const int lo4 = s < 8 ? scales[s] & 15 : scales[s - 8] >> 4;
+      const int hi2 = (scales[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
+      const float dl = d * static_cast<float>((lo4 | (hi2 << 4)) - 32);
+      const int bit = 4 * h + j;
+      for (int l = 16 * g; l < 16 * g + 16; ++l) {
+        // The stored high bit says "non-negative": a clear bit subtracts 4.
+        const int q2 = (qs[l] >> (2 * j)) & 3;
+        const int high = (hmask[l] >> bit) & 1;
+        w[32 * j + l] = dl * static_cast<float>(q2 - (high != 0 ? 0 : 4));
       }
     }
   }
@@ -136,15 +135,15 @@ void scale_min_k4(const Byte* s, int k, int& scale, int& min) {
 }
 
 // Q4_K and Q5_K: sub-block k of 32 uses the low (k even) or high (k odd) nibbles of qs[32 (k/2)
-// + l], plus, for Q5_K, bit k of qh[l] as the fifth bit.
+// + l], plus, for Q5_K, bit k of qh[l] as the fifth bit. Half h is sub-blocks 4h .. 4h + 3.
 template <bool kFifthBit>
-void q45_k(const Byte* b, float* w) {
+void q45_k(const Byte* b, int h, float* w) {
   const float d = half_at(b);
   const float dmin = half_at(b + 2);
   const Byte* scales = b + 4;
   const Byte* qh = b + 16;
   const Byte* qs = kFifthBit ? b + 48 : b + 16;
-  for (int k = 0; k < 8; ++k) {
+  for (int k = 4 * h; k < 4 * h + 4; ++k) {
     int sc;
     int mn;
     scale_min_k4(scales, k, sc, mn);
@@ -152,62 +151,97 @@ void q45_k(const Byte* b, float* w) {
     const float ml = dmin * static_cast<float>(mn);
     const Byte* chunk = qs + 32 * (k / 2);
     const int shift = 4 * (k & 1);
+    float* out = w + 32 * (k - 4 * h);
     for (int l = 0; l < 32; ++l) {
       int q = (chunk[l] >> shift) & 15;
       if constexpr (kFifthBit) q |= ((qh[l] >> k) & 1) << 4;
-      w[32 * k + l] = dl * static_cast<float>(q) - ml;
+      out[l] = dl * static_cast<float>(q) - ml;
     }
   }
 }
 
-void q6_k(const Byte* b, float* w) {
+void q6_k(const Byte* b, int h, float* w) {
   const float d = half_at(b + 208);
-  const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
-  for (int h = 0; h < 2; ++h) {
-    const Byte* ql = b + 64 * h;
-    const Byte* qh = b + 128 + 32 * h;
-    for (int l = 0; l < 32; ++l) {
-      const int q[4] = {
-          (ql[l] & 15) | ((qh[l] & 3) << 4),
-          (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4),
-          (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
-          (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4),
-      };
-      for (int k = 0; k < 4; ++k) {
-        const int p = 128 * h + 32 * k + l;
-        const float dl = d * static_cast<float>(scales[p / 16]);
-        w[p] = dl * static_cast<float>(q[k] - 32);
-      }
-    }
+  const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192) + 8 * h;
+  const Byte* ql = b + 64 * h;
+  const Byte* qh = b + 128 + 32 * h;
+  // Output 128h + 32k + l uses scale 8h + 2k + l / 16.
+  float dl[8];
+  for (int s = 0; s < 8; ++s) dl[s] = d * static_cast<float>(scales[s]);
+  for (int l = 0; l < 32; ++l) {
+    const int q1 = (ql[l] & 15) | ((qh[l] & 3) << 4);
+    const int q2 = (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4);
+    const int q3 = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+    const int q4 = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+    const int g = l / 16;
+    w[l] = dl[g] * static_cast<float>(q1 - 32);
+    w[l + 32] = dl[2 + g] * static_cast<float>(q2 - 32);
+    w[l + 64] = dl[4 + g] * static_cast<float>(q3 - 32);
+    w[l + 96] = dl[6 + g] * static_cast<float>(q4 - 32);
   }
 }
 
-using BlockFn = void (*)(const Byte*, float*);
+// Decodes granule `g` of a block (a legacy block is one granule, a K-quant block two).
+using GranuleFn = void (*)(const Byte* block, int g, float* out);
 
-BlockFn block_fn(DType dtype) {
+template <void (*kWhole)(const Byte*, float*)>
+void whole_block(const Byte* block, int, float* out) {
+  kWhole(block, out);
+}
+
+struct Codec {
+  GranuleFn fn = nullptr;
+  int granule = 0;  // values per granule
+};
+
+Codec codec(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0:
-      return q8_0;
+      return {whole_block<q8_0>, 32};
     case DType::kQ4_0:
-      return q4_0;
+      return {whole_block<q4_0>, 32};
     case DType::kQ4_1:
-      return q4_1;
+      return {whole_block<q4_1>, 32};
     case DType::kQ5_0:
-      return q5_0;
+      return {whole_block<q5_0>, 32};
     case DType::kQ5_1:
-      return q5_1;
+      return {whole_block<q5_1>, 32};
     case DType::kQ2_K:
-      return q2_k;
+      return {q2_k, 128};
     case DType::kQ3_K:
-      return q3_k;
+      return {q3_k, 128};
     case DType::kQ4_K:
-      return q45_k<false>;
+      return {q45_k<false>, 128};
     case DType::kQ5_K:
-      return q45_k<true>;
+      return {q45_k<true>, 128};
     case DType::kQ6_K:
-      return q6_k;
+      return {q6_k, 128};
     default:
-      return nullptr;
+      return {};
+  }
+}
+
+bool plain_float(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+Codec require_codec(DType dtype, const char* op) {
+  const Codec c = codec(dtype);
+  if (c.fn == nullptr) {
+    throw Error(ErrorCode::kInternal, std::string(op) + ": " + std::string(dtype_name(dtype)) +
+                                          " is not a ggml block type");
+  }
+  return c;
+}
+
+// Granules [first, first + count) of a row of blocks, granule-aligned.
+void decode_granules(DType dtype, const Codec& c, const Byte* row, std::int64_t first,
+                     std::int64_t count, float* out) {
+  const std::int64_t per_block = dtype_block_elems(dtype) / c.granule;
+  const std::size_t bytes = dtype_block_bytes(dtype);
+  for (std::int64_t g = first; g < first + count; ++g) {
+    c.fn(row + static_cast<std::size_t>(g / per_block) * bytes, static_cast<int>(g % per_block),
+         out + (g - first) * c.granule);
   }
 }
 
@@ -215,86 +249,132 @@ BlockFn block_fn(DType dtype) {
 
 void dequantize(DType dtype, const void* blocks, float* out, std::int64_t count) {
   if (count < 0) throw Error(ErrorCode::kInternal, "dequantize: negative count");
-  if (dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16) {
+  if (plain_float(dtype)) {
     convert_to_f32(dtype, blocks, out, static_cast<std::size_t>(count));
     return;
   }
-  const BlockFn fn = block_fn(dtype);
-  if (fn == nullptr) {
-    throw Error(ErrorCode::kInternal,
-                "dequantize: " + std::string(dtype_name(dtype)) + " is not a ggml block type");
-  }
-  const std::int64_t elems = dtype_block_elems(dtype);
-  const std::size_t bytes = dtype_block_bytes(dtype);
-  if (count % elems != 0) {
+  const Codec c = require_codec(dtype, "dequantize");
+  if (count % dtype_block_elems(dtype) != 0) {
     throw Error(ErrorCode::kInternal, "dequantize: " + std::to_string(count) + " values of " +
                                           std::string(dtype_name(dtype)) + " are not whole blocks");
   }
-  const auto* b = static_cast<const Byte*>(blocks);
-  for (std::int64_t i = 0; i < count / elems; ++i) {
-    fn(b + static_cast<std::size_t>(i) * bytes, out + i * elems);
+  decode_granules(dtype, c, static_cast<const Byte*>(blocks), 0, count / c.granule, out);
+}
+
+std::int64_t dequantize_granule(DType dtype) {
+  return plain_float(dtype) ? 1 : require_codec(dtype, "dequantize_granule").granule;
+}
+
+void dequantize_range(DType dtype, const void* row, std::int64_t first, float* out,
+                      std::int64_t count) {
+  if (first < 0 || count < 0) throw Error(ErrorCode::kInternal, "dequantize_range: negative range");
+  const auto* bytes = static_cast<const Byte*>(row);
+  if (plain_float(dtype)) {
+    convert_to_f32(dtype, bytes + static_cast<std::size_t>(first) * dtype_size(dtype), out,
+                   static_cast<std::size_t>(count));
+    return;
+  }
+  const Codec c = require_codec(dtype, "dequantize_range");
+  const std::int64_t g = c.granule;
+  const std::int64_t end = first + count;
+  // A partial granule at either end is decoded whole into a scratch and the part wanted copied.
+  float scratch[128];
+  std::int64_t at = first;
+  if (at % g != 0 && at < end) {
+    const std::int64_t granule = at / g;
+    decode_granules(dtype, c, bytes, granule, 1, scratch);
+    const std::int64_t take = std::min(end, (granule + 1) * g) - at;
+    std::memcpy(out, scratch + (at - granule * g), static_cast<std::size_t>(take) * sizeof(float));
+    at += take;
+  }
+  const std::int64_t whole = (end - at) / g;
+  decode_granules(dtype, c, bytes, at / g, whole, out + (at - first));
+  at += whole * g;
+  if (at < end) {
+    decode_granules(dtype, c, bytes, at / g, 1, scratch);
+    std::memcpy(out + (at - first), scratch, static_cast<std::size_t>(end - at) * sizeof(float));
   }
 }
 
 namespace {
 
-void require_bnb4(bool ok, const std::string& what) {
-  if (!ok) throw Error(ErrorCode::kInternal, "bitsandbytes 4-bit weight: " + what);
+[[noreturn]] void bnb4_error(const std::string& what) {
+  throw Error(ErrorCode::kInternal, "bitsandbytes 4-bit weight: " + what);
+}
+
+// Checks, once per call, that the state has what blocks [first_block, first_block + blocks)
+// need (messages built only on failure: this runs once per packed panel run).
+void check_bnb4_blocks(const Bnb4State& state, std::int64_t first_block, std::int64_t blocks) {
+  if (first_block < 0 || blocks < 0 || first_block + blocks > state.absmax.numel()) {
+    bnb4_error("blocks [" + std::to_string(first_block) + ", " +
+               std::to_string(first_block + blocks) + ") lie outside its " +
+               std::to_string(state.absmax.numel()) + " scales");
+  }
+  if (!state.nested()) {
+    if (state.absmax.dtype != DType::kF32) bnb4_error("absmax is neither F32 nor U8");
+    return;
+  }
+  if (state.nested_blocksize <= 0) bnb4_error("nested_blocksize is not positive");
+  if (state.nested_code.dtype != DType::kF32 || state.nested_code.numel() != 256) {
+    bnb4_error("nested_code is not F32[256]");
+  }
+  if (state.nested_absmax.dtype != DType::kF32) bnb4_error("nested_absmax is not F32");
+  if (blocks > 0 &&
+      (first_block + blocks - 1) / state.nested_blocksize >= state.nested_absmax.numel()) {
+    bnb4_error("nested_absmax has " + std::to_string(state.nested_absmax.numel()) +
+               " values for block " + std::to_string(first_block + blocks - 1));
+  }
+}
+
+// The scale of one block, the state already checked.
+float bnb4_scale(const Bnb4State& state, std::int64_t block) {
+  if (!state.nested()) return state.absmax.as<const float>()[block];
+  const std::uint8_t code = state.absmax.as<const Byte>()[block];
+  return state.nested_code.as<const float>()[code] *
+             state.nested_absmax.as<const float>()[block / state.nested_blocksize] +
+         state.nested_offset;
 }
 
 }  // namespace
 
 void bnb4_block_scales(const Bnb4State& state, std::int64_t first_block, std::int64_t blocks,
                        float* scales) {
-  require_bnb4(first_block >= 0 && blocks >= 0 && first_block + blocks <= state.absmax.numel(),
-               "blocks [" + std::to_string(first_block) + ", " +
-                   std::to_string(first_block + blocks) + ") lie outside its " +
-                   std::to_string(state.absmax.numel()) + " scales");
-  if (!state.nested()) {
-    require_bnb4(state.absmax.dtype == DType::kF32, "absmax is neither F32 nor U8");
-    std::memcpy(scales, state.absmax.as<const float>() + first_block,
-                static_cast<std::size_t>(blocks) * sizeof(float));
-    return;
-  }
-  require_bnb4(state.nested_blocksize > 0, "nested_blocksize is not positive");
-  require_bnb4(state.nested_code.dtype == DType::kF32 && state.nested_code.numel() == 256,
-               "nested_code is not F32[256]");
-  require_bnb4(state.nested_absmax.dtype == DType::kF32, "nested_absmax is not F32");
-  if (blocks == 0) return;
-  const std::int64_t last_nested = (first_block + blocks - 1) / state.nested_blocksize;
-  require_bnb4(last_nested < state.nested_absmax.numel(),
-               "nested_absmax has " + std::to_string(state.nested_absmax.numel()) +
-                   " values for block " + std::to_string(first_block + blocks - 1));
-  const auto* codes = state.absmax.as<const Byte>();
-  const float* map = state.nested_code.as<const float>();
-  const float* nested_absmax = state.nested_absmax.as<const float>();
-  for (std::int64_t i = 0; i < blocks; ++i) {
-    const std::int64_t block = first_block + i;
-    scales[i] =
-        map[codes[block]] * nested_absmax[block / state.nested_blocksize] + state.nested_offset;
-  }
+  check_bnb4_blocks(state, first_block, blocks);
+  for (std::int64_t i = 0; i < blocks; ++i) scales[i] = bnb4_scale(state, first_block + i);
 }
 
 void dequantize_bnb4(const Bnb4State& state, const std::uint8_t* codes, std::int64_t first,
                      float* out, std::int64_t count) {
-  require_bnb4(first >= 0 && count >= 0, "a negative range");
-  require_bnb4(state.blocksize > 0, "blocksize is not positive");
-  require_bnb4(state.code.dtype == DType::kF32 && state.code.numel() == 16,
-               "the code book is not F32[16]");
+  if (first < 0 || count < 0) bnb4_error("a negative range");
+  if (state.blocksize <= 0) bnb4_error("blocksize is not positive");
+  if (state.code.dtype != DType::kF32 || state.code.numel() != 16) {
+    bnb4_error("the code book is not F32[16]");
+  }
   if (count == 0) return;
-  const float* book = state.code.as<const float>();
   const std::int64_t bs = state.blocksize;
-  std::int64_t j = first;
   const std::int64_t end = first + count;
+  check_bnb4_blocks(state, first / bs, (end - 1) / bs - first / bs + 1);
+  const float* book = state.code.as<const float>();
+  std::int64_t j = first;
   while (j < end) {
-    const std::int64_t block = j / bs;
-    const std::int64_t block_end = std::min(end, (block + 1) * bs);
-    float scale;
-    bnb4_block_scales(state, block, 1, &scale);
-    for (; j < block_end; ++j) {
-      const Byte pair = codes[j / 2];
-      const int code = (j & 1) == 0 ? pair >> 4 : pair & 15;
-      out[j - first] = book[code] * scale;
+    const std::int64_t block_end = std::min(end, (j / bs + 1) * bs);
+    const float scale = bnb4_scale(state, j / bs);
+    float* o = out + (j - first);
+    if ((j & 1) != 0) {  // a range that starts on a low nibble
+      *o++ = book[codes[j / 2] & 15] * scale;
+      ++j;
+    }
+    // Whole bytes: the high nibble first.
+    const Byte* pair = codes + j / 2;
+    const std::int64_t pairs = (block_end - j) / 2;
+    for (std::int64_t p = 0; p < pairs; ++p) {
+      o[2 * p] = book[pair[p] >> 4] * scale;
+      o[2 * p + 1] = book[pair[p] & 15] * scale;
+    }
+    j += 2 * pairs;
+    if (j < block_end) {  // a range that ends on a high nibble
+      out[j - first] = book[codes[j / 2] >> 4] * scale;
+      ++j;
     }
   }
 }

@@ -18,6 +18,15 @@ namespace ferry::cpu {
 // may have any alignment. Error(kInternal) for another dtype or a count that is not whole blocks.
 void dequantize(DType dtype, const void* blocks, float* out, std::int64_t count);
 
+// The GEMM's view of a row of blocks (a weight row of K values, K a whole number of blocks):
+// the fewest values a block's decoding splits into (128 for the K-quants, whose halves decode on
+// their own; the block for the legacy types; 1 for F32/F16/BF16), and values [first, first +
+// count) of the row starting at `row`, any range (a partial granule at either end is decoded
+// whole and cut), bit-exact with dequantize.
+std::int64_t dequantize_granule(DType dtype);
+void dequantize_range(DType dtype, const void* row, std::int64_t first, float* out,
+                      std::int64_t count);
+
 // Values [first, first + count) of a bitsandbytes 4-bit weight (host memory), to f32: value j is
 // code[c_j] · scale[j / blocksize] over the row-major flattened weight (Bnb4State), c_j the high
 // nibble of codes[j / 2] for even j, the low one for odd j. The f32 values before bitsandbytes
