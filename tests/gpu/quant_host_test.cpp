@@ -172,7 +172,8 @@ TEST(QuantLinearBounds, another_summation_order_on_the_cpu_stays_inside_the_gpu_
         const std::vector<std::uint8_t> x_bytes = test::random_values(c.x, m * k, seed++);
         const std::vector<std::uint8_t> b_bytes = test::random_values(c.b, n, seed++);
         const test::LinearReference r =
-            test::linear_reference(cpu, c, m, k, n, x_bytes, b_bytes, w_exact);
+            test::linear_reference(cpu, c, m, k, n, x_bytes, b_bytes,
+                                   test::host_tensor(t, {n, k}, blocks.data()), {}, w_exact);
         const std::vector<float> got = other_order(r, c, m, k, n, b_bytes);
         const std::string what = std::string(dtype_name(t)) + " x " + std::string(dtype_name(c.x)) +
                                  " -> " + std::string(dtype_name(c.y)) + " " + std::to_string(m) +

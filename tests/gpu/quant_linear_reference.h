@@ -12,7 +12,8 @@
 // cuBLASLt kernels may split K); with a bf16 output one rounding flip on top, 2^-7 of the largest
 // value (a bf16 ulp is at most 2^-7 of the value it rounds).
 //
-// The bf16 rounding of the weights is bounded against the CPU's exact-weight linear:
+// And against the CPU backend's linear on the quantised weight itself (which multiplies its
+// exact values, as the f32 path does): the bf16 rounding of the weights is bounded by
 // |Δy_ij| ≤ Σ_k |x_ik| · |w_jk − bf16(w_jk)| (each product moves by at most its term), computed in
 // f64 from the case's own data, normalised by max |y|, plus the bound above.
 #pragma once
@@ -26,6 +27,7 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/tensor/convert.h"
+#include "core/tensor/quant.h"
 
 namespace ferry::test {
 
@@ -96,21 +98,23 @@ inline constexpr LinearCase kLinearCases[] = {
     {DType::kF32, DType::kF32, true, DType::kF32},     // f32 GEMM on the exact weights
 };
 
-// The CPU's results for y[m,n] = x · wᵀ + b with w [n, k] given by its exact f32 values.
+// The CPU's results for y[m,n] = x · wᵀ + b, w [n, k] the quantised weight w_quant (host
+// memory, with its scaling) whose exact f32 values are w_exact.
 struct LinearReference {
   bool bf16_gemm = false;         // the GEMM type CUDA picks (linear_gemm_type) is bf16
   std::vector<float> x_gemm;      // x as the GEMM sees it: rounded to y's dtype
   std::vector<float> w_gemm;      // w as the GEMM sees it: bf16-rounded or exact
   std::vector<float> want;        // the CPU's linear on w_gemm
-  std::vector<float> want_exact;  // the CPU's linear on the exact weights (bf16_gemm only)
+  std::vector<float> want_exact;  // the CPU backend's linear on the quantised weight itself
   double threshold = 0;           // against want
-  double rounding_bound = 0;      // added against want_exact
+  double rounding_bound = 0;      // added against want_exact (0 unless bf16_gemm)
 };
 
 inline LinearReference linear_reference(cpu::CpuBackend& cpu, const LinearCase& c, std::int64_t m,
                                         std::int64_t k, std::int64_t n,
                                         const std::vector<std::uint8_t>& x_bytes,
                                         const std::vector<std::uint8_t>& b_bytes,
+                                        const Tensor& w_quant, const WeightScaling& w_scaling,
                                         const std::vector<float>& w_exact) {
   LinearReference r;
   const DType x_values = c.y == DType::kF32 ? c.x : c.y;  // round_y(x)
@@ -124,18 +128,17 @@ inline LinearReference linear_reference(cpu::CpuBackend& cpu, const LinearCase& 
 
   const Tensor x_cpu = host_tensor(c.x, {m, k}, x_bytes.data());
   const Tensor b_cpu = host_tensor(c.b, {n}, b_bytes.data());
-  const auto run = [&](const Tensor& w) {
+  const auto run = [&](const Tensor& w, const WeightScaling& s) {
     std::vector<std::uint8_t> y(static_cast<std::size_t>(m * n) * dtype_size(c.y));
-    cpu.linear(x_cpu, w, c.bias ? &b_cpu : nullptr, host_tensor(c.y, {m, n}, y.data()), {});
+    cpu.linear(x_cpu, w, c.bias ? &b_cpu : nullptr, host_tensor(c.y, {m, n}, y.data()), s);
     return as_f32(c.y, y.data(), m * n);
   };
-  const Tensor w_exact_t = host_tensor(DType::kF32, {n, k}, w_exact.data());
-  r.want = run(r.bf16_gemm ? host_tensor(DType::kBF16, {n, k}, w_bf16.data()) : w_exact_t);
+  r.want_exact = run(w_quant, w_scaling);
+  r.want = r.bf16_gemm ? run(host_tensor(DType::kBF16, {n, k}, w_bf16.data()), {}) : r.want_exact;
   const double sum_floor = r.bf16_gemm ? std::max(f32_sum(k), 1e-5) : f32_sum(k);
   r.threshold = sum_floor + (c.y == DType::kBF16 ? 0x1p-7 : 0.0);
   if (!r.bf16_gemm) return r;
 
-  r.want_exact = run(w_exact_t);
   double worst = 0, max_y = 1e-6;
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {

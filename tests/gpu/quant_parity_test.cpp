@@ -226,6 +226,16 @@ struct QuantCase {
     return v;
   }
 
+  // The weight in host memory, as the CPU backend takes it.
+  Tensor host_tensor(std::int64_t rows, std::int64_t cols) const {
+    return test::host_tensor(dtype, {rows, cols}, bytes.data());
+  }
+  WeightScaling host_scaling() const {
+    WeightScaling s;
+    if (dtype == DType::kBnb4) s.bnb4 = &host_state;
+    return s;
+  }
+
   WeightScaling scaling() const {
     WeightScaling s;
     if (dtype == DType::kBnb4) s.bnb4 = &dev_state;
@@ -383,8 +393,8 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
       for (const test::LinearCase& c : test::kLinearCases) {
         const std::vector<std::uint8_t> x_bytes = test::random_values(c.x, m * k, seed++);
         const std::vector<std::uint8_t> b_bytes = test::random_values(c.b, n, seed++);
-        const test::LinearReference ref =
-            test::linear_reference(cpu(), c, m, k, n, x_bytes, b_bytes, w_exact);
+        const test::LinearReference ref = test::linear_reference(
+            cpu(), c, m, k, n, x_bytes, b_bytes, w.host_tensor(n, k), w.host_scaling(), w_exact);
         const double threshold = ref.threshold;
         for (cuda::CudaBackend* gpu : {&gpu(), &gpu_small()}) {
           DeviceBytes x(x_bytes), b(b_bytes);
@@ -422,8 +432,8 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
                                   : Record{what, error, threshold});
           const double bound = threshold + ref.rounding_bound;
           EXPECT_LE(error_exact, bound)
-              << what << " vs the CPU on the exact weights, at " << where_exact;
-          records().push_back({what + " vs exact w", error_exact, bound});
+              << what << " vs the CPU backend's linear on the quantised weight, at " << where_exact;
+          records().push_back({what + " vs the cpu's quantised linear", error_exact, bound});
         }
       }
     }
@@ -467,6 +477,11 @@ TEST_F(QuantParity, embedding_gathers_and_dequantises_rows_of_a_quantised_table)
                            want.data() + static_cast<std::size_t>(l * dim) * dtype_size(yt),
                            row.size());
         }
+        // The CPU backend's embedding of the same table gives the same bytes.
+        std::vector<std::uint8_t> cpu_y(want.size());
+        cpu().embedding(test::host_tensor(t, {rows, dim}, table.data()),
+                        test::host_tensor(it, {n}, id_bytes.data()),
+                        test::host_tensor(yt, {n, dim}, cpu_y.data()));
         DeviceBytes table_dev(table), ids_dev(id_bytes);
         DeviceBytes y(want.size());
         gpu().embedding(table_dev.tensor(t, {rows, dim}), ids_dev.tensor(it, {n}),
@@ -474,8 +489,10 @@ TEST_F(QuantParity, embedding_gathers_and_dequantises_rows_of_a_quantised_table)
         const std::string what = "embedding " + dt(t) + " ids " + dt(it) + " -> " + dt(yt);
         table_dev.body(what);
         ids_dev.body(what);
-        const bool equal = y.body(what) == want;
-        EXPECT_TRUE(equal) << what << ": the rows differ from the CPU dequantiser's";
+        const std::vector<std::uint8_t> got = y.body(what);
+        const bool equal = got == want && got == cpu_y;
+        EXPECT_TRUE(got == want) << what << ": the rows differ from the CPU dequantiser's";
+        EXPECT_TRUE(got == cpu_y) << what << ": the rows differ from the CPU backend's embedding";
         records().push_back({what + " byte for byte", equal ? 0.0 : 1.0, 0.0});
       }
     }
