@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -115,6 +117,11 @@ struct Case {
   DType dtype;
   bool nested = false;  // kBnb4 only
 };
+
+// gtest names the case by its type in failures and in ctest's list (not by its bytes).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class CpuQuantLinear : public ::testing::TestWithParam<Case> {};
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -76,6 +77,11 @@ struct GgmlCase {
   const char* name;
   DType dtype;
 };
+
+// gtest names the case by its type in failures and in ctest's list (not by its bytes).
+void PrintTo(const GgmlCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class GgmlDequant : public ::testing::TestWithParam<GgmlCase> {};
 
