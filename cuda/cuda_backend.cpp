@@ -15,6 +15,7 @@
 #include "cuda/gemm.h"
 #include "cuda/layout.cuh"
 #include "cuda/norm.cuh"
+#include "cuda/quant.cuh"
 #include "cuda/resample.cuh"
 #include "cuda/rope.cuh"
 
@@ -565,7 +566,17 @@ void CudaBackend::embedding(const Tensor& table, const Tensor& ids, const Tensor
   const std::int64_t dim = table.shape[1];
   const std::int64_t n = ids.numel();
   require_shape(y, Shape{n, dim}, op, "y");
-  require_input(table, op, "table");
+  // A quantised table (umT5's token_embd in GGUF) stays compressed: only the gathered rows are
+  // dequantised. bitsandbytes codes need a quant state, which embedding does not take.
+  const bool quantised = dtype_is_blocked(table.dtype);
+  QuantWeight qt;
+  if (quantised) {
+    require(table.dtype != DType::kBnb4, op,
+            "a bitsandbytes 4-bit table has no quant state here: dequantise it when loading");
+    qt = quant_weight(table, nullptr, op, "table");
+  } else {
+    require_input(table, op, "table");
+  }
   require_cuda(ids, op, "ids");
   require_output(y, op, "y");
   if (n == 0) return;
@@ -599,8 +610,12 @@ void CudaBackend::embedding(const Tensor& table, const Tensor& ids, const Tensor
                     std::to_string(rows) +
                     " rows: the tokenizer does not belong to this text encoder");
   }
-  launch_embedding_gather(table.data, table.dtype, rows, ids.data, ids_64, n, dim, y.data, y.dtype,
-                          stream_);
+  if (quantised) {
+    launch_dequantize_rows(qt, rows, dim, ids.data, ids_64, n, y.data, y.dtype, stream_);
+  } else {
+    launch_embedding_gather(table.data, table.dtype, rows, ids.data, ids_64, n, dim, y.data,
+                            y.dtype, stream_);
+  }
 }
 
 }  // namespace ferry::cuda

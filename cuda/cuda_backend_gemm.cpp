@@ -14,6 +14,7 @@
 #include "cuda/gemm_plan.h"
 #include "cuda/linear.cuh"
 #include "cuda/linear_plan.h"
+#include "cuda/quant.cuh"
 
 namespace ferry::cuda {
 
@@ -50,6 +51,13 @@ std::string plan_failure(const char* op, std::size_t budget) {
 // - the product goes straight into y when cuBLASLt can write y's dtype from t (the bias, when
 //   y's dtype holds it exactly, preloaded there and added by the GEMM with beta = 1), else into
 //   an f32 block of the workspace, and an epilogue adds the bias and rounds.
+// - a quantised weight (ggml blocks, bitsandbytes 4-bit) stays compressed in device memory: its
+//   panels of whole rows (N-panels, the full K) are dequantised into the workspace, exactly in f32
+//   and rounded once to t (bf16 when x's values are bf16, else f32: linear_gemm_type). Whole rows
+//   rather than K-slices, so that one GEMM call accumulates the whole K in f32 and rounds once,
+//   as every other path does, with no partial sums carried between calls; and a panel of rows is
+//   one contiguous run of blocks. With panels outer (plan_linear's order when it converts less)
+//   each panel is dequantised once per call whatever the token count.
 // When cuBLASLt has no algorithm for one of the 16-bit products (an alignment or a type pair it
 // does not take), the whole op takes the f32 path instead: both operands widened exactly to f32,
 // the same f32 accumulation, the result staged and rounded once. The fallback is logged.
@@ -58,10 +66,18 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
   const char* op = "linear";
   const float w_scale = w_scaling.scale;
   const auto [m, k, n] = check_linear(x, w, bias, y);
-  require(w.dtype == DType::kF32 || is_16bit_float(w.dtype) || is_fp8(w.dtype), op,
-          "weights of dtype " + std::string(dtype_name(w.dtype)));
+  const bool quantised = dtype_is_blocked(w.dtype);
+  QuantWeight qw;
+  if (quantised) {
+    qw = quant_weight(w, w_scaling.bnb4, op, "w");
+  } else {
+    require(w.dtype == DType::kF32 || is_16bit_float(w.dtype) || is_fp8(w.dtype), op,
+            "weights of dtype ", w.dtype);
+    require(w_scaling.bnb4 == nullptr, op, "a bitsandbytes quant state came with weights of dtype ",
+            w.dtype);
+    require_input(w, op, "w");
+  }
   require_input(x, op, "x");
-  require_input(w, op, "w");
   require_output(y, op, "y");
   if (bias != nullptr) require_input(*bias, op, "bias");
   if (m == 0 || n == 0) return;
@@ -143,8 +159,12 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
           x_in_block = r0;
         }
         if (plan.convert_w && w_in_panel != n0) {
-          launch_convert(element_ptr(w, n0 * k), w.dtype, workspace + plan.w_panel, plan.t, plan.t,
-                         panel * k, stream_);
+          if (quantised) {  // rows [n0, n0 + panel) are whole blocks: values n0·k onwards
+            launch_dequantize(qw, n0 * k, panel * k, workspace + plan.w_panel, plan.t, stream_);
+          } else {
+            launch_convert(element_ptr(w, n0 * k), w.dtype, workspace + plan.w_panel, plan.t,
+                           plan.t, panel * k, stream_);
+          }
           w_in_panel = n0;
         }
         const GemmCall call = gemm_call(plan, r0, rows, n0, panel);

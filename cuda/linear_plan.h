@@ -21,15 +21,22 @@ inline bool is_fp8(DType t) {
 
 // The GEMM input type linear prefers: 16-bit when both operands' values fit it exactly (x rounded
 // to y's dtype, then bf16/f16 x with w of that type or an fp8 w), else f32.
+//
+// A quantised weight (ggml blocks, bitsandbytes codes) takes bf16 when x's values are bf16: its
+// panels are dequantised exactly in f32 and rounded once to bf16 (2^-9 relative per weight, the
+// only rounding the CPU backend does not make; the activations keep theirs), so the product runs
+// on the bf16 tensor cores with f32 accumulation. Otherwise f32, exact: f32 activations are not
+// rounded further, and f16 ones would need weights that can exceed f16's range.
 inline DType linear_gemm_type(DType x, DType w, DType y) {
   const DType a_values = y == DType::kF32 ? x : y;  // what round_y(x) holds
+  if (dtype_is_blocked(w)) return a_values == DType::kBF16 ? DType::kBF16 : DType::kF32;
   return is_16bit_float(a_values) && (w == a_values || is_fp8(w)) ? a_values : DType::kF32;
 }
 
 struct LinearPlan {
   DType t = DType::kF32;   // the GEMM's input type
   bool convert_x = false;  // x converted to t in row blocks (values or type differ)
-  bool convert_w = false;  // w converted to t in panels (fp8 dequantised, 16-bit widened)
+  bool convert_w = false;  // w converted to t in panels (fp8 or blocks dequantised, 16-bit widened)
   bool staging = false;    // the product goes through an f32 block; an epilogue adds the bias
   GemmChunks chunks;
   // Byte offsets in the workspace of the x block, the weight panel and the f32 block.

@@ -12,12 +12,14 @@
 # tests of a test binary) so that a faulting kernel is named at its launch.
 #
 # Stages, in order (STAGES selects; default: the first call's):
-#   first call   build, parity, cuda-tests, model-tests, video-size, sanitizer, gpu_ops, dit_step
+#   first call   build, parity, quant, cuda-tests, model-tests, video-size, sanitizer, gpu_ops,
+#                dit_step
 #   second call  build, vae_decode, demo  (the build is done: seconds)
 #   on request   stream_read, overlap     (CPU-side benchmarks of this machine's disk)
 # Expected seconds on the H200 (16 cores), estimates until a run measures them: pre-flight 10 |
-# build 90 (the 7 targets from scratch; 2 cores: see README) | parity 45 | cuda-tests 10 |
-# model-tests 30 | video-size 40 | sanitizer 90 | gpu_ops 60 | dit_step 100 = about 475 s; then
+# build 90 (the 7 targets from scratch; 2 cores: see README) | parity 45 | quant 15 |
+# cuda-tests 10 | model-tests 30 | video-size 40 | sanitizer 90 | gpu_ops 60 | dit_step 100 = about
+# 490 s; then
 # vae_decode 130 | demo 15.
 #
 # Environment: OUT (where the output goes; default build/gpu-out), STAGES (comma-separated names,
@@ -83,7 +85,7 @@ mkdir -p "$logs"
 rm -f "$out/summary.txt" "$out/failures.txt" "$out/cuda-log.txt" "$out/logs.tar.gz"
 export PATH="/usr/local/cuda/bin:$PATH"
 export FERRY_CUDA_LOG=1
-first_call=build,parity,cuda-tests,model-tests,video-size,sanitizer,gpu_ops,dit_step
+first_call=build,parity,quant,cuda-tests,model-tests,video-size,sanitizer,gpu_ops,dit_step
 stages="${STAGES:-$first_call}"
 budget_s="${BUDGET_S:-470}"
 start=$SECONDS
@@ -414,7 +416,8 @@ judge() {  # judge NAME LOG GTEST(0|1) COMMAND...
 
 # ==== build: only what the stages run ====
 targets=()
-wanted parity || wanted cuda-tests || wanted sanitizer && targets+=(ferry_cuda_tests)
+wanted parity || wanted quant || wanted cuda-tests || wanted sanitizer &&
+  targets+=(ferry_cuda_tests)
 wanted cuda-tests && targets+=(ferry_cuda_registry_tests)
 wanted model-tests && targets+=(ferry_cuda_model_tests)
 wanted video-size && targets+=(ferry_cuda_video_tests)
@@ -467,11 +470,29 @@ if wanted parity; then
   fi
 fi
 
+# ==== quantised weights (tests/gpu/quant_parity_test.cpp): the dequantisation kernels bit for
+# bit against the CPU's dequantisers for every ggml type and bitsandbytes NF4/FP4, linear with
+# each quantised type against the CPU's linear on the same weights, embedding of a quantised
+# table. Its summary (one line per comparison: error against bound) is kept like parity's.
+if wanted quant; then
+  if [[ -n $cuda_tests ]]; then
+    run_stage quant 60 "$logs/quant.txt" "$cuda_tests" --gtest_filter='QuantParity.*'
+    judge quant "$logs/quant.txt" 1 "$cuda_tests" --gtest_filter='QuantParity.*'
+    comparisons=$(grep -m1 -o '[0-9]* comparisons, [0-9]* failed' "$logs/quant.txt")
+    row quant "$stage_status" "$stage_secs" \
+      "$(gtest_counts "$logs/quant.txt")${comparisons:+; $comparisons}"
+  else
+    missing quant
+  fi
+fi
+
 # ==== the CUDA runtime tests (device query, VRAM sampling, pinned ring uploads).
 if wanted cuda-tests; then
   if [[ -n $cuda_tests ]]; then
-    run_stage cuda-tests 60 "$logs/cuda-tests.txt" "$cuda_tests" --gtest_filter='-BackendParity.*'
-    judge cuda-tests "$logs/cuda-tests.txt" 1 "$cuda_tests" --gtest_filter='-BackendParity.*'
+    run_stage cuda-tests 60 "$logs/cuda-tests.txt" "$cuda_tests" \
+      --gtest_filter='-BackendParity.*:QuantParity.*'
+    judge cuda-tests "$logs/cuda-tests.txt" 1 "$cuda_tests" \
+      --gtest_filter='-BackendParity.*:QuantParity.*'
     row cuda-tests "$stage_status" "$stage_secs" "$(gtest_counts "$logs/cuda-tests.txt")"
   else
     missing cuda-tests
@@ -521,9 +542,10 @@ if wanted video-size; then
 fi
 
 # ==== compute-sanitizer (memcheck, racecheck, initcheck) on the parity suite's small shapes of
-# attention, rope, permute and linear.
+# attention, rope, permute and linear, and on the dequantisation kernels.
 if wanted sanitizer; then
   filter='BackendParity.linear*:BackendParity.*attention*:BackendParity.rope*:BackendParity.permute*'
+  filter+=':QuantParity.dequantize*'  # the dequantisation kernels' reads of the blocks
   if [[ -z $cuda_tests ]]; then
     missing sanitizer
   elif [[ -z $sanitizer ]]; then
