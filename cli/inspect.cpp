@@ -12,6 +12,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/dump.h"
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/model_folder.h"
@@ -114,9 +115,10 @@ void print_set(const io::TensorSet& set, const fs::path& base, bool summary, Tot
 }  // namespace
 
 int run_inspect(const std::vector<std::string>& argv) {
-  const Args args(argv, {}, {"summary"});
-  if (args.positional().size() != 1) {
-    throw Error(ErrorCode::kBadArgument, "usage: ferry-cli inspect [--summary] PATH");
+  const Args args(argv, {"tensor", "dump"}, {"summary"});
+  if (args.positional().size() != 1 || args.value("tensor").has_value() != args.value("dump").has_value()) {
+    throw Error(ErrorCode::kBadArgument,
+                "usage: ferry-cli inspect [--summary] PATH [--tensor NAME --dump OUT.safetensors]");
   }
   const fs::path path = io::detail::path_from_utf8(args.positional()[0]);
   std::error_code ec;
@@ -128,6 +130,15 @@ int run_inspect(const std::vector<std::string>& argv) {
     throw Error(ErrorCode::kBadModelFile,
                 display(path) + " is a pickle file, which Ferry never loads (it can run code): "
                                 "use the .safetensors version of this model");
+  }
+
+  if (const auto tensor = args.value("tensor")) {
+    if (fs::is_directory(status)) {
+      throw Error(ErrorCode::kBadArgument, "--tensor needs a model file, not a folder");
+    }
+    dump_tensor(io::TensorSet::open(path), *tensor,
+                io::detail::path_from_utf8(*args.value("dump")));
+    return 0;
   }
 
   Totals totals;

@@ -40,7 +40,7 @@ std::vector<fs::path> find_safetensors_sets(const fs::path& folder, std::vector<
     }
     if (!it->is_regular_file()) continue;
     if (has_suffix(name, ".safetensors.index.json")) indexes.push_back(it->path());
-    else if (has_suffix(name, ".safetensors")) files.push_back(it->path());
+    else if (has_suffix(name, ".safetensors") || has_suffix(name, ".gguf")) files.push_back(it->path());
     else if (pickles != nullptr && is_pickle_file(it->path())) pickles->push_back(it->path());
   }
   if (ec) {

@@ -1,5 +1,5 @@
-// Finding a model's files in a folder: the safetensors sets it holds (each sharded index with its
-// shards, then every file no index claims), skipping hidden folders. Pickle files are listed
+// Finding a model's files in a folder: the tensor sets it holds (each sharded safetensors index
+// with its shards, then every .safetensors or .gguf file no index claims), skipping hidden folders. Pickle files are listed
 // apart: Ferry never loads them.
 #pragma once
 

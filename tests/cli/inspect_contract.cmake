@@ -80,6 +80,23 @@ expect_in("${out}" "nf4, blocks of 64, nested (256)")
 expect_in("${out}" "BNB4    2 tensors")
 ferry_cli(0 inspect "${DATA}/bnb4/fp4_plain.safetensors")
 expect_in("${out}" "fp4, blocks of 64, plain absmax")
+# One tensor dequantised to F32 (--tensor NAME --dump OUT): a Q4_K GGUF weight and an NF4 one,
+# read back as a plain F32 safetensors file of the weight's shape.
+ferry_cli(0 inspect "${DATA}/wan/dit_quant/t2v-Q4_K_M.gguf" --tensor blocks.0.self_attn.q.weight
+          --dump "${WORK}/q4k.safetensors")
+expect_in("${out}" "(Q4_K) dequantised to F32")
+ferry_cli(0 inspect "${WORK}/q4k.safetensors")
+expect_in("${out}" "blocks.0.self_attn.q.weight")
+expect_in("${out}" "F32      [256, 256]")
+ferry_cli(0 inspect "${DATA}/bnb4/nf4_nested.safetensors" --tensor blocks.0.self_attn.q.weight --dump "${WORK}/nf4.safetensors")
+expect_in("${out}" "(BNB4, nf4) dequantised to F32")
+ferry_cli(0 inspect "${WORK}/nf4.safetensors")
+expect_in("${out}" "total: 1 file, 1 tensor")
+ferry_cli(2 inspect "${DATA}/wan/dit_quant/t2v-Q4_K_M.gguf" --tensor nope --dump "${WORK}/x.safetensors")
+expect_one_error_line()
+expect_in("${err}" "no tensor 'nope'")
+ferry_cli(2 inspect "${DATA}/wan/dit_quant/t2v-Q4_K_M.gguf" --tensor blocks.0.self_attn.q.weight)
+expect_one_error_line()
 # A malformed GGUF file (tests/data/gguf/bad): exit 2, one line naming the file and the fault.
 ferry_cli(2 inspect "${DATA}/gguf/bad/tensors_overlap.gguf")
 expect_one_error_line()
