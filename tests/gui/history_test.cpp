@@ -244,16 +244,20 @@ class HistoryTest : public QObject {
   // What a shared clip can make Ferry do (GenerationSettings::fromClip): restore settings, never
   // point it at a place of the clip author's choosing.
   void a_clip_restores_no_folder_and_no_path_it_names() {
-    const QByteArray json = R"({
-      "prompt": "a ferry", "seed": 7,
-      "model_folder": "\\\\attacker\\share\\models",
-      "noise": "/home/victim/.ssh/id_rsa",
-      "image": "start.png",
-      "model_files": ["C:\\Users\\me\\models\\wan\\dit.safetensors",
-                      "/home/me/models/wan/vae.safetensors"],
-      "noise_file": {"name": "/tmp/replay.noise.safetensors", "fingerprint": "fp1:00"},
-      "save_noise": true
-    })";
+    const QJsonObject clip{
+        {QStringLiteral("prompt"), QStringLiteral("a ferry")},
+        {QStringLiteral("seed"), 7},
+        {QStringLiteral("model_folder"), QStringLiteral("\\\\attacker\\share\\models")},
+        {QStringLiteral("noise"), QStringLiteral("/home/victim/.ssh/id_rsa")},
+        {QStringLiteral("image"), QStringLiteral("start.png")},
+        {QStringLiteral("model_files"),
+         QJsonArray{QStringLiteral("C:\\Users\\me\\models\\wan\\dit.safetensors"),
+                    QStringLiteral("/home/me/models/wan/vae.safetensors")}},
+        {QStringLiteral("noise_file"),
+         QJsonObject{{QStringLiteral("name"), QStringLiteral("/tmp/replay.noise.safetensors")},
+                     {QStringLiteral("fingerprint"), QStringLiteral("fp1:00")}}},
+        {QStringLiteral("save_noise"), true}};
+    const QByteArray json = QJsonDocument(clip).toJson();
     QString why;
     const auto s = GenerationSettings::fromClip(json, QStringLiteral("clip.mp4"), &why);
     QVERIFY2(s.has_value(), qPrintable(why));
@@ -271,7 +275,7 @@ class HistoryTest : public QObject {
     QVERIFY(s->saveNoise);
     QVERIFY(s->saveNoisePath.isEmpty());
     const auto request = s->toRequest(QStringLiteral("/out/clip.mp4"));
-    QCOMPARE(request.save_noise->parent_path(), std::filesystem::path("/out"));
+    QCOMPARE(request.save_noise.parent_path(), std::filesystem::path("/out"));
   }
 
   void a_clip_naming_a_file_outside_its_folder_is_refused_with_a_message() {
@@ -294,9 +298,11 @@ class HistoryTest : public QObject {
   }
 
   void a_clip_with_numbers_out_of_range_restores_them_clamped() {
-    const QByteArray json = R"({"prompt": "x", "seed": -1, "width": -832, "height": 1e300,
-      "frames": 2147483648, "steps": -3,
-      "model_files": [{"name": "a.safetensors", "bytes": -5}, {"name": "b.safetensors", "bytes": 1e30}]})";
+    const QByteArray json =
+        "{\"prompt\": \"x\", \"seed\": -1, \"width\": -832, \"height\": 1e300, "
+        "\"frames\": 2147483648, \"steps\": -3, \"model_files\": ["
+        "{\"name\": \"a.safetensors\", \"bytes\": -5}, "
+        "{\"name\": \"b.safetensors\", \"bytes\": 1e30}]}";
     const auto s = GenerationSettings::fromClip(json, QStringLiteral("c.mp4"));
     QVERIFY(s.has_value());
     QCOMPARE(s->seed, quint64{0});
@@ -306,20 +312,20 @@ class HistoryTest : public QObject {
     QCOMPARE(s->steps, 0);
     QCOMPARE(s->modelFiles[0].bytes, quint64{0});
     QCOMPARE(s->modelFiles[1].bytes, std::numeric_limits<quint64>::max());
-    const auto huge =
-        GenerationSettings::fromClip(R"({"prompt": "x", "seed": 1e300})", QStringLiteral("c.mp4"));
+    const auto huge = GenerationSettings::fromClip("{\"prompt\": \"x\", \"seed\": 1e300}",
+                                                   QStringLiteral("c.mp4"));
     QCOMPARE(huge->seed, std::numeric_limits<quint64>::max());
   }
 
   void a_clip_larger_than_its_bound_is_refused_unread() {
-    QByteArray json = R"({"prompt": ")";
+    QByteArray json = "{\"prompt\": \"";
     json += QByteArray(kMaxClipSettingsBytes, 'a');
-    json += R"("})";
+    json += "\"}";
     QString why;
     QVERIFY(!GenerationSettings::fromClip(json, QStringLiteral("big.mp4"), &why));
     QVERIFY2(why.contains(QLatin1String("big.mp4")), qPrintable(why));
     // Deep nesting is Qt's parser's to bound: refused as no settings, no crash.
-    QByteArray deep = R"({"prompt": "x", "a": )";
+    QByteArray deep = "{\"prompt\": \"x\", \"a\": ";
     deep += QByteArray(100000, '[');
     QVERIFY(!GenerationSettings::fromClip(deep, QStringLiteral("deep.mp4"), &why));
   }

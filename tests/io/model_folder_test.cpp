@@ -134,7 +134,12 @@ TEST(ModelFolder, EveryPyTorchPickleFormatIsListedApartNeverOpened) {
 TEST(ModelFolder, OpeningAPickleIsRefusedNamingSafetensorsAndGguf) {
   test::ScratchDir dir;
   const std::string zip("PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl", 30);
-  const std::string stream("\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.", 16);
+  // PROTO 2, then LONG1 of torch.save's magic number (0x1950a86a20f9469cfc6c), then STOP.
+  const std::string stream("\x80\x02\x8a\x0a"
+                           "l\xfc\x9c"
+                           "F\xf9 j\xa8"
+                           "P\x19.",
+                           16);
   for (const auto& [name, bytes] :
        {std::pair{"lora.pt", zip}, std::pair{"model.ckpt", stream},
         std::pair{"pytorch_model.bin", zip}, std::pair{"renamed.safetensors", stream}}) {
