@@ -26,5 +26,5 @@ args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_sta
 if [[ $dict != "-" ]]; then args+=(-dict="$dict"); fi
 read -r -a seed_dirs <<<"$seeds"
 nice -n 19 "$exe" "${args[@]}" "$work/corpus" "${seed_dirs[@]}" 2>&1 | tee "$work/log" |
-  grep -E '^#[0-9]+ +(DONE|pulse)|^Done|^stat::|ERROR|SUMMARY' || true
+  grep -E '^#[0-9]+[[:space:]]+(DONE|pulse)|^Done|^stat::|ERROR|SUMMARY' || true
 exit "${PIPESTATUS[0]}"

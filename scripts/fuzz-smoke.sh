@@ -33,9 +33,9 @@ while IFS=$'\t' read -r name exe dict seeds; do
   read -r -a seed_dirs <<<"$seeds"
   echo "=== fuzz $name: ${seconds} s from ${seeds}"
   if "$exe" "${args[@]}" "$work/$name/corpus" "${seed_dirs[@]}" >"$work/$name/log" 2>&1; then
-    # libFuzzer's last status line ("#N NEW/REDUCE/pulse cov: C ft: F corp: ...": coverage
+    # libFuzzer's last status line ("#N DONE cov: C ft: F corp: ...": the coverage
     # reached) and its run count ("Done N runs in S second(s)").
-    grep -E '^#[0-9]+ .*cov: ' "$work/$name/log" | tail -1 || true
+    grep -E '^#[0-9]+[[:space:]].*cov: ' "$work/$name/log" | tail -1 || true
     grep -E '^Done [0-9]+ runs' "$work/$name/log" | tail -1 || true
   else
     echo "fuzz $name: FINDING (input under $work/$name/); the end of its log:" >&2
