@@ -4,8 +4,12 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <algorithm>
+#include <limits>
 
+#include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/io/safe_path.h"
 #include "core/media/video_reader.h"
 
 namespace ferry::gui {
@@ -38,6 +42,34 @@ QString commonFolder(const QJsonArray& files) {
   return common;
 }
 
+// A JSON number as a count: negative, NaN and fractional parts to 0 and down, past 2^64 to the
+// largest (a cast of such a double is undefined behaviour).
+quint64 countFromJson(const QJsonValue& value) {
+  const double v = value.toDouble();
+  if (!(v > 0)) return 0;
+  if (v >= 18446744073709551616.0) return std::numeric_limits<quint64>::max();
+  return static_cast<quint64>(v);
+}
+
+// The last component of `path`, with either separator: a clip made on Windows names
+// "C:\\models\\x.safetensors" on every platform.
+QString lastComponent(const QString& path) {
+  const qsizetype cut =
+      std::max(path.lastIndexOf(QLatin1Char('/')), path.lastIndexOf(QLatin1Char('\\')));
+  return cut < 0 ? path : path.mid(cut + 1);
+}
+
+// Why `name`, a file name a clip carries, could lead outside the folder it is looked up in; empty
+// when it is a plain file name (io::safe_file_name's rules).
+QString unsafeName(const QString& name) {
+  try {
+    io::safe_file_name(name.toStdString());
+    return {};
+  } catch (const Error& e) {
+    return QString::fromUtf8(e.what());
+  }
+}
+
 QJsonObject clipFileJson(const ClipFile& f) {
   QJsonObject j;
   if (!f.role.isEmpty()) j[QStringLiteral("role")] = f.role;
@@ -52,13 +84,13 @@ QJsonObject clipFileJson(const ClipFile& f) {
 ClipFile clipFileFromJson(const QJsonValue& value) {
   ClipFile f;
   if (value.isString()) {
-    f.name = QFileInfo(value.toString()).fileName();
+    f.name = lastComponent(value.toString());
     return f;
   }
   const QJsonObject j = value.toObject();
   f.role = j.value(QStringLiteral("role")).toString();
-  f.name = QFileInfo(j.value(QStringLiteral("name")).toString()).fileName();
-  f.bytes = static_cast<quint64>(j.value(QStringLiteral("bytes")).toDouble());
+  f.name = lastComponent(j.value(QStringLiteral("name")).toString());
+  f.bytes = countFromJson(j.value(QStringLiteral("bytes")));
   f.fingerprint = j.value(QStringLiteral("fingerprint")).toString();
   return f;
 }
@@ -159,13 +191,13 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
   // placeholder, so it restores as "empty".
   if (!defaultNegative.isEmpty() && s.negativePrompt == defaultNegative) s.negativePrompt.clear();
   s.image = j.value(QStringLiteral("image")).toString();
-  s.seed = static_cast<quint64>(j.value(QStringLiteral("seed")).toDouble());
+  s.seed = countFromJson(j.value(QStringLiteral("seed")));
   s.seedMode = seedModeFromName(j.value(QStringLiteral("seed_mode")).toString());
-  s.width = j.value(QStringLiteral("width")).toInt();
-  s.height = j.value(QStringLiteral("height")).toInt();
-  s.frames = j.value(QStringLiteral("frames")).toInt();
-  s.fps = j.value(QStringLiteral("fps")).toInt();
-  s.steps = j.value(QStringLiteral("steps")).toInt();
+  s.width = std::max(0, j.value(QStringLiteral("width")).toInt());
+  s.height = std::max(0, j.value(QStringLiteral("height")).toInt());
+  s.frames = std::max(0, j.value(QStringLiteral("frames")).toInt());
+  s.fps = std::max(0, j.value(QStringLiteral("fps")).toInt());
+  s.steps = std::max(0, j.value(QStringLiteral("steps")).toInt());
   s.guideScale = j.value(QStringLiteral("guide_scale")).toDouble();
   s.shift = j.value(QStringLiteral("shift")).toDouble();
   s.sampler = j.value(QStringLiteral("sampler")).toString();
@@ -187,6 +219,47 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
   return s;
 }
 
+std::optional<GenerationSettings> GenerationSettings::fromClip(const QByteArray& json,
+                                                               const QString& source, QString* why,
+                                                               const QString& defaultNegative) {
+  const auto refuse = [&](const QString& reason) -> std::optional<GenerationSettings> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  const QString shown = QDir::toNativeSeparators(source);
+  if (json.size() > kMaxClipSettingsBytes) {
+    return refuse(QObject::tr("%1 carries settings larger than %2 KiB: they are not Ferry's.")
+                      .arg(shown)
+                      .arg(kMaxClipSettingsBytes / 1024));
+  }
+  QJsonParseError error{};
+  const QJsonDocument doc = QJsonDocument::fromJson(json, &error);
+  if (!doc.isObject() || !doc.object().contains(QStringLiteral("prompt"))) {
+    return refuse(QObject::tr("%1 carries no Ferry settings.").arg(shown));
+  }
+  GenerationSettings s = fromJson(doc.object(), defaultNegative);
+  // A clip says what was made, never where things are on this machine: its model files and noise
+  // file are found by name in the folders the user chose (clip_lookup.h), its start image beside
+  // the clip. A folder or path in a clip (the GUI's own keys, or a legacy clip's absolute model
+  // files) is not restored: loading or scanning it would read wherever the clip's author chose.
+  s.modelFolder.clear();
+  s.noise.clear();
+  s.saveNoisePath.clear();
+  s.saveLatentsPath.clear();
+  QStringList names;
+  if (!s.image.isEmpty()) names << s.image;
+  for (const ClipFile& f : s.modelFiles) names << f.name;
+  if (!s.noiseFile.name.isEmpty()) names << s.noiseFile.name;
+  for (const QString& name : names) {
+    const QString problem = unsafeName(name);
+    if (!problem.isEmpty()) {
+      return refuse(
+          QObject::tr("%1 carries settings that are not restored: %2").arg(shown, problem));
+    }
+  }
+  return s;
+}
+
 std::optional<GenerationSettings> GenerationSettings::fromVideo(const QString& path, QString* why,
                                                                 const QString& defaultNegative) {
   try {
@@ -198,15 +271,7 @@ std::optional<GenerationSettings> GenerationSettings::fromVideo(const QString& p
                    .arg(QDir::toNativeSeparators(path));
       return std::nullopt;
     }
-    QJsonParseError error{};
-    const QJsonDocument doc =
-        QJsonDocument::fromJson(QByteArray::fromStdString(comment->second), &error);
-    if (!doc.isObject() || !doc.object().contains(QStringLiteral("prompt"))) {
-      if (why)
-        *why = QObject::tr("%1 carries no Ferry settings.").arg(QDir::toNativeSeparators(path));
-      return std::nullopt;
-    }
-    return fromJson(doc.object(), defaultNegative);
+    return fromClip(QByteArray::fromStdString(comment->second), path, why, defaultNegative);
   } catch (const std::exception& e) {
     if (why) *why = QString::fromUtf8(e.what());
     return std::nullopt;

@@ -3,6 +3,7 @@
 // (the MP4's `comment` tag and its sidecar) to restore a history item or a dropped Ferry video.
 #pragma once
 
+#include <QByteArray>
 #include <QJsonObject>
 #include <QList>
 #include <QMetaType>
@@ -25,6 +26,9 @@ struct ClipFile {
   QString fingerprint;  // "fp1:…"; empty: unknown
   bool operator==(const ClipFile&) const = default;
 };
+
+// A clip's settings JSON is about 2 KB; larger ones are refused unread.
+inline constexpr qsizetype kMaxClipSettingsBytes = 1 << 20;
 
 struct GenerationSettings {
   QString prompt;
@@ -70,8 +74,17 @@ struct GenerationSettings {
   QJsonObject toJson() const;
   // A negative prompt equal to `defaultNegative` (the model's default) restores as empty.
   static GenerationSettings fromJson(const QJsonObject& json, const QString& defaultNegative = {});
-  // The settings a Ferry MP4 carries in its `comment` tag; nullopt with `why` set when the file
-  // is not a video or carries no Ferry settings.
+  // The settings a clip carries (a Ferry MP4's `comment` tag, or its sidecar .json: the same
+  // JSON), read as a stranger may have written them: settings only. No model folder, noise path
+  // or save path is restored, the start image is a file name to look for beside the clip, and
+  // out-of-range numbers are clamped; a clip whose file names could reach outside a folder
+  // ("../x", "C:x", "nul", ...) is refused. nullopt with `why` set (naming `source`) when refused
+  // or when there are no Ferry settings.
+  static std::optional<GenerationSettings> fromClip(const QByteArray& json, const QString& source,
+                                                    QString* why = nullptr,
+                                                    const QString& defaultNegative = {});
+  // The settings a Ferry MP4 carries in its `comment` tag (fromClip); nullopt with `why` set when
+  // the file is not a video or carries no Ferry settings.
   static std::optional<GenerationSettings> fromVideo(const QString& path, QString* why = nullptr,
                                                      const QString& defaultNegative = {});
 };

@@ -66,20 +66,12 @@ QList<HistoryItem> HistoryStore::items() const {
       dir.entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name | QDir::Reversed);
   for (const QFileInfo& info : files) {
     QFile file(info.absoluteFilePath());
-    if (!file.open(QIODevice::ReadOnly) || file.size() > (1 << 20)) continue;
-    const QJsonDocument doc = QJsonDocument::fromJson(file.readAll());
-    if (!doc.isObject()) continue;
-    const QJsonObject j = doc.object();
-    HistoryItem item;
-    item.id = info.completeBaseName();
-    item.created =
-        QDateTime::fromString(j.value(QStringLiteral("created")).toString(), Qt::ISODateWithMs);
-    item.video = j.value(QStringLiteral("video")).toString();
-    item.summary = j.value(QStringLiteral("summary")).toString();
-    item.settings = GenerationSettings::fromJson(j.value(QStringLiteral("settings")).toObject());
-    const QString png = dir.filePath(item.id + QStringLiteral(".png"));
-    if (QFileInfo::exists(png)) item.thumbnail = png;
-    out.push_back(std::move(item));
+    if (!file.open(QIODevice::ReadOnly) || file.size() > kMaxHistoryFileBytes) continue;
+    std::optional<HistoryItem> item = historyItemFromJson(file.readAll(), info.completeBaseName());
+    if (!item) continue;
+    const QString png = dir.filePath(item->id + QStringLiteral(".png"));
+    if (QFileInfo::exists(png)) item->thumbnail = png;
+    out.push_back(std::move(*item));
   }
   return out;
 }

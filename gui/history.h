@@ -10,20 +10,12 @@
 #include <QWidget>
 
 #include "gui/generation_settings.h"
+#include "gui/history_item.h"
 
 class QListWidget;
 class QPushButton;
 
 namespace ferry::gui {
-
-struct HistoryItem {
-  QString id;  // file stem: "20261130-031502-123"
-  QDateTime created;
-  QString video;
-  GenerationSettings settings;
-  QString summary;    // "1280×704 · 121 frames · seed 42"
-  QString thumbnail;  // the PNG's path; empty when there is none
-};
 
 class HistoryStore {
  public:

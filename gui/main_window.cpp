@@ -434,11 +434,16 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
   const QString previousNoise = advanced_->noise();
   prompt_->setPlainText(s.prompt);
   negative_->setPlainText(s.negativePrompt);
-  if (s.image.isEmpty()) {
+  // A clip names its start image by file name only (GenerationSettings::fromClip): it is looked
+  // for beside the clip, never wherever the working folder happens to be.
+  const QString image = !clip.isEmpty() && !s.image.isEmpty() && QFileInfo(s.image).isRelative()
+                            ? QFileInfo(clip).dir().filePath(s.image)
+                            : s.image;
+  if (image.isEmpty()) {
     startImage_->clear();
-  } else if (!startImage_->setPath(s.image)) {
+  } else if (!startImage_->setPath(image)) {
     showMessage(tr("The start image %1 could not be restored: %2")
-                    .arg(QDir::toNativeSeparators(s.image), startImage_->error()));
+                    .arg(QDir::toNativeSeparators(image), startImage_->error()));
   }
   if (!s.modelFiles.isEmpty() || !s.noiseFile.name.isEmpty()) {
     // A clip: where its files are on this machine is looked up on the drive, off this thread.

@@ -2,7 +2,9 @@
 # Sets up a fresh Debian 12 machine (apt), builds every lane and runs every test:
 #   linux-release (with the CUDA backend when the toolkit is present; its tests skip without a
 #   GPU), linux-asan (AddressSanitizer + UndefinedBehaviorSanitizer), mingw-wine (the Windows
-#   build, tests under Wine). Exits non-zero if any lane fails.
+#   build, tests under Wine), then the fuzz lane (scripts/fuzz-smoke.sh: the libFuzzer targets
+#   built alone with clang 19, each run FERRY_FUZZ_SECONDS, 30 by default, from its seeds).
+#   Exits non-zero if any lane fails.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,5 +32,9 @@ t0=$SECONDS
 echo "=== mingw-wine: configure, build, test under Wine"
 bash scripts/test-mingw-wine.sh
 summary+=("mingw-wine: passed in $((SECONDS - t0)) s")
+t0=$SECONDS
+echo "=== linux-fuzz: build the fuzz targets, a short run of each"
+bash scripts/fuzz-smoke.sh
+summary+=("linux-fuzz: passed in $((SECONDS - t0)) s")
 
 printf '%s\n' "${summary[@]}" "all lanes passed in $((SECONDS - start)) s"

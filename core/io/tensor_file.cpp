@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/io/bnb4.h"
 #include "core/io/detail/os_file.h"
+#include "core/io/model_folder.h"
 
 namespace ferry::io {
 
@@ -58,6 +59,18 @@ std::string quote_tensor_name(std::string_view name) {
   return out;
 }
 
+namespace {
+
+// torch.save's formats: a zip archive ("PK\3\4"), or (before PyTorch 1.6, and pickle.dump) a
+// pickle stream, which opens with PROTO 2-5.
+bool looks_like_pickle(std::span<const std::byte> first) {
+  const auto at = [&](std::size_t i) { return std::to_integer<unsigned>(first[i]); };
+  if (first.size() >= 4 && at(0) == 'P' && at(1) == 'K' && at(2) == 3 && at(3) == 4) return true;
+  return first.size() >= 2 && at(0) == 0x80 && at(1) >= 2 && at(1) <= 5;
+}
+
+}  // namespace
+
 TensorFile TensorFile::open(const std::filesystem::path& path) {
   TensorFile result;
   result.file_ = MappedFile::open(path);
@@ -83,7 +96,14 @@ TensorFile TensorFile::open(const std::filesystem::path& path) {
     result.index_tensors();
     return result;
   }
-  const std::uint64_t n = safetensors_header_length(first, file_size, source);
+  std::uint64_t n = 0;
+  try {
+    n = safetensors_header_length(first, file_size, source);
+  } catch (const Error&) {
+    // Named as what it is: a PyTorch checkpoint (a zip, or a bare pickle stream).
+    if (looks_like_pickle(first)) throw pickle_refusal(path);
+    throw;
+  }
   // n ≤ the file size and ≤ kMaxSafetensorsHeaderBytes: the bytes exist, the buffer is bounded.
   std::vector<std::byte> bytes(static_cast<std::size_t>(8 + n));
   {

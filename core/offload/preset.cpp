@@ -49,6 +49,16 @@ std::int64_t int_field(const nlohmann::json& j, const char* key, const std::stri
   return v.get<std::int64_t>();
 }
 
+// A string field with a default; nlohmann's j.value() would throw its own type_error (not an Error,
+// so no message naming the preset) for "device": 7.
+std::string string_field(const nlohmann::json& j, const char* key, const std::string& source,
+                         const std::string& fallback) {
+  if (!j.contains(key)) return fallback;
+  const auto& v = j.at(key);
+  if (!v.is_string()) throw bad(source, std::string("\"") + key + "\" must be a string");
+  return v.get<std::string>();
+}
+
 }  // namespace
 
 Preset parse_preset(std::string_view json, const std::string& source) {
@@ -60,10 +70,20 @@ Preset parse_preset(std::string_view json, const std::string& source) {
     throw bad(source, std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw bad(source, "the file must hold one JSON object");
-  static const std::set<std::string> kKnown = {
-      "name", "description", "device", "vram_budget_mib", "vram_headroom_mib", "ram_budget_mib",
-      "max_pinned_fraction_of_ram", "staging_slots", "staging_slot_mib", "look_ahead",
-      "read_method", "ffn_chunk_tokens", "vae_tile_px", "vae_activations"};
+  static const std::set<std::string> kKnown = {"name",
+                                               "description",
+                                               "device",
+                                               "vram_budget_mib",
+                                               "vram_headroom_mib",
+                                               "ram_budget_mib",
+                                               "max_pinned_fraction_of_ram",
+                                               "staging_slots",
+                                               "staging_slot_mib",
+                                               "look_ahead",
+                                               "read_method",
+                                               "ffn_chunk_tokens",
+                                               "vae_tile_px",
+                                               "vae_activations"};
   for (const auto& [key, value] : j.items()) {
     if (kKnown.count(key) == 0) throw bad(source, "unknown field \"" + key + "\" (a typo?)");
   }
@@ -76,15 +96,16 @@ Preset parse_preset(std::string_view json, const std::string& source) {
   }
   p.name = j.at("name").get<std::string>();
   p.description = j.at("description").get<std::string>();
-  if (p.name.size() > 64 || p.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_.") !=
-                                std::string::npos) {
+  if (p.name.size() > 64 ||
+      p.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_.") != std::string::npos) {
     throw bad(source, "\"name\" may use only lowercase letters, digits, '-', '_' and '.'");
   }
   if (p.description.size() > 300 || p.description.find('\n') != std::string::npos) {
     throw bad(source, "\"description\" must be one line of at most 300 characters");
   }
-  const std::string device = j.value("device", std::string("cuda"));
-  if (device != "cuda" && device != "cpu") throw bad(source, "\"device\" must be \"cuda\" or \"cpu\"");
+  const std::string device = string_field(j, "device", source, "cuda");
+  if (device != "cuda" && device != "cpu")
+    throw bad(source, "\"device\" must be \"cuda\" or \"cpu\"");
   p.device = device == "cpu" ? Device::kCpu : Device::kCuda;
   p.vram_budget_bytes = mib_field(j, "vram_budget_mib", source, 1 << 20);
   p.vram_headroom_bytes = mib_field(j, "vram_headroom_mib", source, 16384, false);
@@ -92,7 +113,8 @@ Preset parse_preset(std::string_view json, const std::string& source) {
   if (p.device == Device::kCuda && p.vram_budget_bytes == 0) {
     throw bad(source, "a GPU preset needs a \"vram_budget_mib\" above 0");
   }
-  if (p.ram_budget_bytes < 1024 * kMiB) throw bad(source, "\"ram_budget_mib\" must be at least 1024");
+  if (p.ram_budget_bytes < 1024 * kMiB)
+    throw bad(source, "\"ram_budget_mib\" must be at least 1024");
   if (j.contains("max_pinned_fraction_of_ram")) {
     const auto& v = j.at("max_pinned_fraction_of_ram");
     if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 0.6) {
@@ -104,7 +126,7 @@ Preset parse_preset(std::string_view json, const std::string& source) {
   p.staging_slot_bytes =
       static_cast<std::uint64_t>(int_field(j, "staging_slot_mib", source, 1, 1024, 64)) * kMiB;
   p.look_ahead = static_cast<std::size_t>(int_field(j, "look_ahead", source, 1, 4, 1));
-  const std::string method = j.value("read_method", std::string("direct"));
+  const std::string method = string_field(j, "read_method", source, "direct");
   if (method != "direct" && method != "mapped") {
     throw bad(source, "\"read_method\" must be \"direct\" or \"mapped\"");
   }
@@ -112,7 +134,7 @@ Preset parse_preset(std::string_view json, const std::string& source) {
   p.ffn_chunk_tokens = int_field(j, "ffn_chunk_tokens", source, 0, 1 << 20, 0);
   p.vae_tile_px = static_cast<int>(int_field(j, "vae_tile_px", source, 0, 4096, 0));
   if (p.vae_tile_px % 32 != 0) throw bad(source, "\"vae_tile_px\" must be a multiple of 32");
-  const std::string vae_activations = j.value("vae_activations", std::string("f32"));
+  const std::string vae_activations = string_field(j, "vae_activations", source, "f32");
   if (vae_activations != "f32" && vae_activations != "bf16") {
     throw bad(source, "\"vae_activations\" must be \"f32\" or \"bf16\"");
   }
@@ -142,7 +164,8 @@ std::vector<Preset> load_presets(const std::filesystem::path& user_dir) {
   if (user_dir.empty() || !std::filesystem::is_directory(user_dir, ec)) return presets;
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(user_dir, ec)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path());
+    if (entry.is_regular_file() && entry.path().extension() == ".json")
+      files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
   for (const auto& file : files) {
@@ -152,9 +175,9 @@ std::vector<Preset> load_presets(const std::filesystem::path& user_dir) {
     in.read(text.data(), static_cast<std::streamsize>(text.size()));
     text.resize(static_cast<std::size_t>(in.gcount()));
     Preset p = parse_preset(text, source);
-    const bool taken = p.name == "auto" ||
-                       std::any_of(presets.begin(), presets.end(),
-                                   [&](const Preset& q) { return q.name == p.name; });
+    const bool taken =
+        p.name == "auto" || std::any_of(presets.begin(), presets.end(),
+                                        [&](const Preset& q) { return q.name == p.name; });
     if (taken) throw bad(source, "the name \"" + p.name + "\" is already taken");
     presets.push_back(std::move(p));
   }

@@ -3,9 +3,11 @@
 // and through a Ferry MP4's metadata; files that are not Ferry videos give a message.
 #include "gui/history.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QListWidget>
 #include <QtTest/QtTest>
+#include <limits>
 
 #include "core/pipeline/session.h"
 #include "gui/generation_settings.h"
@@ -237,6 +239,95 @@ class HistoryTest : public QObject {
     QVERIFY(restored->negativePrompt.isEmpty());
     // Without the model's default the prompt used is what restores.
     QCOMPARE(GenerationSettings::fromVideo(video)->negativePrompt, defaultNegative);
+  }
+
+  // What a shared clip can make Ferry do (GenerationSettings::fromClip): restore settings, never
+  // point it at a place of the clip author's choosing.
+  void a_clip_restores_no_folder_and_no_path_it_names() {
+    const QJsonObject clip{
+        {QStringLiteral("prompt"), QStringLiteral("a ferry")},
+        {QStringLiteral("seed"), 7},
+        {QStringLiteral("model_folder"), QStringLiteral("\\\\attacker\\share\\models")},
+        {QStringLiteral("noise"), QStringLiteral("/home/victim/.ssh/id_rsa")},
+        {QStringLiteral("image"), QStringLiteral("start.png")},
+        {QStringLiteral("model_files"),
+         QJsonArray{QStringLiteral("C:\\Users\\me\\models\\wan\\dit.safetensors"),
+                    QStringLiteral("/home/me/models/wan/vae.safetensors")}},
+        {QStringLiteral("noise_file"),
+         QJsonObject{{QStringLiteral("name"), QStringLiteral("/tmp/replay.noise.safetensors")},
+                     {QStringLiteral("fingerprint"), QStringLiteral("fp1:00")}}},
+        {QStringLiteral("save_noise"), true}};
+    const QByteArray json = QJsonDocument(clip).toJson();
+    QString why;
+    const auto s = GenerationSettings::fromClip(json, QStringLiteral("clip.mp4"), &why);
+    QVERIFY2(s.has_value(), qPrintable(why));
+    QCOMPARE(s->prompt, QStringLiteral("a ferry"));
+    // A legacy clip's absolute model files no longer make a model folder (they used to: the
+    // folder common to them was restored and scanned).
+    QVERIFY2(s->modelFolder.isEmpty(), qPrintable(s->modelFolder));
+    QVERIFY2(s->noise.isEmpty(), qPrintable(s->noise));
+    QCOMPARE(s->image, QStringLiteral("start.png"));
+    QCOMPARE(s->modelFiles.size(), 2);
+    QCOMPARE(s->modelFiles[0].name, QStringLiteral("dit.safetensors"));
+    QCOMPARE(s->modelFiles[1].name, QStringLiteral("vae.safetensors"));
+    QCOMPARE(s->noiseFile.name, QStringLiteral("replay.noise.safetensors"));
+    // Saving is restored as a choice; where is the run's output folder's business.
+    QVERIFY(s->saveNoise);
+    QVERIFY(s->saveNoisePath.isEmpty());
+    const auto request = s->toRequest(QStringLiteral("/out/clip.mp4"));
+    QCOMPARE(request.save_noise.parent_path(), std::filesystem::path("/out"));
+  }
+
+  void a_clip_naming_a_file_outside_its_folder_is_refused_with_a_message() {
+    for (const char* image : {"../../secret.png", "/etc/passwd", "C:x.png", "NUL.png",
+                              "start.png:hidden", "start.png."}) {
+      QJsonObject j{{QStringLiteral("prompt"), QStringLiteral("x")},
+                    {QStringLiteral("image"), QString::fromUtf8(image)}};
+      QString why;
+      const auto s = GenerationSettings::fromClip(QJsonDocument(j).toJson(),
+                                                  QStringLiteral("shared.mp4"), &why);
+      QVERIFY2(!s.has_value(), image);
+      QVERIFY2(why.contains(QLatin1String("shared.mp4")), qPrintable(why));
+      QVERIFY2(why.contains(QLatin1String("refused")), qPrintable(why));
+    }
+    QJsonObject j{
+        {QStringLiteral("prompt"), QStringLiteral("x")},
+        {QStringLiteral("model_files"),
+         QJsonArray{QJsonObject{{QStringLiteral("name"), QStringLiteral("com1.safetensors")}}}}};
+    QVERIFY(!GenerationSettings::fromClip(QJsonDocument(j).toJson(), QStringLiteral("c.mp4")));
+  }
+
+  void a_clip_with_numbers_out_of_range_restores_them_clamped() {
+    const QByteArray json =
+        "{\"prompt\": \"x\", \"seed\": -1, \"width\": -832, \"height\": 1e300, "
+        "\"frames\": 2147483648, \"steps\": -3, \"model_files\": ["
+        "{\"name\": \"a.safetensors\", \"bytes\": -5}, "
+        "{\"name\": \"b.safetensors\", \"bytes\": 1e30}]}";
+    const auto s = GenerationSettings::fromClip(json, QStringLiteral("c.mp4"));
+    QVERIFY(s.has_value());
+    QCOMPARE(s->seed, quint64{0});
+    QCOMPARE(s->width, 0);
+    QCOMPARE(s->height, 0);
+    QCOMPARE(s->frames, 0);
+    QCOMPARE(s->steps, 0);
+    QCOMPARE(s->modelFiles[0].bytes, quint64{0});
+    QCOMPARE(s->modelFiles[1].bytes, std::numeric_limits<quint64>::max());
+    const auto huge = GenerationSettings::fromClip("{\"prompt\": \"x\", \"seed\": 1e300}",
+                                                   QStringLiteral("c.mp4"));
+    QCOMPARE(huge->seed, std::numeric_limits<quint64>::max());
+  }
+
+  void a_clip_larger_than_its_bound_is_refused_unread() {
+    QByteArray json = "{\"prompt\": \"";
+    json += QByteArray(kMaxClipSettingsBytes, 'a');
+    json += "\"}";
+    QString why;
+    QVERIFY(!GenerationSettings::fromClip(json, QStringLiteral("big.mp4"), &why));
+    QVERIFY2(why.contains(QLatin1String("big.mp4")), qPrintable(why));
+    // Deep nesting is Qt's parser's to bound: refused as no settings, no crash.
+    QByteArray deep = "{\"prompt\": \"x\", \"a\": ";
+    deep += QByteArray(100000, '[');
+    QVERIFY(!GenerationSettings::fromClip(deep, QStringLiteral("deep.mp4"), &why));
   }
 
   void a_file_that_is_not_a_ferry_video_gives_a_message() {

@@ -30,7 +30,8 @@ struct FakeModel {
     add_group("head", kMiB, true);
   }
   void add_group(std::string name, std::uint64_t bytes, bool always) {
-    tensors.push_back(io::TensorInfo{name + ".weight", DType::kBF16, {bytes / 2}, 0, bytes, nullptr});
+    tensors.push_back(
+        io::TensorInfo{name + ".weight", DType::kBF16, {bytes / 2}, 0, bytes, nullptr});
     layout.groups.push_back(
         LayerGroup{std::move(name), {WeightRef{nullptr, &tensors.back()}}, always});
   }
@@ -74,6 +75,10 @@ TEST(Presets, invalid_presets_are_refused_naming_the_field) {
        "name"},
       {R"({"name": "x", "description": "x", "vram_budget_mib": -5, "ram_budget_mib": 2000})",
        "vram_budget_mib"},
+      // Found by preset_fuzzer: a field of another type escaped as nlohmann's type_error.
+      {base + R"(, "device": 7})", "device"},
+      {base + R"(, "read_method": []})", "read_method"},
+      {base + R"(, "vae_activations": {}})", "vae_activations"},
       {"[1, 2]", "one JSON object"},
       {"{\"name\": ", "not valid JSON"},
   };

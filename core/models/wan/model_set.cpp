@@ -86,7 +86,7 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
     if (fs::is_directory(status)) {
       for (fs::path& s : io::find_safetensors_sets(p, &m.pickles)) sets.push_back(std::move(s));
     } else if (io::is_pickle_file(p)) {
-      m.pickles.push_back(p);
+      throw io::pickle_refusal(p);  // named by the user: say why it is not read
     } else {
       sets.push_back(p);
     }
