@@ -8,7 +8,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-seconds="${FERRY_FUZZ_SECONDS:-30}"
+seconds="${FERRY_FUZZ_SECONDS:-20}"
 jobs="${FERRY_JOBS:-$(nproc)}"
 
 cmake --preset linux-fuzz >/dev/null
