@@ -5,7 +5,10 @@
 // diffusion stage exactly as `ferry-cli plan` does (models::block_stage_plan) under a preset at a
 // size, on a described machine, and prints per file:
 //   weights    the DiT's bytes as stored
+//   blocks     the bytes of the 30/40 blocks: what a step streams when every block streams
+//              (the `stream_all` plan), with their ratio to bf16's
 //   streamed   bytes read from disk or copied from the pinned cache per step (one CFG pass)
+//              under the preset's plan
 //   VRAM/RAM   the stage's predicted peaks
 // and each file's streamed bytes as a ratio to bf16's, in the same run.
 //   ./bench/quant_plan [--preset laptop-8gb] [--width 832 --height 480 --frames 81]
@@ -85,26 +88,30 @@ int main(int argc, char** argv) try {
   std::printf("quant_plan: Wan DiT stage at %dx%dx%d, preset %s, machine %.0f GiB VRAM / %.0f GiB RAM\n",
               width, height, frames, preset.name.c_str(), machine.total_vram_bytes / kGiB,
               machine.total_ram_bytes / kGiB);
-  std::printf("%-10s %-7s %10s %12s %9s %10s %10s\n", "model", "format", "weights", "streamed/step",
-              "vs bf16", "VRAM peak", "RAM peak");
+  std::printf("%-10s %-7s %10s %10s %8s %14s %8s %10s %10s\n", "model", "format", "weights",
+              "blocks", "vs bf16", "streamed/step", "vs bf16", "VRAM peak", "RAM peak");
   for (const wan::DitConfig* config : {&wan::kTI2V_5B, &wan::kT2V_14B}) {
-    double bf16_streamed = 0;
+    double bf16_streamed = 0, bf16_blocks = 0;
     for (std::string_view mix : {"BF16", "Q8_0", "Q4_K_M"}) {
       const fs::path path = write_dit(dir, *config, mix);
       const ferry::io::TensorSet set = ferry::io::TensorSet::open(path);
       const auto layout = wan::dit_model_layout(set, width, height, frames, preset.ffn_chunk_tokens);
       const ferry::models::StagePlan s =
           ferry::models::block_stage_plan("diffusion model", layout, preset, machine, false);
-      double streamed = 0;
+      double streamed = 0, blocks = 0;
       for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+        if (!layout.groups[g].always_resident) blocks += static_cast<double>(layout.groups[g].bytes());
         if (s.plan.placement[g] != ferry::offload::Placement::kDevice) {
           streamed += static_cast<double>(layout.groups[g].bytes());
         }
       }
-      if (mix == "BF16") bf16_streamed = streamed;
-      std::printf("%-10s %-7s %8.2f G %10.2f G %9.3f %8.2f G %8.2f G\n",
+      if (mix == "BF16") {
+        bf16_streamed = streamed;
+        bf16_blocks = blocks;
+      }
+      std::printf("%-10s %-7s %8.2f G %8.2f G %8.3f %12.2f G %8.3f %8.2f G %8.2f G\n",
                   std::string(config->name).c_str(), std::string(mix).c_str(),
-                  s.weight_bytes / kGiB, streamed / kGiB,
+                  s.weight_bytes / kGiB, blocks / kGiB, blocks / bf16_blocks, streamed / kGiB,
                   bf16_streamed > 0 ? streamed / bf16_streamed : 0.0,
                   s.predicted_vram_peak / kGiB, s.predicted_ram_peak / kGiB);
       fs::remove(path);
