@@ -133,13 +133,16 @@ TEST(ModelFolder, EveryPyTorchPickleFormatIsListedApartNeverOpened) {
 // zip format and the older bare pickle stream.
 TEST(ModelFolder, OpeningAPickleIsRefusedNamingSafetensorsAndGguf) {
   test::ScratchDir dir;
-  const std::string zip("PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl", 30);
+  // (The name starts its own literal: "\x00a..." would read as one hex escape.)
+  const std::string zip =
+      std::string("PK\x03\x04\x14\x00\x00\x00\x08\x00", 10) + "archive/data.pkl";
   // PROTO 2, then LONG1 of torch.save's magic number (0x1950a86a20f9469cfc6c), then STOP.
-  const std::string stream("\x80\x02\x8a\x0a"
-                           "l\xfc\x9c"
-                           "F\xf9 j\xa8"
-                           "P\x19.",
-                           16);
+  const std::string stream(
+      "\x80\x02\x8a\x0a"
+      "l\xfc\x9c"
+      "F\xf9 j\xa8"
+      "P\x19.",
+      15);
   for (const auto& [name, bytes] :
        {std::pair{"lora.pt", zip}, std::pair{"model.ckpt", stream},
         std::pair{"pytorch_model.bin", zip}, std::pair{"renamed.safetensors", stream}}) {
