@@ -20,31 +20,13 @@
 #include "core/error.h"
 #include "core/tensor/convert.h"
 #include "tests/backend/host_tensor.h"
+#include "tests/backend/quant_test_blocks.h"
 #include "tests/test_support.h"
 
 namespace ferry::cpu {
 namespace {
 
 using test::HostTensor;
-
-// Offsets of a ggml block's half scale fields (formats_lora_moe.md §1.2).
-std::vector<std::size_t> half_fields(DType dtype) {
-  switch (dtype) {
-    case DType::kQ4_1:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-      return {0, 2};
-    case DType::kQ2_K:
-      return {80, 82};
-    case DType::kQ3_K:
-      return {108};
-    case DType::kQ6_K:
-      return {208};
-    default:
-      return {0};
-  }
-}
 
 // Random blocks whose scales are finite halves of about 0.01.
 void fill_random_blocks(const Tensor& w, std::uint32_t seed) {
@@ -54,7 +36,7 @@ void fill_random_blocks(const Tensor& w, std::uint32_t seed) {
   std::normal_distribution<float> scale(0.0f, 0.01f);
   const std::size_t block = dtype_block_bytes(w.dtype);
   for (std::size_t at = 0; at < w.bytes(); at += block) {
-    for (std::size_t field : half_fields(w.dtype)) {
+    for (int field : test::half_fields(w.dtype)) {
       const std::uint16_t half = f32_to_f16(scale(rng));
       std::memcpy(bytes + at + field, &half, sizeof half);
     }

@@ -22,7 +22,7 @@
 #include "core/tensor/quant.h"
 #include "cuda/quant_decode.cuh"
 #include "tests/gpu/quant_linear_reference.h"
-#include "tests/gpu/quant_test_blocks.h"
+#include "tests/backend/quant_test_blocks.h"
 
 namespace ferry {
 namespace {

@@ -36,7 +36,7 @@
 #include "cuda/device_info.h"
 #include "cuda/quant.cuh"
 #include "tests/gpu/quant_linear_reference.h"
-#include "tests/gpu/quant_test_blocks.h"
+#include "tests/backend/quant_test_blocks.h"
 
 namespace ferry {
 namespace {

@@ -1,6 +1,7 @@
-// Quantised weights for the CUDA dequantisation tests (quant_host_test.cpp on any machine,
-// quant_parity_test.cpp on a GPU): random ggml blocks whose f16 scale fields hold finite halves
-// (formats_lora_moe.md §1.6, recipe 1), hand-made edge blocks, and bitsandbytes 4-bit states.
+// Quantised weights for the dequantisation tests (the CPU's cpu_quant_linear_test.cpp; CUDA's
+// quant_host_test.cpp on any machine, quant_parity_test.cpp on a GPU): random ggml blocks whose
+// f16 scale fields hold finite halves (formats_lora_moe.md §1.6, recipe 1), hand-made edge
+// blocks, and bitsandbytes 4-bit states.
 #pragma once
 
 #include <cstdint>
