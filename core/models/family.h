@@ -66,6 +66,21 @@ struct TensorBytes {
   std::span<const std::byte> bytes;
 };
 
+// What a LoRA file adapts in a model set: the app's LoRA list ("312 of 312 layers") and the
+// CLI's report. A module is one adapted tensor: a low-rank pair (down/A, up/B), or a full delta
+// (.diff, .diff_b, diff_m).
+struct LoraReport {
+  std::filesystem::path path;
+  std::uint64_t bytes = 0;              // the file's size
+  std::size_t modules = 0;              // modules the file adapts
+  std::size_t matched = 0;              // of which adapt a tensor of this model
+  std::vector<std::string> unmatched;   // up to 3 of the others, as the file names them
+  std::uint64_t adapter_bytes = 0;      // the matched tensors' bytes (a run streams them)
+  // 4 for a step-distillation LoRA (LightX2V, Lightning: recognised by its file name), else 0:
+  // the app then offers the distilled sampler.
+  int distilled_steps = 0;
+};
+
 // What the pipeline gives a running stage.
 struct RunContext {
   Backend& backend;
@@ -113,6 +128,11 @@ class ModelParts {
   // `image_size` is the start image's (width, height) when there is one.
   virtual ResolvedRequest resolve(const GenerationRequest& request,
                                   std::optional<std::pair<int, int>> image_size) const = 0;
+  // The LoRA at `path` checked against these parts (header reads only). Error(kBadModelFile) for
+  // a file that is not a LoRA Ferry applies (a pickle, truncated, no LoRA tensor, LoHa / LoKr /
+  // DoRA) or that does not fit this model (a shape disagrees: a LoRA for another model size, or
+  // no module adapts a tensor of it), the message naming the file and the first disagreement.
+  virtual LoraReport check_lora(const std::filesystem::path& path) const = 0;
   // The tensors a run's initial noise is made of, and those of its final latents, for `request`
   // (what --noise reads and --save-noise / --save-latents write).
   virtual std::vector<TensorLayout> noise_layout(const ResolvedRequest& request) const = 0;

@@ -13,6 +13,14 @@
 
 namespace ferry::models {
 
+// A LoRA applied at runtime (formats_lora_moe.md §4): y = W·x + strength·(alpha/rank)·B·(A·x) on
+// every layer it adapts, never merged into the model's weights.
+struct LoraChoice {
+  std::filesystem::path path;  // a safetensors file
+  float strength = 1.0f;
+  bool operator==(const LoraChoice&) const = default;
+};
+
 struct GenerationRequest {
   std::vector<std::filesystem::path> model;  // a folder, or the parts' files
   std::string prompt;
@@ -28,6 +36,8 @@ struct GenerationRequest {
   std::optional<double> shift;
   std::optional<std::string> sampler;  // a name the family lists in RequestRules::samplers
   std::uint64_t seed = 0;
+  // Applied in this order, each with its own strength (the deltas add).
+  std::vector<LoraChoice> loras;
   std::string preset = "auto";
   std::filesystem::path output;       // the video; a JSON sidecar goes next to it
   std::filesystem::path stats_jsonl;  // one line per step; empty: none
@@ -51,6 +61,9 @@ struct ResolvedRequest {
   double shift = 0;
   std::string sampler;
   std::int64_t latent_frames = 0, latent_height = 0, latent_width = 0;
+  // What the request asks that is allowed but probably not meant (a step-distillation LoRA with
+  // CFG on, or with 50 steps): one sentence each, told to the user before the run.
+  std::vector<std::string> warnings;
 };
 
 // What a model accepts and what it does by default: the engine decides, front ends ask.

@@ -98,6 +98,11 @@ ResolvedRequest WanParts::resolve(const GenerationRequest& request,
 }
 
 // Wan's noise and final latent are one tensor each, [C, T, h, w] in f32 (the official layout).
+LoraReport WanParts::check_lora(const std::filesystem::path& path) const {
+  // Replaced by the LoRA binding (issue 16, in progress on this branch).
+  throw Error(ErrorCode::kUnsupported, "LoRAs are not applied yet: " + path.filename().string());
+}
+
 std::vector<TensorLayout> WanParts::noise_layout(const ResolvedRequest& r) const {
   return {
       {"noise",

@@ -31,6 +31,7 @@ class WanParts final : public ModelParts {
   RequestRules rules() const override;
   ResolvedRequest resolve(const GenerationRequest& request,
                           std::optional<std::pair<int, int>> image_size) const override;
+  LoraReport check_lora(const std::filesystem::path& path) const override;
   std::vector<TensorLayout> noise_layout(const ResolvedRequest& request) const override;
   std::vector<TensorLayout> latent_layout(const ResolvedRequest& request) const override;
   GenerationPlan plan(const ResolvedRequest& request, const offload::Preset& preset,
