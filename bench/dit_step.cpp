@@ -15,6 +15,11 @@
 // CPU (default): only a few blocks (--blocks 2) at a small size (256x256, 5 frames: 128 tokens),
 // since a CPU step at video sizes takes minutes. CUDA (--backend cuda, when built with CUDA): all
 // 30 blocks at 832x480x81 and 1280x704x121; target <= 1.05 at 720p.
+//
+// --lora-rank R adds a fourth run, "lora": resident, with a synthetic rank-R LoRA on every Linear
+// of every block (runtime form: the base weights untouched, two extra GEMMs per Linear), and its
+// ratio to the resident run is the LoRA's cost (target <= 1.06: the extra GEMMs are about 4 % of
+// the FLOPs at rank 64). Its latent differs, by design, and is not compared.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,6 +44,7 @@
 #include "core/models/wan/denoise.h"
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_layout.h"
+#include "core/models/wan/dit_loras.h"
 #include "core/offload/planner.h"
 #include "core/offload/streamer.h"
 #include "core/tensor/convert.h"
@@ -71,6 +77,7 @@ struct Options {
   std::size_t staging_slots = 4;
   std::size_t staging_mib = 64;
   std::int64_t ffn_chunk_tokens = 0;
+  int lora_rank = 0;  // > 0: the "lora" run
   fs::path file = "bench-data/dit_step.safetensors";
   bool keep = false;
 };
@@ -80,7 +87,7 @@ void print_usage() {
       "usage: dit_step [--backend cpu|cuda] [--size W*H]... [--frames F] [--blocks N] [--steps S]\n"
       "                [--rounds R] [--look-ahead L] [--staging-slots K] [--staging-mib M] "
       "[--ffn-chunk T]\n"
-      "                [--file PATH] [--keep]\n"
+      "                [--lora-rank R] [--file PATH] [--keep]\n"
       "  --backend    cpu (default) or cuda (when built with CUDA)\n"
       "  --size W*H   pixels, official order (repeatable); default cpu 256*256, cuda 832*480\n"
       "               and 1280*704\n"
@@ -92,6 +99,7 @@ void print_usage() {
       "               next; each is reported at its fastest round (default 2)\n"
       "  --look-ahead, --staging-slots, --staging-mib   the streamed plans' (default 1, 4, 64)\n"
       "  --ffn-chunk T  FFN rows per chunk (default 0: unchunked)\n"
+      "  --lora-rank R  also a resident run with a rank-R LoRA on every block Linear: its cost\n"
       "  --file PATH  the synthetic checkpoint (default bench-data/dit_step.safetensors; written\n"
       "               and removed unless --keep)\n");
 }
@@ -136,6 +144,8 @@ std::optional<Options> parse(int argc, char** argv) {
       o.staging_mib = static_cast<std::size_t>(std::max(1ll, number()));
     } else if (arg == "--ffn-chunk") {
       o.ffn_chunk_tokens = std::max(0ll, number());
+    } else if (arg == "--lora-rank") {
+      o.lora_rank = std::max(0, static_cast<int>(number()));
     } else if (arg == "--file") {
       o.file = args.value();
     } else if (arg == "--keep") {
@@ -178,6 +188,27 @@ void write_checkpoint(const fs::path& path, const wan::DitConfig& config) {
       });
 }
 
+// A LoRA of `rank` on every Linear of every block (official names, lora_down/lora_up, bf16,
+// alpha = rank), B·A small beside the weights.
+void write_lora(const fs::path& path, const wan::DitConfig& config, int rank) {
+  std::vector<ferry::io::TensorSpec> specs;
+  for (std::uint64_t b = 0; b < config.layers; ++b) {
+    for (const ferry::io::TensorSpec& w : wan::dit_block_tensors(config, b, ferry::DType::kBF16)) {
+      if (w.shape.size() != 2 || !w.name.ends_with(".weight")) continue;
+      const std::string module = "diffusion_model." + w.name.substr(0, w.name.size() - 7);
+      const auto r = static_cast<std::uint64_t>(rank);
+      specs.push_back({module + ".lora_down.weight", ferry::DType::kBF16, {r, w.shape[1]}});
+      specs.push_back({module + ".lora_up.weight", ferry::DType::kBF16, {w.shape[0], r}});
+    }
+  }
+  ferry::bench::write_random_checkpoint(path, specs, [](const ferry::io::TensorSpec& spec) {
+    return ferry::bench::RandomRange{
+        spec.name.ends_with("lora_up.weight") ? 0.01f
+                                              : std::sqrt(3.0f / static_cast<float>(spec.shape[1])),
+        0.0f};
+  });
+}
+
 struct Owned {
   std::unique_ptr<ferry::DeviceBuffer> memory;
   ferry::Tensor tensor;
@@ -208,9 +239,15 @@ struct Result {
 };
 
 Result run_steps(ferry::Backend& backend, const ferry::io::TensorSet& set,
-                 const ferry::offload::ModelLayout& layout, const Plan& plan, const Size& size,
-                 const Options& o) {
-  wan::WanDit dit(backend, set, layout);
+                 const ferry::offload::ModelLayout& model_layout, const Plan& plan,
+                 const Size& size, const Options& o,
+                 std::span<const ferry::models::LoraChoice> loras = {}) {
+  ferry::offload::ModelLayout layout = model_layout;
+  const std::int64_t tokens = wan::dit_tokens(wan::infer_dit_config(set), size.width, size.height,
+                                              size.frames);
+  const ferry::models::lora::LoraBinding bound =
+      wan::bind_dit_loras(loras, set, layout, tokens, o.ffn_chunk_tokens);
+  wan::WanDit dit(backend, set, layout, bound.terms());
   ferry::offload::StreamerOptions options;
   options.passes = static_cast<std::size_t>(o.steps + 1);
   ferry::offload::WeightStreamer streamer(backend, layout, plan, options);
@@ -218,7 +255,8 @@ Result run_steps(ferry::Backend& backend, const ferry::io::TensorSet& set,
   const wan::LatentGrid grid{static_cast<int>(dit.config().in_dim), (size.frames - 1) / 4 + 1,
                              size.height / 16, size.width / 16};
   const std::uint64_t arena_bytes = wan::dit_activation_bytes(
-      dit.config(), static_cast<std::int64_t>(grid.tokens()), o.ffn_chunk_tokens, 2, 1);
+      dit.config(), static_cast<std::int64_t>(grid.tokens()), o.ffn_chunk_tokens, 2, 1,
+      wan::WanDit::lora_scratch_rank(bound.terms()));
   const auto arena_memory = backend.allocate(arena_bytes);
   ferry::memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
   const auto text = static_cast<std::int64_t>(dit.config().text_dim);
@@ -316,6 +354,14 @@ int main_checked(const Options& o) {
   write_checkpoint(o.file, config);
   const ferry::bench::ScratchFile scratch(o.file, o.keep);
   const ferry::io::TensorSet set = ferry::io::TensorSet::open(o.file);
+  const fs::path lora_file = fs::path(o.file).replace_extension(".lora.safetensors");
+  std::optional<ferry::bench::ScratchFile> lora_scratch;
+  std::vector<ferry::models::LoraChoice> loras;
+  if (o.lora_rank > 0) {
+    write_lora(lora_file, config, o.lora_rank);
+    lora_scratch.emplace(lora_file, o.keep);
+    loras.push_back({lora_file, 1.0f});
+  }
   std::printf(
       "dit_step: Wan 2.2 TI2V-5B shapes (D %llu, F %llu), %d of %llu blocks, bf16 random weights "
       "(%.0f MiB, written in %.1f s to %s)\n"
@@ -355,20 +401,24 @@ int main_checked(const Options& o) {
 
     // Rounds of the three runs, each round starting with the next one, so that load from other
     // processes falls on all three; each is then taken at its fastest round.
-    const char* names[3] = {"resident", "pinned", "disk"};
-    const Plan plans[3] = {resident_plan(layout), pinned, disk};
-    Result best[3];
+    const char* names[4] = {"resident", "pinned", "disk", "lora"};
+    const Plan plans[4] = {resident_plan(layout), pinned, disk, resident_plan(layout)};
+    const int runs = loras.empty() ? 3 : 4;
+    Result best[4];
     std::vector<float> first_latent;  // of the first run; every other run must match it
     const char* first_name = "";
     bool differ = false;
     for (int round = 0; round < o.rounds; ++round) {
       std::printf("  round %d:", round + 1);
-      for (int k = 0; k < 3; ++k) {
-        const int m = (round + k) % 3;
-        Result r = run_steps(*backend, set, layout, plans[m], size, o);
+      for (int k = 0; k < runs; ++k) {
+        const int m = (round + k) % runs;
+        Result r = run_steps(*backend, set, layout, plans[m], size, o,
+                             m == 3 ? std::span(loras) : std::span<const ferry::models::LoraChoice>{});
         std::printf("  %s %.3f s", names[m], r.step_seconds);
         std::fflush(stdout);
-        if (first_latent.empty()) {
+        if (m == 3) {
+          // A LoRA changes the result: nothing to compare.
+        } else if (first_latent.empty()) {
           first_latent = r.latent;
           first_name = names[m];
         } else {
@@ -385,7 +435,12 @@ int main_checked(const Options& o) {
       std::printf("\n");
     }
     const double floor = best[0].step_seconds;
-    for (int m = 0; m < 3; ++m) print_result(names[m], best[m], floor);
+    for (int m = 0; m < runs; ++m) print_result(names[m], best[m], floor);
+    if (runs == 4) {
+      std::printf("  LoRA cost: rank %d on every block Linear, %.3f x the resident step (target "
+                  "<= 1.06)\n",
+                  o.lora_rank, best[3].step_seconds / floor);
+    }
     std::printf("  final latents: %s\n", differ ? "DIFFER between the runs (see above)"
                                                 : "identical bit for bit in every run");
     latents_differ = latents_differ || differ;

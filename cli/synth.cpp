@@ -1,5 +1,7 @@
 // `ferry-cli synth`: writes a Wan DiT checkpoint in the official key layout with random weights
-// (deterministic for a seed), for benchmarks and for trying the tools without a real model.
+// (deterministic for a seed), for benchmarks and for trying the tools without a real model; with
+// --lora-rank, a LoRA for such a DiT (or for the DiT of --like FILE) instead: rank-R factors on
+// every block Linear, official names with the `diffusion_model.` prefix, alpha = R.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/safetensors_writer.h"
+#include "core/io/tensor_set.h"
 #include "core/models/wan/dit_layout.h"
 
 namespace ferry::cli {
@@ -34,12 +37,34 @@ float uniform(std::uint64_t seed, std::uint64_t tensor, std::uint64_t element) {
   return static_cast<float>(x >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
 }
 
+// Every block Linear's LoRA factors: down [rank, in], up [out, rank], and an alpha of `rank`.
+std::vector<io::TensorSpec> lora_tensors(const models::wan::DitConfig& config, std::uint64_t rank,
+                                         DType dtype) {
+  std::vector<io::TensorSpec> specs;
+  for (std::uint64_t b = 0; b < config.layers; ++b) {
+    for (const io::TensorSpec& w : models::wan::dit_block_tensors(config, b, dtype)) {
+      if (w.shape.size() != 2 || !w.name.ends_with(".weight")) continue;
+      const std::string module = "diffusion_model." + w.name.substr(0, w.name.size() - 7);
+      specs.push_back({module + ".lora_down.weight", dtype, {rank, w.shape[1]}});
+      specs.push_back({module + ".lora_up.weight", dtype, {w.shape[0], rank}});
+      specs.push_back({module + ".alpha", DType::kF32, {}});
+    }
+  }
+  return specs;
+}
+
 }  // namespace
 
 int run_synth(const std::vector<std::string>& argv) {
-  const Args args(argv, {"config", "blocks", "dtype", "seed", "out"}, {});
-  const std::string config_name = args.value_or("config", "ti2v-5b");
+  const Args args(argv, {"config", "blocks", "dtype", "seed", "out", "lora-rank", "like"}, {});
+  std::string config_name = args.value_or("config", "ti2v-5b");
   const models::wan::DitConfig* base = models::wan::find_dit_config(config_name);
+  models::wan::DitConfig like;
+  if (const auto file = args.value("like")) {
+    like = models::wan::infer_dit_config(io::TensorSet::open(io::detail::path_from_utf8(*file)));
+    base = &like;
+    config_name = std::string(like.name.empty() ? "like " + *file : like.name);
+  }
   if (base == nullptr) {
     throw Error(ErrorCode::kBadArgument,
                 "unknown --config '" + config_name + "' (t2v-1.3b, ti2v-5b or t2v-14b)");
@@ -47,8 +72,8 @@ int run_synth(const std::vector<std::string>& argv) {
   const auto out = args.value("out");
   if (!out || !args.positional().empty()) {
     throw Error(ErrorCode::kBadArgument,
-                "usage: ferry-cli synth --out FILE.safetensors [--config ti2v-5b] [--blocks N] "
-                "[--dtype bf16|f32] [--seed N]");
+                "usage: ferry-cli synth --out FILE.safetensors [--config ti2v-5b | --like "
+                "DIT.safetensors] [--blocks N] [--dtype bf16|f32] [--seed N] [--lora-rank R]");
   }
   models::wan::DitConfig config = *base;
   config.layers = static_cast<std::uint64_t>(
@@ -60,7 +85,9 @@ int run_synth(const std::vector<std::string>& argv) {
   const DType dtype = dtype_text == "bf16" ? DType::kBF16 : DType::kF32;
   const auto seed = static_cast<std::uint64_t>(args.integer_or("seed", 1, 0, 1LL << 62));
 
-  const auto tensors = models::wan::dit_tensors(config, dtype);
+  const auto rank = static_cast<std::uint64_t>(args.integer_or("lora-rank", 0, 0, 4096));
+  const auto tensors = rank > 0 ? lora_tensors(config, rank, dtype)
+                                : models::wan::dit_tensors(config, dtype);
   const float scale = 0.02f;
   io::write_safetensors(
       io::detail::path_from_utf8(*out), tensors,
@@ -69,6 +96,11 @@ int run_synth(const std::vector<std::string>& argv) {
                                std::to_string(config.layers) + " blocks, seed " +
                                std::to_string(seed)}},
       [&](std::size_t index, std::uint64_t offset, std::span<std::byte> chunk) {
+        if (tensors[index].dtype == DType::kF32 && tensors[index].shape.empty()) {  // an alpha
+          const auto alpha = static_cast<float>(rank);
+          std::memcpy(chunk.data(), &alpha, 4);
+          return;
+        }
         const std::size_t item = dtype_size(dtype);
         const std::uint64_t first = offset / item;
         for (std::size_t i = 0; i < chunk.size() / item; ++i) {
@@ -84,8 +116,9 @@ int run_synth(const std::vector<std::string>& argv) {
 
   std::uint64_t bytes = 0;
   for (const auto& t : tensors) bytes += t.bytes();
-  std::printf("wrote %s: Wan DiT %s layout, %llu blocks, %zu tensors, %s, random weights\n",
-              out->c_str(), config_name.c_str(), static_cast<unsigned long long>(config.layers),
+  std::printf("wrote %s: %s Wan DiT %s layout, %llu blocks, %zu tensors, %s, random weights\n",
+              out->c_str(), rank > 0 ? ("a rank-" + std::to_string(rank) + " LoRA for the").c_str() : "the",
+              config_name.c_str(), static_cast<unsigned long long>(config.layers),
               tensors.size(), human_bytes(bytes).c_str());
   return 0;
 }
