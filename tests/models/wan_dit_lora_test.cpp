@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/wan/dit_keys.h"
@@ -159,7 +161,71 @@ io::TensorSet official(std::string_view config) {
   return io::TensorSet::open(fixture(std::string(config) + ".safetensors.index.json"));
 }
 
+// The bypass form rounds differently from a merge: the reference rounds W + ΔW to bf16 once, Ferry
+// rounds x·W to bf16 (as without a LoRA), A·x to bf16, and the sum with s·B·(A·x) once more per
+// LoRA. Measured Ferry against Ferry (the LoRA merged into f32 weights, the first test below): up
+// to 1.65e-3 RMS, 2.1e-3 max with two LoRAs; the base floor against the official code is ~1.1e-3
+// RMS (wan_dit_fixture.h). Together ≈ 2.0e-3 RMS (they add in quadrature: independent roundings),
+// measured against the official merge 1.5e-3 .. 1.9e-3. The bound keeps a margin for CUDA's other
+// summation order. What it still catches: a LoRA missing changes v by 8.6–16 % RMS
+// (tools/reference's self-check), and a strength 5 % off moves r16 by several bounds (the negative
+// control in the official-parity test prints it).
+constexpr double kLoraRmsErrorBound = 2.5e-3;
+
 class WanDitLora : public test::ModelTest {};
+
+// tools/reference/make_lora_reference.py's cases: each LoRA format (official, diffusers, kohya,
+// PEFT, no prefix; ranks 1, 16, 64; alpha present, absent and in PEFT metadata; LightX2V's diffs;
+// a Wan 2.1 I2V LoRA whose image-branch keys this T2V model lacks), r16 on Q4_K_M, NF4 and
+// scaled-fp8 bases, and two LoRAs at once; the reference is the official forward on the LoRAs
+// merged into f32 weights. Ferry applies them at run time: kMaxErrorBound as every DiT parity test,
+// kLoraRmsErrorBound for the bypass form's roundings (above).
+TEST_F(WanDitLora, runtime_loras_match_the_official_code_on_the_merged_weights) {
+  const auto manifest_bytes = test::read_file(test::data_path("wan/dit_lora/manifest.json"));
+  const auto manifest = nlohmann::json::parse(
+      std::string(reinterpret_cast<const char*>(manifest_bytes.data()), manifest_bytes.size()));
+  ASSERT_GE(manifest["cases"].size(), 12u);
+  for (const auto& c : manifest["cases"]) {
+    const std::string name = c["case"];
+    SCOPED_TRACE(name);
+    std::vector<std::filesystem::path> base;
+    for (const auto& b : c["base"]) base.push_back(test::data_path(b.get<std::string>()));
+    const io::TensorSet set = io::TensorSet::open(base.front());
+    std::vector<LoraChoice> loras;
+    for (const auto& l : c["loras"]) {
+      loras.push_back({test::data_path(l["file"].get<std::string>()), l["strength"].get<float>()});
+    }
+    // Every term the reference applied is matched, and only those.
+    offload::ModelLayout layout = dit_model_layout(set, 1, 1, 1, 0);
+    const lora::LoraBinding bound = bind_dit_loras(loras, set, layout, 1, 0);
+    EXPECT_EQ(bound.terms().size(), c["applied_terms"].get<std::size_t>());
+    const Reference r = load_reference_file(test::data_path(c["reference"].get<std::string>()));
+    for (std::size_t i = 0; i < r.cases.size(); ++i) {
+      const auto got = run(set, r, r.cases[i].t, {r.context}, {}, ReadMethod::kMapped, 0, 1, loras);
+      const Deviation err = compare(got.velocities[0], r.cases[i].v);
+      std::printf("  [%s case %zu] max error %.2e of max|v|, rms error %.2e of rms(v)\n",
+                  name.c_str(), i, err.max_rel, err.rms_rel);
+      EXPECT_LT(err.max_rel, kMaxErrorBound) << "case " << i;
+      EXPECT_LT(err.rms_rel, kLoraRmsErrorBound) << "case " << i;
+    }
+  }
+  // Negative control: r16 at strength 0.95 instead of 1 is far outside the bound.
+  {
+    const io::TensorSet set = official("t2v");
+    const Reference r = load_reference_file(test::data_path("wan/dit_lora/r16_reference.safetensors"));
+    const std::vector<LoraChoice> off{{test::data_path("wan/dit_lora/r16.safetensors"), 0.95f}};
+    const auto got = run(set, r, r.cases[0].t, {r.context}, {}, ReadMethod::kMapped, 0, 1, off);
+    const Deviation err = compare(got.velocities[0], r.cases[0].v);
+    std::printf("  [r16 at strength 0.95] rms error %.2e of rms(v)\n", err.rms_rel);
+    EXPECT_GT(err.rms_rel, 2 * kLoraRmsErrorBound);
+  }
+  // The image-branch keys of a Wan 2.1 I2V LoRA are named, not applied.
+  const LoraReport k_img = check_dit_lora(test::data_path("wan/dit_lora/k_img.safetensors"),
+                                          official("t2v"));
+  EXPECT_GT(k_img.modules, k_img.matched);
+  ASSERT_FALSE(k_img.unmatched.empty());
+  EXPECT_NE(k_img.unmatched[0].find("img"), std::string::npos) << k_img.unmatched[0];
+}
 
 TEST_F(WanDitLora, runtime_loras_equal_their_merge_into_f32_weights) {
   test::ScratchDir dir;
@@ -188,9 +254,9 @@ TEST_F(WanDitLora, runtime_loras_equal_their_merge_into_f32_weights) {
                 config, effect.rms_rel, err_a.max_rel, err_a.rms_rel, err_ab.max_rel, err_ab.rms_rel);
     EXPECT_GT(effect.rms_rel, 20 * kRmsErrorBound) << "the LoRA must change the velocity";
     EXPECT_LT(err_a.max_rel, kMaxErrorBound);
-    EXPECT_LT(err_a.rms_rel, kRmsErrorBound);
+    EXPECT_LT(err_a.rms_rel, kLoraRmsErrorBound);
     EXPECT_LT(err_ab.max_rel, kMaxErrorBound);
-    EXPECT_LT(err_ab.rms_rel, kRmsErrorBound);
+    EXPECT_LT(err_ab.rms_rel, kLoraRmsErrorBound);
   }
 }
 
