@@ -12,13 +12,20 @@ namespace {
 
 // torch.linspace(1, 0, 1001)[i] in fp32 as torch's CPU kernel computes it: step = (0 − 1)/1000
 // in fp32, then start + step·i for the first half and end − step·(1000 − i) for the second, each
-// with one rounding (the kernel's multiply-add is fused). Checked against torch for all 1001
-// entries by tools/reference/make_distill_reference.py.
+// rounded once (the kernel's multiply-add is fused). Checked against torch for all 1001 entries by
+// tools/reference/make_distill_reference.py. The exact value is an integer over a power of two,
+// rounded to fp32 by the integer conversion: the same on every platform (a C library's fmaf may
+// round twice).
 float training_base(int i) {
   const float step = (0.0f - 1.0f) / static_cast<float>(kNumTrainTimesteps);
+  int exponent = 0;
+  const float fraction = std::frexp(-step, &exponent);  // -step = fraction·2^exponent
+  const auto mantissa = static_cast<std::int64_t>(std::ldexp(fraction, 24));
+  const int scale = 24 - exponent;  // -step = mantissa / 2^scale, exactly
   constexpr int kHalfway = (kNumTrainTimesteps + 1) / 2;
-  if (i < kHalfway) return std::fma(step, static_cast<float>(i), 1.0f);
-  return std::fma(-step, static_cast<float>(kNumTrainTimesteps - i), 0.0f);
+  const std::int64_t numerator = i < kHalfway ? (std::int64_t{1} << scale) - i * mantissa
+                                              : (kNumTrainTimesteps - i) * mantissa;
+  return std::ldexp(static_cast<float>(numerator), -scale);
 }
 
 }  // namespace
