@@ -87,6 +87,10 @@ class TerminalProgress final : public pipeline::ProgressSink {
     end_line();
     std::fprintf(stderr, "%s\n", text.c_str());
   }
+  void warning(const std::string& text) override {
+    end_line();
+    std::fprintf(stderr, "ferry-cli: warning: %s\n", text.c_str());
+  }
   void stage(pipeline::Stage stage) override {
     end_line();
     std::fprintf(stderr, "%s...\n", std::string(pipeline::stage_name(stage)).c_str());

@@ -297,8 +297,10 @@ void VideoSettingsBox::fillSamplers(const std::optional<models::RequestRules>& r
   } else {
     for (const std::string& name : rules->samplers) {
       const QString n = QString::fromStdString(name);
-      sampler_->addItem(name == rules->samplers.front() ? tr("%1 (the model's default)").arg(n) : n,
-                        n);
+      // The distilled sampler by what it does: for LightX2V / Lightning LoRAs.
+      const QString label = name == "distill4" ? tr("4 steps (distilled)") : n;
+      sampler_->addItem(
+          name == rules->samplers.front() ? tr("%1 (the model's default)").arg(label) : label, n);
     }
   }
   sampler_->setCurrentIndex(std::max(0, sampler_->findData(current)));

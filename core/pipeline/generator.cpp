@@ -237,6 +237,7 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
   }
 
   for (const std::string& note : options.notes) sink.note(note);
+  for (const std::string& warning : r.warnings) sink.warning(warning);
   const std::unique_ptr<models::FamilyRun> run = parts.start(r, plan, std::move(image));
   for (const Stage stage : run->stages()) {
     sink.stage(stage);

@@ -50,6 +50,9 @@ class ProgressSink {
   virtual void preview(const media::RgbImage&) {}
   // Something the user should know that is not an error ("no usable GPU: the cpu preset runs").
   virtual void note(const std::string&) {}
+  // What the request asks that is allowed but probably not meant (ResolvedRequest::warnings),
+  // before the first stage. By default a note that starts "warning: ".
+  virtual void warning(const std::string& text) { note("warning: " + text); }
 };
 
 struct GenerationResult {

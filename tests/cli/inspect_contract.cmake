@@ -139,6 +139,18 @@ expect_in("${out}" "IO wait")
 if(NOT EXISTS "${WORK}/demo${VIDEO_EXT}" OR NOT EXISTS "${WORK}/demo.json")
   message(FATAL_ERROR "demo wrote no video")
 endif()
+# The distilled sampler (issue 16): 4 steps without CFG, no warning; CFG with it runs too, with a
+# warning on stderr before the run.
+ferry_cli(0 demo --width 64 --height 64 --frames 5 --sampler distill4 --steps 4 --out "${WORK}/distill${VIDEO_EXT}")
+if(err MATCHES "warning")
+  message(FATAL_ERROR "distill4 without CFG warned:\n${err}")
+endif()
+file(READ "${WORK}/distill.json" sidecar)
+expect_in("${sidecar}" "\"sampler\": \"distill4\"")
+expect_in("${sidecar}" "\"steps\": 4")
+expect_in("${sidecar}" "\"guide_scale\": 1.0")
+ferry_cli(0 demo --width 64 --height 64 --frames 5 --sampler distill4 --steps 4 --cfg 3 --out "${WORK}/distill-cfg${VIDEO_EXT}")
+expect_in("${err}" "ferry-cli: warning: guide scale 3 with the distilled sampler")
 # plan: every stage of a whole model set (the demo's, written by the run above), as a run would
 # make it; a budget too small exits 3 with what fits; --json gives the same in bytes.
 set(DEMO_MODEL "${WORK}/data/demo-model")

@@ -287,6 +287,24 @@ class WidgetsTest : public QObject {
     QCOMPARE(demo->rules().size_multiple, 32);
   }
 
+  void the_distilled_sampler_is_offered_by_what_it_does() {
+    const auto engine = session(laptopMachine());
+    const auto demo = engine->find({toPath(demoFolder())});
+    VideoSettingsBox box;
+    box.setRules(demo->rules(), true);
+    QComboBox* sampler = nullptr;
+    for (QComboBox* combo : box.findChildren<QComboBox*>()) {
+      if (combo->accessibleName() == QLatin1String("Sampler")) sampler = combo;
+    }
+    QVERIFY(sampler != nullptr);
+    const int distilled = sampler->findData(QStringLiteral("distill4"));
+    QVERIFY(distilled >= 0);
+    QCOMPARE(sampler->itemText(distilled), QStringLiteral("4 steps (distilled)"));
+    GenerationSettings s;
+    box.fill(s);
+    QCOMPARE(s.sampler, QStringLiteral("unipc"));  // the model's default stays first
+  }
+
   void every_input_has_a_name_and_no_two_mnemonics_collide() {
     QTemporaryDir data;
     MainWindowOptions o;

@@ -1,7 +1,8 @@
 // The denoising loop against the official Wan loop (tools/reference/make_denoise_reference.py:
 // the tiny DiTs of tests/data/wan/dit/ driving 4-step UniPC and Euler with CFG, and a TI2V
-// image-to-video UniPC run); the loop with its blocks streamed from disk or pinned RAM gives the
-// resident run's latents bit for bit.
+// image-to-video UniPC run) and against LightX2V's step-distilled loop without CFG
+// (make_distill_reference.py, T2V and TI2V image-to-video); the loop with its blocks streamed from
+// disk or pinned RAM gives the resident run's latents bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,6 +50,17 @@ using offload::ReadMethod;
 // contexts moves step 1 by 3.7e-2 (max); Euler in place of UniPC moves step 2 by 1.7e-2.
 constexpr double kMaxErrorBound[] = {1e-3, 2.5e-3, 6e-3, 1.1e-2};  // after step 1, 2, 3, 4
 constexpr double kRmsErrorBound[] = {1e-3, 2.5e-3, 6e-3, 1e-2};
+// The distilled runs (4 steps, shift 5, no CFG: the conditional pass only). Their floor, measured
+// the same way (tools/reference/make_distill_reference.py's loop on noise perturbed by 1e-6,
+// relative, two draws, the worse one), after steps 1-4:
+//   t2v   max 7.2e-5 2.0e-4 4.0e-4 1.4e-3, rms 7.0e-5 2.0e-4 4.3e-4 1.1e-3
+//   ti2v  max 8.0e-5 2.2e-4 4.6e-4 1.2e-3, rms 5.6e-5 1.6e-4 3.7e-4 1.0e-3
+// Measured here: t2v max 8.3e-5 2.3e-4 4.1e-4 1.7e-3, rms 7.1e-5 1.9e-4 4.2e-4 1.1e-3; ti2v max
+// 7.1e-5 2.4e-4 4.9e-4 1.3e-3, rms 5.5e-5 1.5e-4 3.6e-4 1.0e-3 — at the floor. The bounds are
+// about twice the floor. What they catch: timesteps truncated to integers (937 for 937.5, as the
+// official UniPC path would) move step 2 by 6.6e-3 (max).
+constexpr double kDistilledMaxErrorBound[] = {2e-4, 5e-4, 1e-3, 3e-3};
+constexpr double kDistilledRmsErrorBound[] = {2e-4, 5e-4, 1e-3, 2.5e-3};
 
 constexpr int kSteps = 4;
 static_assert(std::size(kMaxErrorBound) == kSteps && std::size(kRmsErrorBound) == kSteps);
@@ -88,6 +100,30 @@ struct Case {
 constexpr Case kUniPC{"unipc", "t2v", wan::SamplerKind::kUniPC, false};
 constexpr Case kEuler{"euler", "t2v", wan::SamplerKind::kEuler, false};
 constexpr Case kTi2vUniPC{"ti2v_unipc", "ti2v", wan::SamplerKind::kUniPC, true};
+// The step-distilled recipe (make_distill_reference.py: LightX2V's scheduler, shift 5, no CFG),
+// its latents in tests/data/wan/distill/trajectories.safetensors.
+constexpr Case kDistilled{"t2v", "t2v", wan::SamplerKind::kDistilled, false};
+constexpr Case kTi2vDistilled{"ti2v", "ti2v", wan::SamplerKind::kDistilled, true};
+
+bool distilled(const Case& c) {
+  return c.sampler == wan::SamplerKind::kDistilled;
+}
+
+const io::TensorFile& distill_reference() {
+  static const io::TensorFile file =
+      io::TensorFile::open(test::data_path("wan/distill/trajectories.safetensors"));
+  return file;
+}
+
+// The latent the reference has after `step` (1-based) of case `c`.
+std::vector<float> reference_step(const Case& c, int step) {
+  const std::string name = std::string(c.name) + ".step" + std::to_string(step);
+  if (!distilled(c)) return tensor(name);
+  const io::TensorInfo& info = distill_reference().at(name);
+  std::vector<float> out(info.element_count());
+  distill_reference().map(info).copy_to(0, std::as_writable_bytes(std::span(out)));
+  return out;
+}
 
 wan::LatentGrid grid_of(const Case& c) {
   const std::string noise = std::string(c.dit) + ".noise";
@@ -125,7 +161,9 @@ using test::compare;
 using test::Deviation;
 using test::same_bits;
 
-// The latent after every step of Ferry's loop, from the reference's noise, contexts and z0.
+// The latent after every step of Ferry's loop, from the reference's noise, contexts and z0. The
+// distilled cases run without guidance: the conditional context only, an arena for one branch
+// (a second pass would not fit it), and one DiT evaluation per step.
 std::vector<std::vector<float>> run(const Case& c, Placing placing = Placing::kResident,
                                     ReadMethod method = ReadMethod::kDirect) {
   Backend& backend = test::model_backend();
@@ -137,8 +175,14 @@ std::vector<std::vector<float>> run(const Case& c, Placing placing = Placing::kR
   offload::WeightStreamer streamer(backend, layout, plan_for(layout, placing, method), options);
 
   const wan::LatentGrid grid = grid_of(c);
+  const std::int64_t branches = distilled(c) ? 1 : 2;
   const std::uint64_t arena_bytes = wan::dit_activation_bytes(
-      dit.config(), static_cast<std::int64_t>(grid.tokens()), 0, 2, c.image ? 2 : 1);
+      dit.config(), static_cast<std::int64_t>(grid.tokens()), 0, branches, c.image ? 2 : 1);
+  if (branches == 1) {  // too small for a CFG pair
+    EXPECT_LT(arena_bytes,
+              wan::dit_activation_bytes(dit.config(), static_cast<std::int64_t>(grid.tokens()), 0,
+                                        2, c.image ? 2 : 1));
+  }
   const auto arena_memory = backend.allocate(arena_bytes);
   memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
 
@@ -159,12 +203,15 @@ std::vector<std::vector<float>> run(const Case& c, Placing placing = Placing::kR
   settings.steps = kSteps;
   settings.shift = kShift;
   settings.sampler = c.sampler;
-  settings.guide_scale = kGuideScale;
+  settings.guide_scale = distilled(c) ? wan::kDistilledGuideScale : kGuideScale;
   std::vector<std::vector<float>> steps;
   DenoiseHooks hooks;
   hooks.after_step = [&](int, std::span<const float>) { steps.push_back(latent); };
-  denoise(backend, dit, streamer, arena, contexts, grid, z0, settings, latent, hooks);
+  const int evaluations = denoise(backend, dit, streamer, arena,
+                                  std::span(contexts, static_cast<std::size_t>(branches)), grid, z0,
+                                  settings, latent, hooks);
   EXPECT_EQ(steps.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_EQ(evaluations, kSteps * branches);
   EXPECT_EQ(arena.used(), 0u);
   // Streamed plans really stream: both blocks cross once per step (the CFG pair shares them).
   const offload::StreamStats stats = streamer.stats();
@@ -179,12 +226,14 @@ class WanDenoise : public test::ModelTest {};
 void expect_matches_reference(const Case& c) {
   const std::vector<std::vector<float>> got = run(c);
   ASSERT_EQ(got.size(), static_cast<std::size_t>(kSteps));
+  const double* max_bound = distilled(c) ? kDistilledMaxErrorBound : kMaxErrorBound;
+  const double* rms_bound = distilled(c) ? kDistilledRmsErrorBound : kRmsErrorBound;
   for (int k = 1; k <= kSteps; ++k) {
-    const std::vector<float> want = tensor(std::string(c.name) + ".step" + std::to_string(k));
+    const std::vector<float> want = reference_step(c, k);
     ASSERT_EQ(got[k - 1].size(), want.size());
     const Deviation err = compare(got[k - 1], want);
-    EXPECT_LT(err.max_rel, kMaxErrorBound[k - 1]) << c.name << ", step " << k;
-    EXPECT_LT(err.rms_rel, kRmsErrorBound[k - 1]) << c.name << ", step " << k;
+    EXPECT_LT(err.max_rel, max_bound[k - 1]) << c.name << ", step " << k;
+    EXPECT_LT(err.rms_rel, rms_bound[k - 1]) << c.name << ", step " << k;
     EXPECT_TRUE(std::isfinite(err.max_rel) && std::isfinite(err.rms_rel));
     std::printf("  [%s step %d] max error %.2e of max|x|, rms error %.2e of rms(x)\n", c.name, k,
                 err.max_rel, err.rms_rel);
@@ -216,6 +265,14 @@ TEST_F(WanDenoise, ti2v_image_to_video_follows_the_official_trajectory) {
   expect_matches_reference(kTi2vUniPC);
 }
 
+TEST_F(WanDenoise, t2v_distilled_without_cfg_follows_the_lightx2v_trajectory) {
+  expect_matches_reference(kDistilled);
+}
+
+TEST_F(WanDenoise, ti2v_image_to_video_distilled_follows_the_lightx2v_trajectory) {
+  expect_matches_reference(kTi2vDistilled);
+}
+
 TEST_F(WanDenoise, ti2v_frame0_is_the_image_latent_after_every_step) {
   const wan::LatentGrid grid = grid_of(kTi2vUniPC);
   const std::vector<float> z0 = tensor("z0");
@@ -244,7 +301,7 @@ TEST_F(WanDenoise, streamed_and_mixed_plans_give_the_resident_latents) {
   const Variant variants[] = {{Placing::kStreamed, ReadMethod::kDirect, "streamed, direct"},
                               {Placing::kStreamed, ReadMethod::kMapped, "streamed, mapped"},
                               {Placing::kMixed, ReadMethod::kDirect, "mixed, direct"}};
-  for (const Case& c : {kUniPC, kTi2vUniPC}) {
+  for (const Case& c : {kUniPC, kTi2vUniPC, kDistilled}) {
     const std::vector<std::vector<float>> resident = run(c);
     for (const Variant& v : variants) {
       const std::vector<std::vector<float>> streamed = run(c, v.placing, v.method);

@@ -2,6 +2,10 @@
 // the engine publishes to front ends; the checks every family shares (core/models/request.h).
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "core/error.h"
 #include "core/media/video_writer.h"
 #include "core/models/wan/request_rules.h"
@@ -143,9 +147,86 @@ TEST(Request, TheSizeRuleIsTheModelsAndIsPublished) {
   EXPECT_EQ(ti2v.size_multiple, 32);
   EXPECT_FALSE(ti2v.size_allowed(400, 240));
   EXPECT_TRUE(ti2v.takes_start_image);
-  EXPECT_EQ(ti2v.samplers, (std::vector<std::string>{"unipc", "euler"}));
+  EXPECT_EQ(ti2v.samplers, (std::vector<std::string>{"unipc", "euler", "distill4"}));
   for (const auto& [w, h] : ti2v.sizes) EXPECT_TRUE(ti2v.size_allowed(w, h)) << w << "x" << h;
   EXPECT_EQ(std::pair(ti2v.width, ti2v.height), std::pair(1280, 704));
+}
+
+// The step-distilled recipe (formats_lora_moe.md §5): 4 steps, shift 5, no CFG unless asked.
+TEST(Request, TheDistilledSamplerTakesItsRecipesDefaults) {
+  test::ScratchDir dir;
+  GenerationRequest r = request(dir);
+  r.sampler = "distill4";
+  for (const DitConfig* c : {&kTI2V_5B, &kT2V_1_3B}) {
+    const ResolvedRequest out = resolve(r, model(*c), std::nullopt);
+    EXPECT_EQ(out.sampler, "distill4");
+    EXPECT_EQ(out.steps, 4);
+    EXPECT_DOUBLE_EQ(out.shift, 5.0);
+    EXPECT_EQ(out.guide_scale, 1.0f);
+    EXPECT_TRUE(out.warnings.empty()) << out.warnings.front();
+  }
+  r.steps = 8;
+  r.shift = 8.0;
+  const ResolvedRequest eight = resolve(r, model(kTI2V_5B), std::nullopt);
+  EXPECT_EQ(eight.steps, 8);
+  EXPECT_DOUBLE_EQ(eight.shift, 8.0);
+  EXPECT_TRUE(eight.warnings.empty());
+}
+
+TEST(Request, OtherSamplersKeepTheModelsDefaultsAndWarnOfNothing) {
+  test::ScratchDir dir;
+  for (const char* sampler : {"unipc", "euler"}) {
+    GenerationRequest r = request(dir);
+    r.sampler = sampler;
+    const ResolvedRequest out = resolve(r, model(kT2V_14B), std::nullopt);
+    EXPECT_EQ(out.steps, 50) << sampler;
+    EXPECT_FLOAT_EQ(out.guide_scale, 5.0f) << sampler;
+    EXPECT_DOUBLE_EQ(out.shift, 5.0) << sampler;
+    EXPECT_TRUE(out.warnings.empty()) << sampler;
+  }
+  // A LoRA that is not a distillation LoRA changes nothing either.
+  GenerationRequest r = request(dir);
+  r.loras = {{dir / "watercolor_style_rank16.safetensors", 0.8f}};
+  EXPECT_TRUE(resolve(r, model(kT2V_14B), std::nullopt).warnings.empty());
+}
+
+TEST(Request, CfgWithTheDistilledSamplerIsAWarningNotARefusal) {
+  test::ScratchDir dir;
+  GenerationRequest r = request(dir);
+  r.sampler = "distill4";
+  r.guide_scale = 5.0f;
+  const ResolvedRequest out = resolve(r, model(kTI2V_5B), std::nullopt);
+  EXPECT_FLOAT_EQ(out.guide_scale, 5.0f);
+  ASSERT_EQ(out.warnings.size(), 1u);
+  EXPECT_NE(out.warnings[0].find("doubles each step's cost and usually burns the image"),
+            std::string::npos)
+      << out.warnings[0];
+  r.guide_scale = 1.0000005f;  // within Lightning's 1e-6 of 1: no guidance
+  EXPECT_TRUE(resolve(r, model(kTI2V_5B), std::nullopt).warnings.empty());
+}
+
+TEST(Request, ADistillationLoraRunAnyOtherWayIsAWarning) {
+  test::ScratchDir dir;
+  const std::string name = "wan2.2_t2v_A14b_high_noise_lora_rank64_lightx2v_4step_1217.safetensors";
+  const auto warnings = [&](const char* sampler, int steps, std::optional<float> guide) {
+    GenerationRequest r = request(dir);
+    r.loras = {{dir / "loras" / name, 1.0f}};
+    if (sampler != nullptr) r.sampler = sampler;
+    r.steps = steps;
+    r.guide_scale = guide;
+    return resolve(r, model(kT2V_14B), std::nullopt).warnings;
+  };
+  // The model's own sampler, 50 steps, CFG 5: one warning naming the file, never a refusal.
+  const std::vector<std::string> official = warnings(nullptr, 0, std::nullopt);
+  ASSERT_EQ(official.size(), 1u);
+  EXPECT_EQ(official[0].find(name), 0u) << official[0];
+  EXPECT_NE(official[0].find("unipc sampler, 50 steps, guide scale 5"), std::string::npos)
+      << official[0];
+  EXPECT_EQ(warnings("euler", 4, 1.0f).size(), 1u);              // not the distilled sampler
+  EXPECT_EQ(warnings("distill4", 12, std::nullopt).size(), 1u);  // more than 8 steps
+  EXPECT_EQ(warnings("distill4", 0, 3.5f).size(), 2u);           // CFG: (a) and the LoRA's
+  EXPECT_TRUE(warnings("distill4", 0, std::nullopt).empty());
+  EXPECT_TRUE(warnings("distill4", 8, 1.0f).empty());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "core/models/wan/flow_schedule.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -35,7 +36,8 @@ FlowSchedule flow_schedule(int steps, double shift) {
     const double sigma = numerator / denominator;
     const double t = sigma * kNumTrainTimesteps;
     out.sigmas.push_back(static_cast<float>(sigma));
-    out.timesteps.push_back(static_cast<std::int64_t>(t));  // truncation, as torch's int64 cast
+    // Truncation, as torch's int64 cast; at most 1000, so the fp32 value is the integer.
+    out.timesteps.push_back(static_cast<float>(static_cast<std::int64_t>(t)));
   }
   out.sigmas.push_back(0.0f);
   return out;

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/models/lora/distill_name.h"
 #include "core/models/wan/flow_schedule.h"
 #include "core/models/wan/sampler.h"
 
@@ -24,6 +28,36 @@ void default_size(const DitConfig& c, int& width, int& height) {
     width = 832;
     height = 480;
   }
+}
+
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+// What a request asks that a step-distilled recipe does not want (formats_lora_moe.md §5): CFG
+// with the distilled sampler, and a distillation LoRA (told by its name) run any other way.
+std::vector<std::string> distillation_warnings(const ResolvedRequest& r) {
+  std::vector<std::string> out;
+  const bool distilled = parse_sampler_kind(r.sampler) == SamplerKind::kDistilled;
+  const bool guided = guidance_enabled(r.guide_scale);
+  if (distilled && guided) {
+    out.push_back("guide scale " + number_text(r.guide_scale) +
+                  " with the distilled sampler: CFG with a distilled sampler doubles each step's "
+                  "cost and usually burns the image (guide scale 1 turns it off)");
+  }
+  for (const LoraChoice& lora : r.request.loras) {
+    const int steps = lora::distilled_steps(lora.path);
+    if (steps == 0 || (distilled && r.steps <= 8 && !guided)) continue;
+    std::string asked = "the " + r.sampler + " sampler, " + std::to_string(r.steps) +
+                        " steps, guide scale " + number_text(r.guide_scale);
+    out.push_back(io::detail::display(lora.path.filename()) + " is a step-distillation LoRA (" +
+                  std::to_string(steps) + " steps, no CFG) but this run asks for " + asked +
+                  ": choose the distill4 sampler with " + std::to_string(steps) +
+                  " steps and guide scale 1, or expect a slow run and a burnt image");
+  }
+  return out;
 }
 
 }  // namespace
@@ -69,7 +103,8 @@ RequestRules request_rules(const ModelSet& set) {
   rules.takes_start_image = c.in_dim == 48;
   rules.sampler = std::string(to_string(d.sampler));
   rules.samplers = {rules.sampler};
-  for (const SamplerKind kind : {SamplerKind::kUniPC, SamplerKind::kEuler}) {
+  for (const SamplerKind kind :
+       {SamplerKind::kUniPC, SamplerKind::kEuler, SamplerKind::kDistilled}) {
     if (kind != d.sampler) rules.samplers.emplace_back(to_string(kind));
   }
   default_size(c, rules.width, rules.height);
@@ -121,11 +156,14 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
       found != nullptr ? *found : (c.in_dim == 48 ? kSamplingTI2V_5B : kSamplingT2V_1_3B);
   r.frames = request.frames != 0 ? request.frames : d.frames;
   r.fps = request.fps != 0 ? request.fps : d.fps;
-  r.steps = request.steps != 0 ? request.steps : d.steps;
-  r.guide_scale = request.guide_scale.value_or(d.guide_scale);
-  r.shift = request.shift.value_or(d.shift);
   r.sampler = request.sampler.value_or(rules.sampler);
+  // The distilled sampler's own defaults: the recipe's, not the model's (50 steps with CFG).
+  const bool distilled = parse_sampler_kind(r.sampler) == SamplerKind::kDistilled;
+  r.steps = request.steps != 0 ? request.steps : (distilled ? kDistilledSteps : d.steps);
+  r.guide_scale = request.guide_scale.value_or(distilled ? kDistilledGuideScale : d.guide_scale);
+  r.shift = request.shift.value_or(distilled ? kDistilledShift : d.shift);
   check_request(r, rules, std::string(c.name));
+  r.warnings = distillation_warnings(r);
 
   const int spatial = c.in_dim == 48 ? 16 : 8;
   r.latent_frames = (r.frames - 1) / 4 + 1;

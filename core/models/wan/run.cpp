@@ -107,14 +107,17 @@ class WanRun final : public FamilyRun {
   }
 
  private:
-  // The prompt and the negative prompt, tokenized and encoded together (umT5 streamed).
+  // The prompt and the negative prompt, tokenized and encoded together (umT5 streamed); the
+  // prompt alone when the guide scale turns guidance off.
   void encode_text(RunContext& ctx) {
     const ModelSet& set = parts_.set();
     const umt5::Tokenizer tokenizer = set.tokenizer_embedded()
                                           ? umt5::Tokenizer::from_checkpoint(parts_.text_encoder())
                                           : umt5::Tokenizer::from_model_file(set.tokenizer_model);
-    const std::vector<std::vector<std::int32_t>> prompts = {
-        tokenizer.tokenize(r_.request.prompt).ids, tokenizer.tokenize(r_.negative_prompt).ids};
+    std::vector<std::vector<std::int32_t>> prompts = {tokenizer.tokenize(r_.request.prompt).ids};
+    if (guidance_enabled(r_.guide_scale)) {
+      prompts.push_back(tokenizer.tokenize(r_.negative_prompt).ids);
+    }
     const auto weights = umt5::EncoderWeights::from(parts_.text_encoder());
     const offload::ModelLayout layout = weights.model_layout();
     offload::StreamerOptions streamer_options = ctx.streamer;
@@ -174,8 +177,9 @@ class WanRun final : public FamilyRun {
     backend.download(latent.tensor, z0_.data());
   }
 
-  // The sampler's steps, each a CFG pair of DiT passes on every loaded block (the DiT streamed
-  // under the plan), a telemetry step and a preview each.
+  // The sampler's steps, each a CFG pair of DiT passes on every loaded block (the conditional
+  // pass alone without guidance; the DiT streamed under the plan), a telemetry step and a preview
+  // each.
   void denoise_latent(RunContext& ctx) {
     Backend& backend = ctx.backend;
     latent_.resize(grid_.size());
@@ -201,8 +205,10 @@ class WanRun final : public FamilyRun {
                                      streamer_options);
     const auto watch = ctx.cancel.watch(streamer);
 
+    // The plan counts two branches whatever the guide scale (conservative: one needs less).
+    const std::int64_t branches = static_cast<std::int64_t>(text_.size());
     const std::size_t arena_bytes = static_cast<std::size_t>(
-        dit_activation_bytes(parts_.set().dit_config, tokens, ctx.preset.ffn_chunk_tokens, 2,
+        dit_activation_bytes(parts_.set().dit_config, tokens, ctx.preset.ffn_chunk_tokens, branches,
                              image_ ? 2 : 1, WanDit::lora_scratch_rank(loras.terms())));
     const auto arena_memory = backend.allocate(arena_bytes);
     memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
@@ -212,7 +218,8 @@ class WanRun final : public FamilyRun {
       contexts.push_back(device_tensor(backend, DType::kBF16, Shape{e.rows, e.dim}));
       backend.upload(contexts.back().tensor, e.bf16.data());
     }
-    const Tensor context_tensors[2] = {contexts[0].tensor, contexts[1].tensor};
+    std::vector<Tensor> context_tensors;
+    for (const DeviceTensor& c : contexts) context_tensors.push_back(c.tensor);
 
     offload::StreamStats before;
     Clock::time_point step_start;

@@ -1,5 +1,6 @@
 #include "core/models/wan/sampler.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -8,34 +9,61 @@
 namespace ferry::models::wan {
 namespace {
 
-std::variant<FlowUniPC, FlowEuler> make_solver(SamplerKind kind, const FlowSchedule& schedule,
-                                               std::size_t sample_size) {
-  if (kind == SamplerKind::kEuler) return FlowEuler(schedule.sigmas);
+FlowSchedule make_schedule(int steps, double shift, SamplerKind kind) {
+  if (kind == SamplerKind::kDistilled) return distilled_schedule(distill_step_list(steps), shift);
+  return flow_schedule(steps, shift);
+}
+
+std::variant<FlowUniPC, FlowEuler, FlowX0Euler> make_solver(SamplerKind kind,
+                                                            const FlowSchedule& schedule,
+                                                            std::size_t sample_size) {
+  switch (kind) {
+    case SamplerKind::kEuler:
+      return FlowEuler(schedule.sigmas);
+    case SamplerKind::kDistilled:
+      return FlowX0Euler(schedule.sigmas);
+    case SamplerKind::kUniPC:
+      break;
+  }
   return FlowUniPC(schedule.sigmas, sample_size);
 }
 
 }  // namespace
 
 std::string_view to_string(SamplerKind kind) {
-  return kind == SamplerKind::kEuler ? "euler" : "unipc";
+  switch (kind) {
+    case SamplerKind::kEuler:
+      return "euler";
+    case SamplerKind::kDistilled:
+      return "distill4";
+    case SamplerKind::kUniPC:
+      break;
+  }
+  return "unipc";
 }
 
 std::optional<SamplerKind> parse_sampler_kind(std::string_view name) {
-  if (name == "unipc") return SamplerKind::kUniPC;
-  if (name == "euler") return SamplerKind::kEuler;
+  for (const SamplerKind kind :
+       {SamplerKind::kUniPC, SamplerKind::kEuler, SamplerKind::kDistilled}) {
+    if (name == to_string(kind)) return kind;
+  }
   return std::nullopt;
+}
+
+bool guidance_enabled(float guide_scale) {
+  return !(std::fabs(guide_scale - 1.0f) <= 1e-6f);
 }
 
 Sampler::Sampler(int steps, double shift, SamplerKind kind, std::size_t sample_size)
     : kind_(kind),
-      schedule_(flow_schedule(steps, shift)),
+      schedule_(make_schedule(steps, shift, kind)),
       solver_(make_solver(kind, schedule_, sample_size)) {}
 
 int Sampler::step_index() const {
   return std::visit([](const auto& solver) { return solver.step_index(); }, solver_);
 }
 
-std::int64_t Sampler::timestep() const {
+float Sampler::timestep() const {
   if (done()) throw Error(ErrorCode::kBadArgument, "the sampler has taken every step");
   return schedule_.timesteps[static_cast<std::size_t>(step_index())];
 }

@@ -1,9 +1,11 @@
 // What a Wan pipeline's denoising loop calls: a flow-matching sampler over the official schedule
-// (wan.md §D), classifier-free guidance, and the official sampling defaults per model (§D.4).
+// (wan.md §D) or a step-distilled one (flow_distill.h), classifier-free guidance, and the official
+// sampling defaults per model (§D.4).
 //
 //   Sampler sampler(steps, shift, SamplerKind::kUniPC, latent.size());
-//   for (std::int64_t t : sampler.timesteps()) {
-//     ...cond and uncond DiT passes at t (TI2V: per-token timesteps, ti2v.h)...
+//   for (float t : sampler.timesteps()) {
+//     ...cond and uncond DiT passes at t (TI2V: per-token timesteps, ti2v.h); the cond pass only
+//        when !guidance_enabled(guide_scale)...
 //     apply_guidance(v_cond, v_uncond, guide_scale, v);
 //     sampler.step(v, latent);
 //     ...TI2V image-to-video: ti2v_insert_frame0(grid, z0, latent)...
@@ -17,31 +19,46 @@
 #include <string_view>
 #include <variant>
 
+#include "core/models/wan/flow_distill.h"
 #include "core/models/wan/flow_euler.h"
 #include "core/models/wan/flow_schedule.h"
 #include "core/models/wan/flow_unipc.h"
 
 namespace ferry::models::wan {
 
-enum class SamplerKind { kUniPC, kEuler };
+// kDistilled: the LightX2V / Lightning step-distilled recipe (flow_distill.h) — distill_step_list
+// (steps) on the distilled table, the x0 Euler update — for models or LoRAs distilled to few steps.
+enum class SamplerKind { kUniPC, kEuler, kDistilled };
 
+// "unipc", "euler", "distill4".
 std::string_view to_string(SamplerKind kind);
-// "unipc" or "euler"; nullopt for anything else.
+// The names above; nullopt for anything else.
 std::optional<SamplerKind> parse_sampler_kind(std::string_view name);
+
+// What the distilled recipe runs with unless asked otherwise (LightX2V's distill configs,
+// Lightning's wan_t2v_A14B.py: 4 steps, shift 5, no CFG).
+inline constexpr int kDistilledSteps = 4;
+inline constexpr double kDistilledShift = 5.0;
+inline constexpr float kDistilledGuideScale = 1.0f;
+
+// Whether a guide scale asks for classifier-free guidance: not within 1e-6 of 1 (Lightning's
+// use_cfg). Without it a step is one conditional DiT pass, and no negative prompt is encoded.
+bool guidance_enabled(float guide_scale);
 
 class Sampler {
  public:
-  // Throws Error(kBadArgument) for steps < 1 or a shift outside (0, kMaxFlowShift].
+  // Throws Error(kBadArgument) for steps < 1 (kDistilled: outside [1, 1000]) or a shift outside
+  // (0, kMaxFlowShift].
   Sampler(int steps, double shift, SamplerKind kind, std::size_t sample_size);
 
   SamplerKind kind() const { return kind_; }
   int steps() const { return static_cast<int>(schedule_.timesteps.size()); }
-  std::span<const float> sigmas() const { return schedule_.sigmas; }               // steps + 1
-  std::span<const std::int64_t> timesteps() const { return schedule_.timesteps; }  // steps
+  std::span<const float> sigmas() const { return schedule_.sigmas; }        // steps + 1
+  std::span<const float> timesteps() const { return schedule_.timesteps; }  // steps
   int step_index() const;  // the next step, 0-based
   bool done() const { return step_index() >= steps(); }
-  // The DiT timestep of the next step.
-  std::int64_t timestep() const;
+  // The DiT timestep of the next step (official samplers: an integer).
+  float timestep() const;
 
   // sample: x_i in, x_{i+1} out, in place; allocates nothing.
   void step(std::span<const float> velocity, std::span<float> sample);
@@ -49,7 +66,7 @@ class Sampler {
  private:
   SamplerKind kind_;
   FlowSchedule schedule_;
-  std::variant<FlowUniPC, FlowEuler> solver_;
+  std::variant<FlowUniPC, FlowEuler, FlowX0Euler> solver_;
 };
 
 // out = uncond + scale·(cond - uncond), elementwise in fp32 in that order (the official

@@ -49,8 +49,7 @@ std::vector<float> ti2v_mask(const LatentGrid& grid, Ti2vMode mode) {
   return mask;
 }
 
-void ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, std::int64_t t,
-                          std::span<float> out) {
+void ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, float t, std::span<float> out) {
   check_grid(grid);
   const std::size_t tokens = grid.tokens();
   if (out.size() < tokens) {
@@ -58,15 +57,14 @@ void ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, std::int64_t t,
                                              " is shorter than the latent's " +
                                              std::to_string(tokens) + " tokens");
   }
-  const float step_t = static_cast<float>(t);
-  std::fill(out.begin(), out.end(), step_t);
+  std::fill(out.begin(), out.end(), t);
   if (mode == Ti2vMode::kImageToVideo) {
     const std::size_t frame0_tokens = tokens / static_cast<std::size_t>(grid.frames);
     std::fill_n(out.begin(), frame0_tokens, 0.0f);
   }
 }
 
-std::vector<float> ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, std::int64_t t) {
+std::vector<float> ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, float t) {
   check_grid(grid);
   std::vector<float> out(grid.tokens());
   ti2v_token_timesteps(grid, mode, t, out);

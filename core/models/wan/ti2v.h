@@ -30,12 +30,12 @@ enum class Ti2vMode { kTextToVideo, kImageToVideo };
 std::vector<float> ti2v_mask(const LatentGrid& grid, Ti2vMode mode);
 
 // The DiT's per-token timesteps at step timestep `t`, in token order (frame, patch row, patch
-// column): 0 for frame-0 tokens in image-to-video, float(t) otherwise, then float(t) for the
-// padding up to out.size() (the sequence length, >= grid.tokens()). fp32 as the official tensor.
+// column): 0 for frame-0 tokens in image-to-video, t otherwise, then t for the padding up to
+// out.size() (the sequence length, >= grid.tokens()). fp32 as the official tensor (an official
+// integer timestep is exact in it; a distilled one is fractional).
 // Throws Error(kBadArgument) for an odd height/width or a too-short `out`.
-void ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, std::int64_t t,
-                          std::span<float> out);
-std::vector<float> ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, std::int64_t t);
+void ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, float t, std::span<float> out);
+std::vector<float> ti2v_token_timesteps(const LatentGrid& grid, Ti2vMode mode, float t);
 
 // sample = (1 - mask)·z0 + mask·sample, z0 one frame [C, 1, H, W] broadcast over frames: frame 0
 // becomes z0, the others keep their values. Call it on the initial noise and after every
