@@ -269,7 +269,8 @@ int run_demo(const std::vector<std::string>& argv) {
     r.height = rules.height;
   }
   if (r.frames == 0) r.frames = rules.frames;
-  if (r.steps == 0) r.steps = rules.steps;
+  // A sampler asked for brings its own defaults (distill4: 4 steps), filled in by the model.
+  if (r.steps == 0 && !r.sampler) r.steps = rules.steps;
   if (r.output.empty()) {
     r.output =
         io::user_data_subdir("videos") / ("ferry-demo" + std::string(media::video_extension()));

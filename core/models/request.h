@@ -78,6 +78,16 @@ struct RequestRules {
   double max_shift = 100;
   bool takes_start_image = false;
   std::vector<std::string> samplers;  // the first is the default
+  // Samplers whose recipe brings its own steps, guide scale and shift (a step-distilled one: 4
+  // steps, no CFG): what resolve() fills in for them, and what the app switches to when one is
+  // picked.
+  struct SamplerDefaults {
+    std::string sampler;
+    int steps = 0;
+    float guide_scale = 0;
+    double shift = 0;
+  };
+  std::vector<SamplerDefaults> sampler_defaults;
   // The model's own defaults (a demo model's are small, so the demo runs in seconds).
   int width = 0, height = 0, frames = 0, fps = 0, steps = 0;
   float guide_scale = 0;

@@ -148,6 +148,12 @@ TEST(Request, TheSizeRuleIsTheModelsAndIsPublished) {
   EXPECT_FALSE(ti2v.size_allowed(400, 240));
   EXPECT_TRUE(ti2v.takes_start_image);
   EXPECT_EQ(ti2v.samplers, (std::vector<std::string>{"unipc", "euler", "distill4"}));
+  // Its own defaults, published so that the app switches to them when it is picked.
+  ASSERT_EQ(ti2v.sampler_defaults.size(), 1u);
+  EXPECT_EQ(ti2v.sampler_defaults[0].sampler, "distill4");
+  EXPECT_EQ(ti2v.sampler_defaults[0].steps, 4);
+  EXPECT_EQ(ti2v.sampler_defaults[0].guide_scale, 1.0f);
+  EXPECT_EQ(ti2v.sampler_defaults[0].shift, 5.0);
   for (const auto& [w, h] : ti2v.sizes) EXPECT_TRUE(ti2v.size_allowed(w, h)) << w << "x" << h;
   EXPECT_EQ(std::pair(ti2v.width, ti2v.height), std::pair(1280, 704));
 }

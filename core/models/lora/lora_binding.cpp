@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/models/lora/distill_name.h"
 
 namespace ferry::models::lora {
 namespace {
@@ -92,6 +93,7 @@ LoraBinding LoraBinding::bind(std::span<const LoraChoice> loras, offload::ModelL
     report.path = loras[l].path;
     report.bytes = lora->file->file_size();
     report.modules = lora->terms.size();
+    report.distilled_steps = distilled_steps(loras[l].path);
     for (const Term& term : lora->terms) {
       const std::optional<std::string> name = resolve(term);
       const auto place = name ? places.find(*name) : places.end();

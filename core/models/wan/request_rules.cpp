@@ -107,6 +107,8 @@ RequestRules request_rules(const ModelSet& set) {
        {SamplerKind::kUniPC, SamplerKind::kEuler, SamplerKind::kDistilled}) {
     if (kind != d.sampler) rules.samplers.emplace_back(to_string(kind));
   }
+  rules.sampler_defaults.push_back({std::string(to_string(SamplerKind::kDistilled)),
+                                    kDistilledSteps, kDistilledGuideScale, kDistilledShift});
   default_size(c, rules.width, rules.height);
   rules.frames = d.frames;
   rules.fps = d.fps;
