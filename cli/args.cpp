@@ -19,7 +19,7 @@ Args::Args(std::vector<std::string> argv, const std::set<std::string>& options,
       flags_.insert(name);
     } else if (options.count(name) != 0) {
       if (i + 1 >= argv.size()) throw Error(ErrorCode::kBadArgument, arg + " needs a value");
-      values_[name] = argv[++i];
+      values_[name].push_back(argv[++i]);
     } else {
       throw Error(ErrorCode::kBadArgument, "unknown option " + arg);
     }
@@ -29,7 +29,12 @@ Args::Args(std::vector<std::string> argv, const std::set<std::string>& options,
 std::optional<std::string> Args::value(const std::string& name) const {
   const auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::values(const std::string& name) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Args::value_or(const std::string& name, const std::string& fallback) const {

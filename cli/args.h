@@ -18,7 +18,10 @@ class Args {
 
   const std::vector<std::string>& positional() const { return positional_; }
   bool flag(const std::string& name) const { return flags_.count(name) != 0; }
+  // The option's value (the last, when it was given more than once).
   std::optional<std::string> value(const std::string& name) const;
+  // Every value of a repeatable option, in order.
+  std::vector<std::string> values(const std::string& name) const;
   std::string value_or(const std::string& name, const std::string& fallback) const;
   // An integer option in [min, max].
   long long integer_or(const std::string& name, long long fallback, long long min,
@@ -26,7 +29,7 @@ class Args {
 
  private:
   std::vector<std::string> positional_;
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;
   std::set<std::string> flags_;
 };
 

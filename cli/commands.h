@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/models/request.h"
+
 namespace ferry::cli {
 
 int run_inspect(const std::vector<std::string>& args);
@@ -12,6 +14,10 @@ int run_synth(const std::vector<std::string>& args);
 int run_plan(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 int run_demo(const std::vector<std::string>& args);
+
+// --lora FILE[:STRENGTH] (generate, demo and plan). Error(kBadArgument) for a strength that is
+// not within ±100.
+models::LoraChoice lora_option(const std::string& text);
 
 // "12.3 MiB", "4.00 GiB", "512 B".
 std::string human_bytes(unsigned long long bytes);

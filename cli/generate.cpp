@@ -3,6 +3,7 @@
 // cancels within one layer (exit 130) and leaves no partial output.
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <set>
@@ -115,6 +116,37 @@ class TerminalProgress final : public pipeline::ProgressSink {
   bool open_ = false;
 };
 
+}  // namespace
+
+// The strength after the last ':' when that is a number (a Windows path's drive colon is followed
+// by a backslash, never by a number), 1 otherwise.
+models::LoraChoice lora_option(const std::string& text) {
+  models::LoraChoice lora;
+  const std::size_t colon = text.rfind(':');
+  if (colon != std::string::npos && colon > 0 && colon + 1 < text.size()) {
+    const std::string tail = text.substr(colon + 1);
+    std::size_t used = 0;
+    float strength = 0;
+    try {
+      strength = std::stof(tail, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == tail.size()) {
+      if (!std::isfinite(strength) || std::fabs(strength) > 100) {
+        throw Error(ErrorCode::kBadArgument, "--lora " + text + ": the strength must be within ±100");
+      }
+      lora.path = io::detail::path_from_utf8(text.substr(0, colon));
+      lora.strength = strength;
+      return lora;
+    }
+  }
+  lora.path = io::detail::path_from_utf8(text);
+  return lora;
+}
+
+namespace {
+
 // The options generate and demo share → a request.
 pipeline::GenerationRequest request_from(const Args& args) {
   pipeline::GenerationRequest r;
@@ -142,6 +174,7 @@ pipeline::GenerationRequest request_from(const Args& args) {
     }
   }
   if (const auto sampler = args.value("sampler")) r.sampler = *sampler;
+  for (const std::string& lora : args.values("lora")) r.loras.push_back(lora_option(lora));
   r.seed = static_cast<std::uint64_t>(args.integer_or("seed", 0, 0, (1ll << 53)));
   r.preset = args.value_or("preset", "auto");
   if (const auto out = args.value("out")) r.output = io::detail::path_from_utf8(*out);
@@ -156,7 +189,8 @@ pipeline::GenerationRequest request_from(const Args& args) {
 const std::set<std::string> kGenerateOptions = {
     "model", "prompt", "negative", "image",   "width",   "height",     "frames",
     "fps",   "steps",  "cfg",      "shift",   "sampler", "seed",       "preset",
-    "out",   "stats",  "vram-mib", "ram-mib", "noise",   "save-noise", "save-latents"};
+    "out",   "stats",  "vram-mib", "ram-mib", "noise",   "save-noise", "save-latents",
+    "lora"};
 const std::set<std::string> kGenerateFlags = {"save-text-states"};
 
 void print_step_table(const pipeline::GenerationResult& result, bool device) {

@@ -106,13 +106,15 @@ nlohmann::json plan_json(const pipeline::Session& session, const models::ModelPa
 
 int run_plan(const std::vector<std::string>& argv) {
   const Args args(argv,
-                  {"model", "preset", "width", "height", "frames", "image", "vram-mib", "ram-mib"},
+                  {"model", "preset", "width", "height", "frames", "image", "vram-mib", "ram-mib",
+                   "lora"},
                   {"json"});
   const auto model_path = args.value("model");
   if (!model_path || !args.positional().empty()) {
     throw Error(ErrorCode::kBadArgument,
                 "usage: ferry-cli plan --model PATH [--preset NAME] [--width W --height H "
-                "--frames F] [--image FILE] [--vram-mib N --ram-mib N] [--json]");
+                "--frames F] [--image FILE] [--lora FILE[:S]]... [--vram-mib N --ram-mib N] "
+                "[--json]");
   }
   const pipeline::Session session(session_options(args));
   const pipeline::ModelHandle model = session.find({io::detail::path_from_utf8(*model_path)});
@@ -122,6 +124,7 @@ int run_plan(const std::vector<std::string>& argv) {
   request.height = static_cast<int>(args.integer_or("height", 0, 0, 8192));
   request.frames = static_cast<int>(args.integer_or("frames", 0, 0, 1001));
   if (const auto image = args.value("image")) request.image = io::detail::path_from_utf8(*image);
+  for (const std::string& lora : args.values("lora")) request.loras.push_back(lora_option(lora));
   const models::ResolvedRequest r = session.validate(*model, request);
   const pipeline::RunTarget target = session.target(request.preset);
   const models::GenerationPlan plan = session.plan(*model, r);

@@ -325,6 +325,15 @@ void CudaBackend::gated_add(const Tensor& x, const Tensor& y, const Tensor* gate
   launch_gated_add(x.data, x.dtype, y.data, y.dtype, g, rows, cols, stream_);
 }
 
+void CudaBackend::add_scaled(const Tensor& x, const Tensor& y, float alpha) {
+  const char* op = "add_scaled";
+  require_same_shape(x, y, op);
+  require_output(x, op, "x");
+  require_input(y, op, "y");
+  launch_gated_add(x.data, x.dtype, y.data, y.dtype, RowParam{}, x.shape.rows(), x.shape.cols(),
+                   stream_, alpha);
+}
+
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   require_same_shape(a, b, "add");
   require_same_shape(a, out, "add");

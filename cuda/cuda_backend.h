@@ -63,6 +63,8 @@ class CudaBackend final : public Backend {
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
               const WeightScaling& w_scaling) override;
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor& y,
+                  const WeightScaling& w_scaling) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
                   const Tensor& y) override;
@@ -70,6 +72,7 @@ class CudaBackend final : public Backend {
   void modulate(const Tensor& x, const Tensor& scale, const Tensor& shift,
                 const Tensor& y) override;
   void gated_add(const Tensor& x, const Tensor& y, const Tensor* gate) override;
+  void add_scaled(const Tensor& x, const Tensor& y, float alpha) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void gelu_tanh(const Tensor& x, const Tensor& y) override;
@@ -95,6 +98,9 @@ class CudaBackend final : public Backend {
   const DeviceInfo& device_info() const { return info_; }
 
  private:
+  // linear (accumulate false: y = product + bias) and linear_add (true: y += product).
+  void product(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+               const WeightScaling& w_scaling, bool accumulate);
   // Owners of a stream, a cudaMalloc'd block and a cudaHostAlloc'd block.
   struct StreamDestroy {
     void operator()(cudaStream_t s) const noexcept;

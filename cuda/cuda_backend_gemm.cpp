@@ -61,9 +61,21 @@ std::string plan_failure(const char* op, std::size_t budget) {
 // When cuBLASLt has no algorithm for one of the 16-bit products (an alignment or a type pair it
 // does not take), the whole op takes the f32 path instead: both operands widened exactly to f32,
 // the same f32 accumulation, the result staged and rounded once. The fallback is logged.
+// linear_add is the same with y's old values added: by the GEMM (beta = 1) when the product goes
+// straight into y, else by the epilogue.
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                          const WeightScaling& w_scaling) {
-  const char* op = "linear";
+  product(x, w, bias, y, w_scaling, false);
+}
+
+void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& y,
+                             const WeightScaling& w_scaling) {
+  product(x, w, nullptr, y, w_scaling, true);
+}
+
+void CudaBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                          const WeightScaling& w_scaling, bool accumulate) {
+  const char* op = accumulate ? "linear_add" : "linear";
   const float w_scale = w_scaling.scale;
   const auto [m, k, n] = check_linear(x, w, bias, y);
   const bool quantised = dtype_is_blocked(w.dtype);
@@ -92,10 +104,11 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
     bias_only.bias = bias->data;
     bias_only.bias_dtype = bias->dtype;
   }
-  if (k == 0) {  // an empty product: y = bias (or 0)
-    launch_epilogue(bias_only, stream_);
+  if (k == 0) {  // an empty product: y = bias (or 0); linear_add leaves y as it is
+    if (!accumulate) launch_epilogue(bias_only, stream_);
     return;
   }
+  bias_only.accumulate = accumulate;
 
   const DType* bias_dtype = bias != nullptr ? &bias->dtype : nullptr;
   const auto plan_for = [&](DType t) {
@@ -125,7 +138,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
       call.d = element_ptr(y, r0 * n + n0);
       call.d_type = cuda_type(y.dtype);
       call.ldd = n;
-      if (bias != nullptr) call.beta = 1.0f;
+      if (bias != nullptr || accumulate) call.beta = 1.0f;
     }
     return call;
   };

@@ -44,11 +44,12 @@ __global__ void modulate_kernel(const void* x, DType xt, RowParam scale, RowPara
 }
 
 __global__ void gated_add_kernel(void* x, DType xt, const void* y, DType yt, RowParam gate,
-                                 std::int64_t n, std::int64_t cols) {
+                                 float alpha, std::int64_t n, std::int64_t cols) {
   FERRY_GRID_STRIDE(i, n) {
     const float acc = load_f32(x, xt, i);
     const float add = load_f32(y, yt, i);
-    store_f32(x, xt, i, gate.data != nullptr ? acc + add * param(gate, i, cols) : acc + add);
+    // alpha is 1 for gated_add (1 · add is add exactly) and a LoRA's strength for add_scaled.
+    store_f32(x, xt, i, gate.data != nullptr ? acc + add * param(gate, i, cols) : acc + alpha * add);
   }
 }
 
@@ -77,10 +78,10 @@ void launch_modulate(const void* x, DType xt, RowParam scale, RowParam shift, vo
 }
 
 void launch_gated_add(void* x, DType xt, const void* y, DType yt, RowParam gate, std::int64_t rows,
-                      std::int64_t cols, cudaStream_t stream) {
+                      std::int64_t cols, cudaStream_t stream, float alpha) {
   const std::int64_t n = rows * cols;
   if (n <= 0) return;
-  gated_add_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, y, yt, gate, n, cols);
+  gated_add_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, y, yt, gate, alpha, n, cols);
   check_launch("gated_add kernel");
 }
 

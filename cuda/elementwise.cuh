@@ -33,8 +33,8 @@ struct RowParam {
 void launch_modulate(const void* x, DType xt, RowParam scale, RowParam shift, void* y, DType yt,
                      std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
-// x[R,C] += y · gate (gate.data == nullptr: x += y).
+// x[R,C] += y · gate (gate.data == nullptr: x += alpha · y).
 void launch_gated_add(void* x, DType xt, const void* y, DType yt, RowParam gate, std::int64_t rows,
-                      std::int64_t cols, cudaStream_t stream);
+                      std::int64_t cols, cudaStream_t stream, float alpha = 1.0f);
 
 }  // namespace ferry::cuda

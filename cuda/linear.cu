@@ -12,6 +12,7 @@ __global__ void epilogue_kernel(Epilogue e) {
     float v = e.acc != nullptr ? e.acc[r * e.acc_ld + c] : 0.0f;
     if (e.bias != nullptr)
       v += load_f32(e.bias, e.bias_dtype, e.bias_offset + (e.bias_per_row ? r : c));
+    if (e.accumulate) v += load_f32(e.out, e.out_dtype, r * e.out_ld + c);
     store_f32(e.out, e.out_dtype, r * e.out_ld + c, v);
   }
 }

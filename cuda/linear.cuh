@@ -12,7 +12,8 @@
 
 namespace ferry::cuda {
 
-// out[r·out_ld + c] = round(acc[r·acc_ld + c] + bias) for a rows × cols block. acc == nullptr:
+// out[r·out_ld + c] = round(acc[r·acc_ld + c] + bias (+ out's old value when accumulate)) for a
+// rows × cols block. acc == nullptr:
 // the bias alone (0 without one). bias is indexed bias_offset + c (per column: a linear's output
 // features) or bias_offset + r (per row: a convolution's output channels).
 struct Epilogue {
@@ -26,6 +27,7 @@ struct Epilogue {
   DType bias_dtype = DType::kF32;
   std::int64_t bias_offset = 0;
   bool bias_per_row = false;
+  bool accumulate = false;  // out's old value is added too (linear_add)
 };
 
 void launch_epilogue(const Epilogue& e, cudaStream_t stream);

@@ -109,6 +109,12 @@ class Backend {
   // per-tensor scale of scaled fp8; 1 otherwise). bias (optional) is a float dtype.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                       const WeightScaling& w_scaling = {}) = 0;
+  // y[M,N] += round(x)[M,K] · (scale · w[N,K])ᵀ: linear's product (the same weights, the same
+  // rounding of x to y's dtype) added in f32 to what y holds, the sum rounded once to y's dtype.
+  // Runtime LoRAs (core/models/lora) add their low-rank and full-delta terms with it, on any base
+  // weights, without touching them.
+  virtual void linear_add(const Tensor& x, const Tensor& w, const Tensor& y,
+                          const WeightScaling& w_scaling = {}) = 0;
 
   // ---- normalisation ----
   // Per row of x[R,C]: n = x · rsqrt(mean(x²) + eps), rounded to x's dtype, then y = n · weight[C]
@@ -126,6 +132,9 @@ class Backend {
                         const Tensor& y) = 0;
   // x[R,C] += y · gate, gate [C] or [R,C] or none (plain residual add). x is updated in place.
   virtual void gated_add(const Tensor& x, const Tensor& y, const Tensor* gate) = 0;
+  // x += alpha · y (same shapes), in f32, rounded to x's dtype; x is updated in place (a LoRA's
+  // full deltas on biases, norm weights and modulation, into a copy of the model's tensor).
+  virtual void add_scaled(const Tensor& x, const Tensor& y, float alpha) = 0;
   // out = a + b, out = a · b (same shapes; out may alias a).
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   virtual void mul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;

@@ -45,6 +45,16 @@ nlohmann::json settings_json(const ResolvedRequest& r, const models::ModelParts&
                      {"fingerprint", io::file_fingerprint(f.path)}});
   }
   j["model_files"] = std::move(files);
+  if (!r.request.loras.empty()) {
+    nlohmann::json loras = nlohmann::json::array();
+    for (const models::LoraChoice& l : r.request.loras) {
+      loras.push_back({{"name", io::detail::display(l.path.filename())},
+                       {"bytes", static_cast<std::uint64_t>(fs::file_size(l.path))},
+                       {"fingerprint", io::file_fingerprint(l.path)},
+                       {"strength", l.strength}});
+    }
+    j["loras"] = std::move(loras);
+  }
   if (r.request.image) j["image"] = io::detail::display(r.request.image->filename());
   if (!r.request.noise.empty()) {
     j["noise_file"] = {{"name", io::detail::display(r.request.noise.filename())},

@@ -433,6 +433,38 @@ TEST_F(BackendParity, linear_matches_the_cpu_backend_for_every_weight_and_output
   }
 }
 
+TEST_F(BackendParity, linear_add_adds_the_product_to_y_with_one_rounding) {
+  // The runtime LoRA's calls: bf16 activations and low-rank factors into a bf16 or f32 output,
+  // f32 factors (the Lightning release), a full fp8 delta with its scale, on the direct path
+  // (beta = 1) and the staged one (the small workspace).
+  const LinearCase cases[] = {
+      {DType::kBF16, DType::kBF16, DType::kBF16, false, DType::kF32, 0.75f},
+      {DType::kF32, DType::kBF16, DType::kF32, false, DType::kF32, -1.25f},
+      {DType::kBF16, DType::kF32, DType::kBF16, false, DType::kF32, 1.0f},
+      {DType::kF32, DType::kF8E4M3, DType::kBF16, false, DType::kF32, 0.37f},
+  };
+  const std::int64_t shapes[][3] = {{1, 1, 1}, {37, 16, 129}, {300, 64, 70}, {5, 96, 1}};
+  for (cuda::CudaBackend* gpu : {&gpu(), &gpu_small()}) {
+    for (const LinearCase& c : cases) {
+      for (const auto& s : shapes) {
+        const std::int64_t m = s[0], k = s[1], n = s[2];
+        Operand x(c.x, {m, k});
+        Operand w(c.w, {n, k});
+        Operand y(c.y, {m, n});
+        y.written();
+        cpu().linear_add(x.cpu, w.cpu, y.cpu, c.scale);
+        gpu->linear_add(x.gpu, w.gpu, y.gpu, c.scale);
+        const double threshold =
+            c.y == DType::kF32 ? std::max(f32_sum(k + 1), 1e-5) : kSixteenBit;
+        expect_parity(*gpu,
+                      "linear_add x " + dt(c.x) + " w " + dt(c.w) + " y " + dt(c.y) + " " +
+                          shape_text({m, k, n}) + (gpu == &gpu_small() ? " small ws" : ""),
+                      threshold, {&y, &x, &w});
+      }
+    }
+  }
+}
+
 // ---- normalisation ----
 
 TEST_F(BackendParity, rms_norm_matches_with_the_normalised_value_rounded_to_x_dtype) {
@@ -515,6 +547,21 @@ TEST_F(BackendParity, gated_add_updates_x_in_place_with_every_gate_shape) {
       gpu().gated_add(x.gpu, y.gpu, gate_kind > 0 ? &gate.gpu : nullptr);
       expect_parity(gpu(), "x " + dt(xt) + " gate kind " + std::to_string(gate_kind),
                     one_rounding(xt), {&x, &y, &gate});
+    }
+  }
+}
+
+TEST_F(BackendParity, add_scaled_updates_x_in_place) {
+  const std::int64_t r = 7, c = 301;
+  for (const DType xt : {DType::kF32, DType::kBF16}) {
+    for (const float alpha : {1.0f, -0.35f}) {
+      Operand x(xt, {r, c});
+      x.written();
+      Operand y(DType::kBF16, {r, c});
+      cpu().add_scaled(x.cpu, y.cpu, alpha);
+      gpu().add_scaled(x.gpu, y.gpu, alpha);
+      expect_parity(gpu(), "add_scaled x " + dt(xt) + " alpha " + std::to_string(alpha),
+                    one_rounding(xt), {&x, &y});
     }
   }
 }

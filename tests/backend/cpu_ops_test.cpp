@@ -91,6 +91,46 @@ INSTANTIATE_TEST_SUITE_P(
              std::string(dtype_name(param_info.param.out));
     });
 
+TEST_P(CpuLinear, linear_add_adds_the_product_to_y_and_rounds_once) {
+  const auto [wdt, ydt, scale] = GetParam();
+  const std::int64_t m = 29, k = 64, n = 45;
+  const auto xv = random_values(static_cast<std::size_t>(m * k), 4);
+  const auto wv = rounded(random_values(static_cast<std::size_t>(n * k), 5), wdt);
+  const auto yv = rounded(random_values(static_cast<std::size_t>(m * n), 6), ydt);
+  HostTensor x(DType::kF32, {m, k}, xv);
+  HostTensor w(wdt, {n, k}, wv);
+  HostTensor y(ydt, {m, n}, yv);
+  backend().linear_add(x.t, w.t, y.t, scale);
+  const auto xr = rounded(xv, ydt);
+  std::vector<double> want(yv.begin(), yv.end());
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        acc += static_cast<double>(xr[static_cast<std::size_t>(i * k + p)]) *
+               (static_cast<double>(scale) * wv[static_cast<std::size_t>(j * k + p)]);
+      }
+      want[static_cast<std::size_t>(i * n + j)] += acc;
+    }
+  }
+  const double tol = static_cast<double>(k) * 2e-7 + (ydt == DType::kF32 ? 1e-6 : 1.0 / 256);
+  expect_close(y.values(), want, tol, "linear_add");
+}
+
+TEST(CpuElementwise, add_scaled_adds_alpha_times_y_in_place) {
+  const std::int64_t rows = 4, cols = 9;
+  const auto xv = rounded(random_values(rows * cols, 17), DType::kBF16);
+  const auto yv = random_values(rows * cols, 18);
+  HostTensor x(DType::kBF16, {rows, cols}, xv);
+  HostTensor y(DType::kF32, {rows, cols}, yv);
+  backend().add_scaled(x.t, y.t, -0.6f);
+  std::vector<double> want(xv.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) want[i] = xv[i] + -0.6 * double(yv[i]);
+  expect_close(x.values(), want, 1.0 / 256, "add_scaled");
+  HostTensor other(DType::kF32, {rows, cols + 1});
+  EXPECT_THROW(backend().add_scaled(x.t, other.t, 1.0f), Error);
+}
+
 TEST(CpuLinear, refuses_mismatched_shapes) {
   HostTensor x(DType::kF32, {4, 8});
   HostTensor w(DType::kF32, {5, 7});

@@ -162,6 +162,10 @@ TEST_P(CpuQuantLinear, equals_linear_on_the_dequantised_weight_bit_for_bit) {
           backend.linear(x.t, w.t, with_bias ? &bias.t : nullptr, y.t, scaling);
           backend.linear(x.t, w_f32.t, with_bias ? &bias.t : nullptr, y_ref.t, scale);
           expect_same_bits(y, y_ref, what);
+          // linear_add (a LoRA's terms) accumulates the same product into what y holds.
+          backend.linear_add(x.t, w.t, y.t, scaling);
+          backend.linear_add(x.t, w_f32.t, y_ref.t, scale);
+          expect_same_bits(y, y_ref, what + " linear_add");
         }
       }
     }

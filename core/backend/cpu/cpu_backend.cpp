@@ -67,7 +67,17 @@ void CpuBackend::download(const Tensor& src, void* host) {
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                         const WeightScaling& w_scaling) {
-  const char* op = "linear";
+  product(x, w, bias, y, w_scaling, false);
+}
+
+void CpuBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& y,
+                            const WeightScaling& w_scaling) {
+  product(x, w, nullptr, y, w_scaling, true);
+}
+
+void CpuBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                         const WeightScaling& w_scaling, bool accumulate) {
+  const char* op = accumulate ? "linear_add" : "linear";
   const float w_scale = w_scaling.scale;
   const auto [m, k, n] = check_linear(x, w, bias, y);
 
@@ -95,16 +105,19 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, co
     const auto mm = static_cast<std::size_t>(rows);
     const auto nn = static_cast<std::size_t>(n);
     const auto kk = static_cast<std::size_t>(k);
+    // linear_add: the GEMM adds its product to y's values (beta = 1), one rounding at the store.
+    if (accumulate) load(y, r0 * n, rows * n, yf);
+    const float beta = accumulate ? 1.0f : 0.0f;
     switch (w.dtype) {
       case DType::kF32:
-        gemm_f32(mm, nn, kk, w_scale, xf, kk, w.as<const float>(), kk, true, 0.0f, yf, nn, pool_);
+        gemm_f32(mm, nn, kk, w_scale, xf, kk, w.as<const float>(), kk, true, beta, yf, nn, pool_);
         break;
       case DType::kBF16:
-        gemm_bf16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, 0.0f, yf,
+        gemm_bf16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, beta, yf,
                           nn, pool_);
         break;
       case DType::kF16:
-        gemm_f16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, 0.0f, yf,
+        gemm_f16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, beta, yf,
                          nn, pool_);
         break;
       case DType::kF8E4M3:
@@ -112,7 +125,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, co
         for (std::int64_t n0 = 0; n0 < n; n0 += kPanelRows) {
           const std::int64_t pn = std::min(kPanelRows, n - n0);
           load(w, n0 * k, pn * k, panel);
-          gemm_f32(mm, static_cast<std::size_t>(pn), kk, w_scale, xf, kk, panel, kk, true, 0.0f,
+          gemm_f32(mm, static_cast<std::size_t>(pn), kk, w_scale, xf, kk, panel, kk, true, beta,
                    yf + n0, nn, pool_);
         }
         break;
@@ -121,7 +134,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, co
         require(dtype_is_blocked(w.dtype), op, "weights of dtype ", w.dtype);
         require(w.dtype != DType::kBnb4 || w_scaling.bnb4 != nullptr, op,
                 "a bitsandbytes 4-bit weight without its quant state");
-        gemm_quant_weights(mm, nn, kk, w_scale, xf, kk, w.dtype, w.data, w_scaling.bnb4, 0.0f, yf,
+        gemm_quant_weights(mm, nn, kk, w_scale, xf, kk, w.dtype, w.data, w_scaling.bnb4, beta, yf,
                            nn, pool_);
     }
     if (bias_f != nullptr) {
@@ -266,6 +279,23 @@ void CpuBackend::gated_add(const Tensor& x, const Tensor& y, const Tensor* gate)
       } else {
         for (std::int64_t i = 0; i < cols; ++i) acc[i] += add[i];
       }
+      store(acc, x, r * cols, cols);
+    }
+  });
+}
+
+void CpuBackend::add_scaled(const Tensor& x, const Tensor& y, float alpha) {
+  const char* op = "add_scaled";
+  require_same_shape(x, y, op);
+  const std::int64_t rows = x.shape.rows();
+  const std::int64_t cols = x.shape.cols();
+  pool_.parallel_for(static_cast<std::size_t>(rows), grain_for(cols), [&](std::size_t b, std::size_t e) {
+    float* acc = row_buffer(0, static_cast<std::size_t>(cols));
+    float* add = row_buffer(1, static_cast<std::size_t>(cols));
+    for (auto r = static_cast<std::int64_t>(b); r < static_cast<std::int64_t>(e); ++r) {
+      load(x, r * cols, cols, acc);
+      load(y, r * cols, cols, add);
+      for (std::int64_t i = 0; i < cols; ++i) acc[i] += alpha * add[i];
       store(acc, x, r * cols, cols);
     }
   });

@@ -32,6 +32,8 @@ class CpuBackend final : public Backend {
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
               const WeightScaling& w_scaling) override;
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor& y,
+                  const WeightScaling& w_scaling) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
                   const Tensor& y) override;
@@ -39,6 +41,7 @@ class CpuBackend final : public Backend {
   void modulate(const Tensor& x, const Tensor& scale, const Tensor& shift,
                 const Tensor& y) override;
   void gated_add(const Tensor& x, const Tensor& y, const Tensor* gate) override;
+  void add_scaled(const Tensor& x, const Tensor& y, float alpha) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void gelu_tanh(const Tensor& x, const Tensor& y) override;
@@ -59,6 +62,10 @@ class CpuBackend final : public Backend {
   void embedding(const Tensor& table, const Tensor& ids, const Tensor& y) override;
 
  private:
+  // linear (accumulate false: y = product + bias) and linear_add (true: y += product).
+  void product(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+               const WeightScaling& w_scaling, bool accumulate);
+
   ThreadPool& pool_;
   std::shared_ptr<memory::Fence> compute_done_;
   // Scratch for the ops that run on the calling thread: grown on first use, then reused (no

@@ -112,6 +112,40 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(OuterTensor::kCo
         "head.head.weight",        "head.head.bias",           "head.modulation",
 };
 
+// The tensors that are Linear weights (the others are biases, norms and modulations).
+constexpr bool is_linear_weight(BlockTensor t) {
+  switch (t) {
+    case BlockTensor::kSelfQWeight:
+    case BlockTensor::kSelfKWeight:
+    case BlockTensor::kSelfVWeight:
+    case BlockTensor::kSelfOWeight:
+    case BlockTensor::kCrossQWeight:
+    case BlockTensor::kCrossKWeight:
+    case BlockTensor::kCrossVWeight:
+    case BlockTensor::kCrossOWeight:
+    case BlockTensor::kFfn0Weight:
+    case BlockTensor::kFfn2Weight:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr bool is_linear_weight(OuterTensor t) {
+  switch (t) {
+    case OuterTensor::kPatchWeight:
+    case OuterTensor::kText0Weight:
+    case OuterTensor::kText2Weight:
+    case OuterTensor::kTime0Weight:
+    case OuterTensor::kTime2Weight:
+    case OuterTensor::kProjWeight:
+    case OuterTensor::kHeadWeight:
+      return true;
+    default:
+      return false;
+  }
+}
+
 constexpr int at(BlockTensor t) {
   return static_cast<int>(t);
 }
@@ -223,7 +257,8 @@ class WanDit::ShapeOnlyWeights final : public offload::WeightSource {
   std::vector<offload::LoadedGroup> groups_;
 };
 
-WanDit::WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelLayout& layout)
+WanDit::WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelLayout& layout,
+               std::span<const lora::BoundTerm> loras)
     : backend_(backend), config_(infer_dit_config(set)) {
   const DitConfig& c = config_;
   if (c.dim == 0 || c.dim % kDitHeadDim != 0) {
@@ -260,6 +295,8 @@ WanDit::WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelL
     }
   }
 
+  bind_loras(loras);
+
   // The zero rows that pad every context to 512 (wan.md §A.4), made once.
   const auto pad_rows = static_cast<std::int64_t>(kDitTextLen);
   const auto text_dim = static_cast<std::int64_t>(c.text_dim);
@@ -284,10 +321,13 @@ WanDit::WanDit(Backend& backend, const DitConfig& config) : backend_(backend), c
   index_names(g.names.back(), "", kOuterNames, outer_head_.index);
   outer_embed_.scaling.assign(kOuterNames.size(), WeightScalingSource{});
   outer_head_.scaling.assign(kOuterNames.size(), WeightScalingSource{});
+  outer_embed_.lora.assign(kOuterNames.size(), {});
+  outer_head_.lora.assign(kOuterNames.size(), {});
   blocks_.resize(static_cast<std::size_t>(config.layers));
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
     index_names(g.names[b + 1], "blocks." + std::to_string(b) + ".", kBlockNames, blocks_[b].index);
     blocks_[b].scaling.assign(kBlockNames.size(), WeightScalingSource{});
+    blocks_[b].lora.assign(kBlockNames.size(), {});
   }
   zeros_ =
       shapes_only(DType::kBF16, Shape{kDitTextLen, static_cast<std::int64_t>(config.text_dim)});
@@ -297,9 +337,11 @@ WanDit::WanDit(Backend& backend, const DitConfig& config) : backend_(backend), c
 
 std::uint64_t WanDit::measure_activation_bytes(const DitConfig& config, std::int64_t tokens,
                                                std::int64_t ffn_chunk_tokens, std::int64_t branches,
-                                               std::int64_t distinct_timesteps) {
+                                               std::int64_t distinct_timesteps,
+                                               std::int64_t lora_rank) {
   ShapeBackend shapes;
   WanDit model(shapes, config);
+  model.lora_rank_ = lora_rank;
   const ShapeOnlyGroups groups = shape_only_groups(config);
   ShapeOnlyWeights weights(groups.tensors);
   memory::Arena arena = shapes_only_arena();
@@ -326,19 +368,83 @@ std::uint64_t WanDit::activation_bytes(std::int64_t tokens, std::int64_t ffn_chu
                                        std::int64_t branches, std::int64_t values) {
   for (const Estimate& e : estimates_) {
     if (e.tokens == tokens && e.ffn_chunk_tokens == ffn_chunk_tokens && e.branches == branches &&
-        e.values == values) {
+        e.values == values && e.lora_rank == lora_rank_) {
       return e.bytes;
     }
   }
   Estimate& e = estimates_[next_estimate_];
   next_estimate_ = (next_estimate_ + 1) % estimates_.size();
-  e = Estimate{tokens, ffn_chunk_tokens, branches, values,
-               measure_activation_bytes(config_, tokens, ffn_chunk_tokens, branches, values)};
+  e = Estimate{tokens, ffn_chunk_tokens, branches, values, lora_rank_,
+               measure_activation_bytes(config_, tokens, ffn_chunk_tokens, branches, values,
+                                        lora_rank_)};
   return e.bytes;
 }
 
 const Tensor& WanDit::tensor(GroupTensors w, const Weights& ix, int i) const {
   return w[static_cast<std::size_t>(ix.index[static_cast<std::size_t>(i)])];
+}
+
+std::int64_t WanDit::lora_scratch_rank(std::span<const lora::BoundTerm> terms) {
+  if (terms.empty()) return 0;
+  std::int64_t rank = 1;
+  for (const lora::BoundTerm& t : terms) rank = std::max(rank, t.rank);
+  return rank;
+}
+
+void WanDit::bind_loras(std::span<const lora::BoundTerm> loras) {
+  for (Weights* ix : {&outer_embed_, &outer_head_}) ix->lora.assign(kOuterNames.size(), {});
+  for (Weights& ix : blocks_) ix.lora.assign(kBlockNames.size(), {});
+  for (const lora::BoundTerm& term : loras) {
+    const bool embed = term.group == 0, head = term.group == groups_ - 1;
+    Weights& ix = embed ? outer_embed_ : head ? outer_head_ : blocks_[term.group - 1];
+    const auto role = std::find(ix.index.begin(), ix.index.end(), static_cast<int>(term.target));
+    const auto n = static_cast<std::size_t>(role - ix.index.begin());
+    // The embeddings' roles are read from the embeddings group only, the head's from the head's.
+    const bool read = role != ix.index.end() &&
+                      (!(embed || head) || (embed ? n < static_cast<std::size_t>(at(OuterTensor::kHeadWeight))
+                                                  : n >= static_cast<std::size_t>(at(OuterTensor::kHeadWeight))));
+    const bool linear = read && (embed || head ? is_linear_weight(static_cast<OuterTensor>(n))
+                                               : is_linear_weight(static_cast<BlockTensor>(n)));
+    if (!read || (term.kind == lora::TermKind::kLowRank && !linear)) {
+      throw Error(ErrorCode::kBadModelFile,
+                  std::string("a LoRA term adapts a tensor the Wan DiT ") +
+                      (read ? "does not multiply by (a low-rank term on a norm or bias)"
+                            : "does not read") +
+                      ": group " + std::to_string(term.group) + ", tensor " +
+                      std::to_string(term.target));
+    }
+    ix.lora[n].push_back(LoraUse{term.kind, term.down, term.up, term.rank, term.scale});
+  }
+  lora_rank_ = lora_scratch_rank(loras);
+}
+
+void WanDit::linear(GroupTensors w, const Weights& ix, int weight, const Tensor& x, const Tensor& y,
+                    const Tensor* view) {
+  const Tensor& wt = view != nullptr ? *view : tensor(w, ix, weight);
+  backend_.linear(x, wt, &param(w, ix, weight + 1, 0), y, scaling(w, ix, weight));
+  const std::int64_t rows = x.shape.rows(), in = x.shape.cols(), out = y.shape.cols();
+  for (const LoraUse& u : ix.lora[static_cast<std::size_t>(weight)]) {
+    const Tensor& up = w[u.up];
+    if (u.kind == lora::TermKind::kLowRank) {
+      // t = A·x rounded to y's dtype (as the base product's x is), then y += s·B·t, one rounding.
+      const Tensor t{lora_t_.data, y.dtype, Shape{rows, u.rank}, lora_t_.device};
+      backend_.linear(x, w[u.down].reshaped(Shape{u.rank, in}), nullptr, t);
+      backend_.linear_add(t, up.reshaped(Shape{out, u.rank}), y, u.scale);
+    } else {  // a full delta of the weight, in the same bypass form
+      backend_.linear_add(x, up.reshaped(Shape{out, in}), y, u.scale);
+    }
+  }
+}
+
+const Tensor& WanDit::param(GroupTensors w, const Weights& ix, int i, int slot) {
+  const Tensor& p = tensor(w, ix, i);
+  const std::vector<LoraUse>& uses = ix.lora[static_cast<std::size_t>(i)];
+  if (uses.empty()) return p;
+  Tensor& copy = lora_param_[static_cast<std::size_t>(slot)];
+  copy = Tensor{lora_p_.rows(slot, slot + 1).data, DType::kF32, p.shape, lora_p_.device};
+  backend_.convert(p, copy);
+  for (const LoraUse& u : uses) backend_.add_scaled(copy, w[u.up].reshaped(p.shape), u.scale);
+  return copy;
 }
 
 WeightScaling WanDit::scaling(GroupTensors w, const Weights& ix, int i) {
@@ -471,6 +577,12 @@ void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, cons
   const Tensor e0 = arena.allocate(DType::kF32, Shape{values * 6, d});
   const Tensor mod = arena.allocate(DType::kF32, Shape{values * 6, d});
   const Tensor hm = arena.allocate(DType::kF32, Shape{values * 2, d});
+  if (lora_rank_ > 0) {
+    const auto widest = std::max({static_cast<std::int64_t>(c.ffn_dim), 6 * d,
+                                  4 * static_cast<std::int64_t>(c.out_dim)});
+    lora_t_ = arena.allocate(DType::kF32, Shape{std::max({tokens, kDitTextLen, values}), lora_rank_});
+    lora_p_ = arena.allocate(DType::kF32, Shape{2, widest});
+  }
 
   weights.begin_pass();
   embed(weights.acquire(0).tensors(), arena, latent, contexts, streams_, x0, e, e0);
@@ -492,7 +604,7 @@ void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, cons
     const GroupTensors w = weights.acquire(b + 1).tensors();
     // m = modulation + e0 per distinct timestep (f32): rows shift, scale, gate (attention),
     // shift, scale, gate (FFN).
-    const Tensor& modulation = tensor(w, blocks_[b], at(BlockTensor::kModulation));
+    const Tensor& modulation = param(w, blocks_[b], at(BlockTensor::kModulation), 0);
     for (std::int64_t v = 0; v < values; ++v) {
       backend_.add(e0.rows(v * 6, v * 6 + 6), modulation.reshaped(Shape{6, d}),
                    mod.rows(v * 6, v * 6 + 6));
@@ -507,7 +619,7 @@ void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, cons
     const GroupTensors w = weights.acquire(last).tensors();
     // The head's shift and scale: head.modulation + e (not e0), f32.
     const Tensor hmod =
-        tensor(w, outer_head_, at(OuterTensor::kHeadModulation)).reshaped(Shape{2, d});
+        param(w, outer_head_, at(OuterTensor::kHeadModulation), 0).reshaped(Shape{2, d});
     for (std::int64_t v = 0; v < values; ++v) {
       backend_.add(hmod.rows(0, 1), e.rows(v, v + 1), hm.rows(2 * v, 2 * v + 1));
       backend_.add(hmod.rows(1, 2), e.rows(v, v + 1), hm.rows(2 * v + 1, 2 * v + 2));
@@ -535,10 +647,9 @@ void WanDit::embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
   // Patch embedding as a Linear over 2×2 patches (kernel = stride), bf16 (wan.md §B.2).
   const Tensor patches = arena.allocate(DType::kF32, Shape{frames, hp, wp, in_dim, 2, 2});
   backend_.permute(latent.reshaped(Shape{in_dim, frames, hp, 2, wp, 2}), patch_order_, patches);
-  const Tensor& patch_w = tensor(w, ix, at(OuterTensor::kPatchWeight));
-  backend_.linear(
-      patches.reshaped(Shape{tokens, in_dim * 4}), patch_w.reshaped(Shape{d, in_dim * 4}),
-      &tensor(w, ix, at(OuterTensor::kPatchBias)), x0, scaling(w, ix, at(OuterTensor::kPatchWeight)));
+  const Tensor patch_w = tensor(w, ix, at(OuterTensor::kPatchWeight)).reshaped(Shape{d, in_dim * 4});
+  linear(w, ix, at(OuterTensor::kPatchWeight), patches.reshaped(Shape{tokens, in_dim * 4}), x0,
+         &patch_w);
 
   // Time embedding and projection, once per distinct timestep, f32 (wan.md §B.3).
   const Tensor sinusoid =
@@ -546,8 +657,7 @@ void WanDit::embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
   backend_.upload(sinusoid, sinusoid_.data());
   const Tensor hidden = arena.allocate(DType::kF32, Shape{values, d});
   const auto lin = [&](const Tensor& x, OuterTensor weight, const Tensor& y) {
-    backend_.linear(x, tensor(w, ix, at(weight)), &tensor(w, ix, at(weight) + 1), y,
-                    scaling(w, ix, at(weight)));
+    linear(w, ix, at(weight), x, y);
   };
   lin(sinusoid, OuterTensor::kTime0Weight, hidden);
   backend_.silu(hidden, hidden);
@@ -580,8 +690,7 @@ void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& 
   const auto hd = static_cast<std::int64_t>(kDitHeadDim);
   const float attn_scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto lin = [&](const Tensor& x, BlockTensor weight, const Tensor& y) {
-    backend_.linear(x, tensor(w, ix, at(weight)), &tensor(w, ix, at(weight) + 1), y,
-                    scaling(w, ix, at(weight)));
+    linear(w, ix, at(weight), x, y);
   };
   const auto heads_view = [&](const Tensor& x) { return x.reshaped(Shape{x.shape[0], heads, hd}); };
 
@@ -597,11 +706,11 @@ void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& 
   // q, k: RMSNorm over all heads (normalised value rounded to bf16, times the weight in f32),
   // RoPE in f64 on the f32 result, then bf16 for attention.
   lin(t.a, BlockTensor::kSelfQWeight, t.q);
-  backend_.rms_norm(t.q, tensor(w, ix, at(BlockTensor::kSelfNormQ)), kEps, t.r);
+  backend_.rms_norm(t.q, param(w, ix, at(BlockTensor::kSelfNormQ), 0), kEps, t.r);
   backend_.rope_3d(heads_view(t.r), grid);
   backend_.convert(t.r, t.q);
   lin(t.a, BlockTensor::kSelfKWeight, t.k);
-  backend_.rms_norm(t.k, tensor(w, ix, at(BlockTensor::kSelfNormK)), kEps, t.r);
+  backend_.rms_norm(t.k, param(w, ix, at(BlockTensor::kSelfNormK), 0), kEps, t.r);
   backend_.rope_3d(heads_view(t.r), grid);
   backend_.convert(t.r, t.k);
   lin(t.a, BlockTensor::kSelfVWeight, t.v);
@@ -613,13 +722,13 @@ void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& 
   gated_add_runs(s.x, t.q, mod, 2);
 
   // 2) Cross-attention over the 512 context rows: affine LayerNorm, no modulation, no RoPE.
-  backend_.layer_norm(s.x, &tensor(w, ix, at(BlockTensor::kNorm3Weight)),
-                      &tensor(w, ix, at(BlockTensor::kNorm3Bias)), kEps, t.a);
+  backend_.layer_norm(s.x, &param(w, ix, at(BlockTensor::kNorm3Weight), 0),
+                      &param(w, ix, at(BlockTensor::kNorm3Bias), 1), kEps, t.a);
   lin(t.a, BlockTensor::kCrossQWeight, t.q);
-  backend_.rms_norm(t.q, tensor(w, ix, at(BlockTensor::kCrossNormQ)), kEps, t.r);
+  backend_.rms_norm(t.q, param(w, ix, at(BlockTensor::kCrossNormQ), 0), kEps, t.r);
   backend_.convert(t.r, t.q);
   lin(s.ctx, BlockTensor::kCrossKWeight, t.ck);
-  backend_.rms_norm(t.ck, tensor(w, ix, at(BlockTensor::kCrossNormK)), kEps, t.cr);
+  backend_.rms_norm(t.ck, param(w, ix, at(BlockTensor::kCrossNormK), 0), kEps, t.cr);
   backend_.convert(t.cr, t.ck);
   lin(s.ctx, BlockTensor::kCrossVWeight, t.cv);
   backend_.attention(heads_view(t.q), heads_view(t.ck), heads_view(t.cv), attn_scale, nullptr,
@@ -651,9 +760,7 @@ void WanDit::head(GroupTensors w, memory::Arena& arena, const Tensor& x, const T
   const Tensor out = arena.allocate(DType::kF32, Shape{tokens, 4 * out_dim});
   backend_.layer_norm(x, nullptr, nullptr, kEps, a);
   modulate_runs(a, a, hm, 1, 0, 2);
-  backend_.linear(a, tensor(w, ix, at(OuterTensor::kHeadWeight)),
-                  &tensor(w, ix, at(OuterTensor::kHeadBias)), out,
-                  scaling(w, ix, at(OuterTensor::kHeadWeight)));
+  linear(w, ix, at(OuterTensor::kHeadWeight), a, out);
   backend_.permute(out.reshaped(Shape{grid.frames, grid.height, grid.width, 2, 2, out_dim}),
                    unpatch_order_,
                    velocity.reshaped(Shape{out_dim, grid.frames, grid.height, 2, grid.width, 2}));

@@ -24,6 +24,7 @@
 #include "core/backend/backend.h"
 #include "core/io/tensor_set.h"
 #include "core/memory/arena.h"
+#include "core/models/lora/lora_binding.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/offload/layer_group.h"
 #include "core/models/weight_scaling.h"
@@ -38,7 +39,14 @@ class WanDit {
   // ...) — the streamer that feeds forward() must be built on the same layout. Reads the fp8
   // scales and allocates the 512-row zero context padding once. Error(kBadModelFile) when a
   // tensor is missing or misshapen.
-  WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelLayout& layout);
+  //
+  // `loras`: runtime LoRA terms bound to the same layout (lora::LoraBinding::bind, which appended
+  // their tensors to the groups): each Linear adds its low-rank terms s·B·(A·x) and full weight
+  // deltas with Backend::linear_add, and biases, norm weights and modulations their deltas, into
+  // a copy (add_scaled): the model's tensors are never written. Error(kBadModelFile) when a term
+  // adapts a tensor this forward does not read, or a low-rank term a tensor that is no Linear's.
+  WanDit(Backend& backend, const io::TensorSet& set, const offload::ModelLayout& layout,
+         std::span<const lora::BoundTerm> loras = {});
 
   const DitConfig& config() const { return config_; }
   std::int64_t heads() const { return static_cast<std::int64_t>(config_.dim / kDitHeadDim); }
@@ -59,10 +67,16 @@ class WanDit {
   // The arena bytes of a forward of `config` at `tokens` with `branches` contexts and
   // `distinct_timesteps` timestep values (dit_activation_bytes): the peak of the forward's own
   // code run on the shapes-only backend, with weights that have shapes and no memory.
+  // `lora_rank` > 0: with LoRA terms of up to that rank (their scratch; lora_scratch_rank).
   static std::uint64_t measure_activation_bytes(const DitConfig& config, std::int64_t tokens,
                                                 std::int64_t ffn_chunk_tokens,
                                                 std::int64_t branches,
-                                                std::int64_t distinct_timesteps);
+                                                std::int64_t distinct_timesteps,
+                                                std::int64_t lora_rank = 0);
+
+  // The rank the LoRA scratch of `terms` is sized for: 0 without terms, else the largest rank
+  // (at least 1: a LoRA of deltas alone still needs the parameter scratch).
+  static std::int64_t lora_scratch_rank(std::span<const lora::BoundTerm> terms);
 
  private:
   class ShapeOnlyWeights;
@@ -71,9 +85,16 @@ class WanDit {
   struct Run {  // tokens [begin, end) share distinct timestep `value`
     std::int64_t begin = 0, end = 0, value = 0;
   };
+  struct LoraUse {  // a LoRA term on one of the group's tensors
+    lora::TermKind kind = lora::TermKind::kLowRank;
+    std::size_t down = 0, up = 0;  // in the group's tensors
+    std::int64_t rank = 0;
+    float scale = 1.0f;
+  };
   struct Weights {  // per group: index of each tensor in the group, what scales each weight
     std::vector<int> index;
     std::vector<WeightScalingSource> scaling;
+    std::vector<std::vector<LoraUse>> lora;  // per tensor (index's order): the terms on it
   };
   // One branch's tensors for a block: the residual stream and the embedded context.
   struct Stream {
@@ -114,6 +135,14 @@ class WanDit {
                      int shift_row, int rows_per_value);
   void gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row);
   const Tensor& tensor(GroupTensors w, const Weights& ix, int i) const;
+  // y = x · W[weight]ᵀ + bias[weight + 1] with their LoRA terms (the weight seen as `view` when
+  // given: the patch embedding's kernel as a matrix).
+  void linear(GroupTensors w, const Weights& ix, int weight, const Tensor& x, const Tensor& y,
+              const Tensor* view = nullptr);
+  // Tensor i, or with LoRA deltas a copy of it plus them (F32, in scratch `slot` of 2: valid
+  // until the next call for the same slot).
+  const Tensor& param(GroupTensors w, const Weights& ix, int i, int slot);
+  void bind_loras(std::span<const lora::BoundTerm> loras);
   // Weight i's scaling for one call: valid until the next call (a bitsandbytes weight's side
   // tensors are held in bnb4_call_).
   WeightScaling scaling(GroupTensors w, const Weights& ix, int i);
@@ -124,6 +153,11 @@ class WanDit {
   Weights outer_embed_, outer_head_;
   std::vector<Weights> blocks_;
   Bnb4State bnb4_call_;
+  // LoRA scratch (lora_rank_ > 0), from the arena for each pass: the low-rank product A·x (rows
+  // up to max(tokens, 512) × rank, any float dtype), and two parameter copies with their deltas.
+  std::int64_t lora_rank_ = 0;
+  Tensor lora_t_, lora_p_;
+  std::array<Tensor, 2> lora_param_;
   std::unique_ptr<DeviceBuffer> zeros_memory_;  // [512, text_dim] BF16 zeros: context padding
   Tensor zeros_;
 
@@ -134,7 +168,7 @@ class WanDit {
   std::vector<Stream> streams_;
   std::vector<int> patch_order_, unpatch_order_;
   struct Estimate {                    // one size's activation bytes
-    std::int64_t tokens = -1, ffn_chunk_tokens = 0, branches = 0, values = 0;
+    std::int64_t tokens = -1, ffn_chunk_tokens = 0, branches = 0, values = 0, lora_rank = 0;
     std::uint64_t bytes = 0;
   };
   std::array<Estimate, 4> estimates_{};

@@ -60,9 +60,10 @@ std::int64_t dit_tokens(const DitConfig& config, int width, int height, int fram
 // with the FFN hidden state in chunks of ffn_chunk_tokens when > 0, the embeddings' and the
 // head's). Measured, not modelled: the forward's own code runs on the shapes-only backend
 // (WanDit::measure_activation_bytes) and this is its arena's peak, alignment included.
+// With LoRAs (lora_rank > 0: WanDit::lora_scratch_rank), their scratch too.
 std::uint64_t dit_activation_bytes(const DitConfig& config, std::int64_t tokens,
                                    std::int64_t ffn_chunk_tokens, std::int64_t branches = 2,
-                                   std::int64_t distinct_timesteps = 2);
+                                   std::int64_t distinct_timesteps = 2, std::int64_t lora_rank = 0);
 
 // The layout the offload engine plans with: "embeddings" and "head" always resident, one group
 // per block in between; its activation_bytes are those of a CFG forward (two contexts) with up to

@@ -7,6 +7,7 @@
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/dit_layout.h"
+#include "core/models/wan/dit_loras.h"
 #include "core/models/wan/parts.h"
 #include "core/models/wan/request_rules.h"
 #include "core/models/wan/vae_plan.h"
@@ -94,13 +95,19 @@ RequestRules WanParts::rules() const {
 
 ResolvedRequest WanParts::resolve(const GenerationRequest& request,
                                   std::optional<std::pair<int, int>> image_size) const {
-  return wan::resolve(request, set_, image_size);
+  ResolvedRequest r = wan::resolve(request, set_, image_size);
+  // Every LoRA is checked before any work (a refusal is exit 2); modules that adapt nothing in
+  // this model are said once per file, never silently dropped.
+  for (const LoraChoice& l : request.loras) {
+    const LoraReport report = check_lora(l.path);
+    if (report.matched < report.modules) r.warnings.push_back("LoRA " + lora::describe(report));
+  }
+  return r;
 }
 
 // Wan's noise and final latent are one tensor each, [C, T, h, w] in f32 (the official layout).
 LoraReport WanParts::check_lora(const std::filesystem::path& path) const {
-  // Replaced by the LoRA binding (issue 16, in progress on this branch).
-  throw Error(ErrorCode::kUnsupported, "LoRAs are not applied yet: " + path.filename().string());
+  return check_dit_lora(path, dit_);
 }
 
 std::vector<TensorLayout> WanParts::noise_layout(const ResolvedRequest& r) const {
@@ -128,10 +135,14 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
     g.add(
         encode_stage(make_vae_encode_plan(vae, preset, machine, r.width, r.height), vae.config()));
   }
-  g.add(
-      block_stage_plan(std::string(kDitStage),
-                       dit_model_layout(dit_, r.width, r.height, r.frames, preset.ffn_chunk_tokens),
-                       preset, machine, stream_all));
+  // The LoRAs' tensors join their blocks' groups: the plan counts them like the DiT's own.
+  offload::ModelLayout dit = dit_model_layout(dit_, r.width, r.height, r.frames,
+                                              preset.ffn_chunk_tokens);
+  const lora::LoraBinding loras =
+      bind_dit_loras(r.request.loras, dit_, dit,
+                     dit_tokens(set_.dit_config, r.width, r.height, r.frames),
+                     preset.ffn_chunk_tokens);
+  g.add(block_stage_plan(std::string(kDitStage), dit, preset, machine, stream_all));
   g.add(
       decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames), vae.config()));
   return g;

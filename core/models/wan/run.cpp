@@ -17,6 +17,7 @@
 #include "core/models/umt5/tokenizer.h"
 #include "core/models/wan/denoise.h"
 #include "core/models/wan/dit.h"
+#include "core/models/wan/dit_loras.h"
 #include "core/models/wan/parts.h"
 #include "core/models/wan/ti2v.h"
 #include "core/models/wan/vae.h"
@@ -186,18 +187,23 @@ class WanRun final : public FamilyRun {
     if (ctx.noise_used) ctx.noise_used("noise", latent_);
     if (image_) ti2v_insert_frame0(grid_, z0_, latent_);
 
-    const offload::ModelLayout layout =
+    const std::int64_t tokens = static_cast<std::int64_t>(grid_.tokens());
+    offload::ModelLayout layout =
         dit_model_layout(parts_.dit(), r_.width, r_.height, r_.frames, ctx.preset.ffn_chunk_tokens);
-    WanDit dit(backend, parts_.dit(), layout);
+    // The LoRAs' tensors stream with their blocks; the binding keeps their files open until the
+    // streamer is gone (declared before it, destroyed after it).
+    const lora::LoraBinding loras =
+        bind_dit_loras(r_.request.loras, parts_.dit(), layout, tokens, ctx.preset.ffn_chunk_tokens);
+    WanDit dit(backend, parts_.dit(), layout, loras.terms());
     offload::StreamerOptions streamer_options = ctx.streamer;
     streamer_options.passes = static_cast<std::size_t>(r_.steps);
     offload::WeightStreamer streamer(backend, layout, stage_plan(plan_, kDitStage).plan,
                                      streamer_options);
     const auto watch = ctx.cancel.watch(streamer);
 
-    const std::int64_t tokens = static_cast<std::int64_t>(grid_.tokens());
-    const std::size_t arena_bytes = static_cast<std::size_t>(dit_activation_bytes(
-        parts_.set().dit_config, tokens, ctx.preset.ffn_chunk_tokens, 2, image_ ? 2 : 1));
+    const std::size_t arena_bytes = static_cast<std::size_t>(
+        dit_activation_bytes(parts_.set().dit_config, tokens, ctx.preset.ffn_chunk_tokens, 2,
+                             image_ ? 2 : 1, WanDit::lora_scratch_rank(loras.terms())));
     const auto arena_memory = backend.allocate(arena_bytes);
     memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
 

@@ -26,11 +26,13 @@ class ShapeBackend final : public Backend {
   void wait_for(memory::Fence&) override {}
   std::shared_ptr<memory::Fence> record_compute() override;
   void linear(const Tensor&, const Tensor&, const Tensor*, const Tensor&, const WeightScaling&) override {}
+  void linear_add(const Tensor&, const Tensor&, const Tensor&, const WeightScaling&) override {}
   void rms_norm(const Tensor&, const Tensor&, float, const Tensor&) override {}
   void layer_norm(const Tensor&, const Tensor*, const Tensor*, float, const Tensor&) override {}
   void channel_rms_norm(const Tensor&, const Tensor&, const Tensor&) override {}
   void modulate(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
   void gated_add(const Tensor&, const Tensor&, const Tensor*) override {}
+  void add_scaled(const Tensor&, const Tensor&, float) override {}
   void add(const Tensor&, const Tensor&, const Tensor&) override {}
   void mul(const Tensor&, const Tensor&, const Tensor&) override {}
   void gelu_tanh(const Tensor&, const Tensor&) override {}
