@@ -64,9 +64,9 @@ LoraList::LoraList(QWidget* parent)
       query_(new LatestQuery(QStringLiteral("Ferry LoRA check"), this)),
       rowsLayout_(new QVBoxLayout),
       empty_(new QLabel(tr("None. Add LoRA files (.safetensors) or drop them here."), this)),
-      add_(new QPushButton(tr("Add LoRA…"), this)),
       distilledHint_(new QLabel(this)),
-      distilled_(new QPushButton(tr("Use 4 steps (distilled)"), this)) {
+      distilled_(new QPushButton(tr("Use 4 steps (distilled)"), this)),
+      add_(new QPushButton(tr("Add LoRA…"), this)) {
   setAcceptDrops(true);
   setAccessibleName(tr("LoRAs"));
   empty_->setWordWrap(true);
@@ -211,6 +211,19 @@ void LoraList::appendRow(const LoraSetting& setting) {
   layout->addLayout(top);
   layout->addLayout(bottom);
   rowsLayout_->addWidget(row.widget);
+
+  // Tab order is reading order: after the rows above, or for the first row after what precedes
+  // the list in the window (a row made later would otherwise come after "Add LoRA…").
+  QWidget* previous = rows_.empty() ? nullptr : rows_.back().remove;
+  for (QWidget* w = distilled_->previousInFocusChain(); !previous && w != distilled_;
+       w = w->previousInFocusChain()) {
+    if ((w->focusPolicy() & Qt::TabFocus) && w != add_) previous = w;  // setTabOrder needs focus
+  }
+  for (QWidget* next : {static_cast<QWidget*>(row.enable), static_cast<QWidget*>(row.slider),
+                        static_cast<QWidget*>(row.spin), static_cast<QWidget*>(row.remove)}) {
+    setTabOrder(previous, next);
+    previous = next;
+  }
 
   QWidget* key = row.widget;
   connect(row.enable, &QCheckBox::toggled, this, [this, key](bool on) {

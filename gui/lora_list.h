@@ -106,10 +106,11 @@ class LoraList : public QGroupBox {
   std::vector<Row> rows_;
   LatestQuery* query_;
   QVBoxLayout* rowsLayout_;
+  // Created in reading order, which is the tab order; rows go before distilled_ (appendRow).
   QLabel* empty_;
-  QPushButton* add_;
   QLabel* distilledHint_;
   QPushButton* distilled_;
+  QPushButton* add_;
   QString lastFolder_;
 };
 

@@ -3,10 +3,12 @@
 // the LoRAs' settings JSON as the history and clips carry it, and restoring them from the history
 // and from a clip, whose LoRAs are found by file name where the user keeps LoRAs.
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QMimeData>
 #include <QPushButton>
@@ -15,12 +17,17 @@
 #include <QToolButton>
 #include <QtTest/QtTest>
 #include <atomic>
+#include <cmath>
 
 #include "core/error.h"
+#include "core/io/fingerprint.h"
+#include "core/io/safetensors_writer.h"
+#include "core/models/wan/demo_model.h"
 #include "gui/history.h"
 #include "gui/lora_list.h"
 #include "gui/main_window.h"
 #include "gui/model_panel.h"
+#include "gui/preset_panel.h"
 #include "gui/start_image_box.h"
 #include "gui/video_settings_box.h"
 #include "tests/gui/gui_test_support.h"
@@ -104,6 +111,54 @@ void drop(QWidget* target, const QStringList& paths) {
   QVERIFY(enter.isAccepted());
   QDropEvent dropEvent(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
   QApplication::sendEvent(target, &dropEvent);
+}
+
+// A LoRA for the demo Wan DiT as trainers write it: lora_down [r, D] and lora_up [D, r] on each
+// block's self-attention query, small deterministic f32 values.
+// `dim`: another model's width makes a LoRA that does not fit the demo.
+// `foreign`: also a module the demo does not have (Wan 2.1 I2V's k_img).
+QString writeDemoLora(const QString& path, std::uint64_t rank = 4,
+                      std::uint64_t dim = models::wan::DemoModel::kDit.dim, bool foreign = false) {
+  std::vector<std::string> modules;
+  for (std::uint64_t b = 0; b < models::wan::DemoModel::kDit.layers; ++b) {
+    modules.push_back("diffusion_model.blocks." + std::to_string(b) + ".self_attn.q");
+  }
+  if (foreign) modules.push_back("diffusion_model.blocks.0.cross_attn.k_img");
+  std::vector<io::TensorSpec> tensors;
+  for (const std::string& module : modules) {
+    tensors.push_back({module + ".lora_down.weight", DType::kF32, {rank, dim}});
+    tensors.push_back({module + ".lora_up.weight", DType::kF32, {dim, rank}});
+  }
+  QDir().mkpath(QFileInfo(path).absolutePath());
+  io::write_safetensors(toPath(path), tensors, {},
+                        [](std::size_t index, std::uint64_t offset, std::span<std::byte> out) {
+                          for (std::size_t k = 0; k < out.size(); ++k) {
+                            const std::uint64_t byte = offset + k;
+                            const float v =
+                                0.01f * std::sin(0.37f * static_cast<float>(byte / 4 + index * 7));
+                            out[k] = reinterpret_cast<const std::byte*>(&v)[byte % 4];
+                          }
+                        });
+  return path;
+}
+
+// A copy of the demo model in `to` (its files in the same subfolders).
+bool copyDemoModel(const QString& to) {
+  const QDir from(demoFolder());
+  for (const QString& file : filesEndingIn(demoFolder(), QString())) {
+    const QString target = QDir(to).filePath(from.relativeFilePath(file));
+    if (!QDir().mkpath(QFileInfo(target).absolutePath()) || !QFile::copy(file, target))
+      return false;
+  }
+  return true;
+}
+
+bool waitForIdle(MainWindow& w, int ms = 120000) {
+  QElapsedTimer t;
+  t.start();
+  QTest::qWait(1);
+  while (w.state() != MainWindow::State::kIdle && t.elapsed() < ms) QTest::qWait(10);
+  return w.state() == MainWindow::State::kIdle;
 }
 
 QByteArray clipJson(const QJsonArray& loras) {
@@ -209,6 +264,29 @@ class LoraTest : public QObject {
       QVERIFY2(w->focusPolicy() & Qt::TabFocus, w->metaObject()->className());
     }
     QVERIFY(list.slider(0)->accessibleName().contains(QLatin1String("style.safetensors")));
+  }
+
+  void tab_goes_through_the_rows_in_reading_order() {
+    QTemporaryDir data;
+    MainWindow w(options(data));
+    LoraList* list = w.loraList();
+    // Rows made after the window come where they are shown: after the model folder, before
+    // "Add LoRA…" and the settings below, each row in order.
+    list->addLoras(
+        {QStringLiteral("/loras/a.safetensors"), QStringLiteral("/loras/b.safetensors")});
+    list->removeLora(0);
+    list->addLoras({QStringLiteral("/loras/c.safetensors")});
+    const QList<QWidget*> expected{list->enableBox(0), list->slider(0),
+                                   list->spinBox(0),   list->removeButton(0),
+                                   list->enableBox(1), list->slider(1),
+                                   list->spinBox(1),   list->removeButton(1),
+                                   list->addButton(),  w.presetPanel()->presetBox()};
+    QList<QWidget*> chain;
+    QWidget* at = w.modelPanel()->folderEdit();
+    for (int i = 0; i < 1000 && chain.size() < expected.size(); ++i, at = at->nextInFocusChain()) {
+      if (expected.contains(at)) chain << at;
+    }
+    QCOMPARE(chain, expected);
   }
 
   void dropped_safetensors_files_join_the_list_and_the_window() {
@@ -549,6 +627,109 @@ class LoraTest : public QObject {
              qPrintable(w.restoreNotice()));
     QVERIFY2(w.restoreNotice().contains(QDir::toNativeSeparators(path)),
              qPrintable(w.restoreNotice()));
+  }
+
+  // ---- the engine's check and a run, on the demo model ----
+
+  void the_model_says_how_many_layers_a_lora_adapts_or_why_it_does_not_fit() {
+    QTemporaryDir data;
+    QTemporaryDir dir;
+    const QString fits = writeDemoLora(dir.filePath(QStringLiteral("style.safetensors")));
+    const QString wider = writeDemoLora(dir.filePath(QStringLiteral("for-5b.safetensors")), 4,
+                                        models::wan::DemoModel::kDit.dim * 2);
+    MainWindow w(options(data));
+    w.applySettings(demoSettings());
+    QVERIFY(settle(w));
+    w.loraList()->addLoras({fits, wider});
+    QVERIFY(settle(w));
+    const QString layers =
+        QStringLiteral("%1 of %1 layers").arg(models::wan::DemoModel::kDit.layers);
+    QCOMPARE(w.loraList()->statusText(0), layers);
+    QVERIFY2(w.loraList()->statusText(1).contains(QLatin1String("for-5b.safetensors")),
+             qPrintable(w.loraList()->statusText(1)));
+    QVERIFY(!w.generateEnabled());
+    w.loraList()->removeLora(1);
+    QVERIFY(settle(w));
+    QVERIFY2(w.generateEnabled(), qPrintable(w.generateBlockedReason()));
+    QCOMPARE(w.settings().toRequest(QStringLiteral("/o.mp4")).loras.size(), std::size_t{1});
+  }
+
+  void the_engine_s_doubts_about_the_request_are_in_view_before_the_run() {
+    QTemporaryDir data;
+    QTemporaryDir dir;
+    MainWindow w(options(data));
+    w.applySettings(demoSettings());
+    QVERIFY(settle(w));
+    w.loraList()->addLoras({writeDemoLora(dir.filePath(QStringLiteral("i2v.safetensors")), 4,
+                                          models::wan::DemoModel::kDit.dim, true)});
+    QVERIFY(settle(w));
+    const QString layers = QStringLiteral("%1 of %2 layers")
+                               .arg(models::wan::DemoModel::kDit.layers)
+                               .arg(models::wan::DemoModel::kDit.layers + 1);
+    QCOMPARE(w.loraList()->statusText(0), layers);
+    // Allowed (Generate is on), and said beside the buttons.
+    QVERIFY2(w.generateEnabled(), qPrintable(w.generateBlockedReason()));
+    QLabel* planLine = nullptr;
+    for (QLabel* l : w.findChildren<QLabel*>()) {
+      if (l->accessibleName() == QLatin1String("Memory prediction")) planLine = l;
+    }
+    QVERIFY(planLine != nullptr);
+    QVERIFY2(planLine->text().contains(QStringLiteral("⚠")), qPrintable(planLine->text()));
+    QVERIFY2(planLine->text().contains(QLatin1String("i2v.safetensors")),
+             qPrintable(planLine->text()));
+  }
+
+  void a_run_with_loras_lands_in_the_history_and_its_mp4_restores_them() {
+    QTemporaryDir data;
+    QTemporaryDir root;
+    const QString model = root.filePath(QStringLiteral("wan demo"));
+    QVERIFY(copyDemoModel(model));
+    const QString style =
+        writeDemoLora(QDir(model).filePath(QStringLiteral("loras/style.safetensors")));
+    const QString off =
+        writeDemoLora(root.filePath(QStringLiteral("elsewhere/off.safetensors")), 2);
+    MainWindow w(options(data));
+    GenerationSettings s = demoSettings();
+    s.modelFolder = model;
+    s.loras = {lora(style, 0.7), lora(off, 1.0, false)};
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    QVERIFY2(w.generateEnabled(), qPrintable(w.generateBlockedReason()));
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+
+    // The clip names the LoRA that ran, by file name, size and fingerprint, with its strength.
+    const auto clip = GenerationSettings::fromVideo(w.lastVideo());
+    QVERIFY(clip.has_value());
+    QCOMPARE(clip->loras.size(), qsizetype{1});
+    QCOMPARE(clip->loras[0].name, QStringLiteral("style.safetensors"));
+    QCOMPARE(clip->loras[0].bytes, static_cast<quint64>(QFileInfo(style).size()));
+    QCOMPARE(clip->loras[0].fingerprint,
+             QString::fromStdString(io::file_fingerprint(toPath(style))));
+    QCOMPARE(static_cast<float>(clip->loras[0].strength), 0.7f);  // the engine's float
+
+    // The history keeps the whole list (the disabled one too) with what the clip says.
+    QTRY_COMPARE_WITH_TIMEOUT(w.historyPanel()->count(), 1, 30000);
+    w.loraList()->setLoras({});
+    emit w.historyPanel()->list()->itemActivated(w.historyPanel()->list()->item(0));
+    QVERIFY(settle(w));
+    QList<LoraSetting> expected = s.loras;
+    expected[0].bytes = clip->loras[0].bytes;
+    expected[0].fingerprint = clip->loras[0].fingerprint;
+    QCOMPARE(w.settings().loras, expected);
+
+    // The MP4 alone: the LoRA is found in the model folder's loras folder.
+    w.loraList()->setLoras({});
+    QVERIFY(w.openVideo(w.lastVideo()));
+    QVERIFY(settle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QCOMPARE(w.settings().loras.size(), qsizetype{1});
+    QCOMPARE(w.settings().loras[0].path, style);
+    QCOMPARE(static_cast<float>(w.settings().loras[0].strength), 0.7f);
+    QCOMPARE(w.loraList()->spinBox(0)->value(), 0.7);
+    QVERIFY(w.settings().loras[0].enabled);
+    QVERIFY2(w.generateEnabled(), qPrintable(w.generateBlockedReason()));
   }
 };
 
