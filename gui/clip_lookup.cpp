@@ -5,6 +5,7 @@
 #include <QFileInfo>
 #include <QHash>
 #include <QSet>
+#include <algorithm>
 
 #include "core/io/detail/os_file.h"
 #include "core/io/fingerprint.h"
@@ -89,10 +90,81 @@ FolderResult lookIn(const QList<ClipFile>& files, const QString& root) {
   return r;
 }
 
+// Each LoRA of `loras` without a path: the first file below `folders` with its name and size.
+void lookUpLoras(const QList<LoraSetting>& loras, const QList<LoraFolder>& folders,
+                 ClipLookup& out) {
+  QSet<QString> wanted;
+  for (const LoraSetting& l : loras) {
+    if (l.path.isEmpty()) wanted.insert(l.name);
+  }
+  QHash<QString, QStringList> found;  // name → paths, in the folders' order
+  for (const LoraFolder& folder : folders) {
+    if (wanted.isEmpty()) break;
+    QDirIterator it(
+        folder.path, QDir::Files | QDir::Hidden,
+        folder.recursive ? QDirIterator::Subdirectories : QDirIterator::NoIteratorFlags);
+    while (it.hasNext()) {
+      const QString path = it.next();
+      if (wanted.contains(it.fileName())) found[it.fileName()] << path;
+    }
+  }
+  for (LoraSetting l : loras) {
+    if (!l.path.isEmpty()) {
+      out.loras << l;
+      continue;
+    }
+    QString otherSize;
+    for (const QString& path : found.value(l.name)) {
+      const quint64 bytes = static_cast<quint64>(QFileInfo(path).size());
+      if (l.bytes == 0 || bytes == l.bytes) {
+        l.path = path;
+        break;
+      }
+      otherSize =
+          QObject::tr("%1 (the file found has %2, the clip's had %3)")
+              .arg(l.name, MemoryChart::formatBytes(bytes), MemoryChart::formatBytes(l.bytes));
+    }
+    if (l.path.isEmpty()) {
+      out.lorasMissing << (otherSize.isEmpty() ? l.name : otherSize);
+    } else if (!l.fingerprint.isEmpty() && fingerprintOf(l.path) != l.fingerprint) {
+      out.loraWarnings << QObject::tr(
+                              "the LoRA %1 has the clip's name and size but other contents: the "
+                              "video may differ")
+                              .arg(QDir::toNativeSeparators(l.path));
+    }
+    out.loras << l;
+  }
+}
+
 }  // namespace
 
+QList<LoraFolder> loraFolders(const QStringList& listFolders, const QStringList& modelFolders) {
+  QList<LoraFolder> out;
+  const auto add = [&out](const QString& path, bool recursive) {
+    if (path.isEmpty()) return;
+    const LoraFolder f{QDir::cleanPath(QDir::fromNativeSeparators(path)), recursive};
+    const bool seen =
+        std::any_of(out.begin(), out.end(), [&](const LoraFolder& o) { return o.path == f.path; });
+    if (!seen && QFileInfo(f.path).isDir()) out << f;
+  };
+  for (const QString& folder : listFolders) add(folder, false);
+  for (const QString& folder : modelFolders) {
+    if (folder.isEmpty()) continue;
+    const QDir dir(QDir::cleanPath(QDir::fromNativeSeparators(folder)));
+    add(dir.path(), false);
+    add(dir.filePath(QStringLiteral("loras")), true);
+    const QString name = dir.dirName();
+    if (name == QLatin1String("diffusion_models") || name == QLatin1String("unet") ||
+        name == QLatin1String("checkpoints")) {
+      add(QFileInfo(dir.path()).path() + QStringLiteral("/loras"), true);
+    }
+  }
+  return out;
+}
+
 ClipLookup lookUpClip(const QList<ClipFile>& files, const QStringList& modelFolders,
-                      const ClipFile& noise, const QStringList& noiseCandidates) {
+                      const ClipFile& noise, const QStringList& noiseCandidates,
+                      const QList<LoraSetting>& loras, const QStringList& loraListFolders) {
   ClipLookup out;
   if (!files.isEmpty()) {
     QStringList seen;
@@ -126,6 +198,11 @@ ClipLookup lookUpClip(const QList<ClipFile>& files, const QStringList& modelFold
         break;
       }
     }
+  }
+  if (!loras.isEmpty()) {
+    const QStringList models =
+        out.modelFolder.isEmpty() ? modelFolders : QStringList{out.modelFolder};
+    lookUpLoras(loras, loraFolders(loraListFolders, models), out);
   }
   return out;
 }

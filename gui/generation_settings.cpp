@@ -95,6 +95,34 @@ ClipFile clipFileFromJson(const QJsonValue& value) {
   return f;
 }
 
+QJsonObject loraJson(const LoraSetting& l) {
+  QJsonObject j;
+  j[QStringLiteral("name")] = l.name;
+  if (l.bytes != 0) j[QStringLiteral("bytes")] = static_cast<double>(l.bytes);
+  if (!l.fingerprint.isEmpty()) j[QStringLiteral("fingerprint")] = l.fingerprint;
+  j[QStringLiteral("strength")] = l.strength;
+  if (!l.path.isEmpty()) j[QStringLiteral("path")] = l.path;
+  j[QStringLiteral("enabled")] = l.enabled;
+  return j;
+}
+
+// An entry of "loras". The name is kept as written (a clip's is checked by fromClip: a name with
+// a folder in it is refused, not cut down to its last component); the GUI's own entries also
+// carry the path. Strengths beyond ±kMaxLoraStrength are clamped; a missing one is 1.
+LoraSetting loraFromJson(const QJsonValue& value) {
+  const QJsonObject j = value.toObject();
+  LoraSetting l;
+  l.path = j.value(QStringLiteral("path")).toString();
+  l.name = j.value(QStringLiteral("name")).toString();
+  if (l.name.isEmpty()) l.name = lastComponent(l.path);
+  l.bytes = countFromJson(j.value(QStringLiteral("bytes")));
+  l.fingerprint = j.value(QStringLiteral("fingerprint")).toString();
+  l.strength = std::clamp(j.value(QStringLiteral("strength")).toDouble(1.0), -kMaxLoraStrength,
+                          kMaxLoraStrength);
+  l.enabled = j.value(QStringLiteral("enabled")).toBool(true);
+  return l;
+}
+
 }  // namespace
 
 QString defaultSavePath(const QString& video, const QString& what) {
@@ -149,6 +177,11 @@ models::GenerationRequest GenerationSettings::toRequest(const QString& output) c
                                          : saveLatentsPath);
     r.save_text_states = saveTextStates;
   }
+  for (const LoraSetting& l : loras) {
+    if (l.enabled && !l.path.isEmpty()) {
+      r.loras.push_back({toPath(l.path), static_cast<float>(l.strength)});
+    }
+  }
   return r;
 }
 
@@ -179,6 +212,11 @@ QJsonObject GenerationSettings::toJson() const {
     j[QStringLiteral("model_files")] = files;
   }
   if (!noiseFile.name.isEmpty()) j[QStringLiteral("noise_file")] = clipFileJson(noiseFile);
+  if (!loras.isEmpty()) {
+    QJsonArray list;
+    for (const LoraSetting& l : loras) list.append(loraJson(l));
+    j[QStringLiteral("loras")] = list;
+  }
   return j;
 }
 
@@ -216,6 +254,10 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
   if (j.contains(QStringLiteral("noise_file"))) {
     s.noiseFile = clipFileFromJson(j.value(QStringLiteral("noise_file")));
   }
+  for (const auto& value : j.value(QStringLiteral("loras")).toArray()) {
+    LoraSetting l = loraFromJson(value);
+    if (!l.name.isEmpty()) s.loras.push_back(std::move(l));
+  }
   return s;
 }
 
@@ -237,6 +279,14 @@ std::optional<GenerationSettings> GenerationSettings::fromClip(const QByteArray&
   if (!doc.isObject() || !doc.object().contains(QStringLiteral("prompt"))) {
     return refuse(QObject::tr("%1 carries no Ferry settings.").arg(shown));
   }
+  const QJsonArray loras = doc.object().value(QStringLiteral("loras")).toArray();
+  if (loras.size() > kMaxClipLoras) {
+    return refuse(QObject::tr("%1 lists %2 LoRAs, more than the %3 a Ferry video carries: its "
+                              "settings are not restored.")
+                      .arg(shown)
+                      .arg(loras.size())
+                      .arg(kMaxClipLoras));
+  }
   GenerationSettings s = fromJson(doc.object(), defaultNegative);
   // A clip says what was made, never where things are on this machine: its model files and noise
   // file are found by name in the folders the user chose (clip_lookup.h), its start image beside
@@ -247,6 +297,12 @@ std::optional<GenerationSettings> GenerationSettings::fromClip(const QByteArray&
   s.saveNoisePath.clear();
   s.saveLatentsPath.clear();
   QStringList names;
+  // The LoRAs that ran, by name: each is looked for where the user keeps LoRAs (clip_lookup.h).
+  for (LoraSetting& l : s.loras) {
+    l.path.clear();
+    l.enabled = true;
+    names << l.name;
+  }
   if (!s.image.isEmpty()) names << s.image;
   for (const ClipFile& f : s.modelFiles) names << f.name;
   if (!s.noiseFile.name.isEmpty()) names << s.noiseFile.name;

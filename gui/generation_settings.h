@@ -30,6 +30,23 @@ struct ClipFile {
 // A clip's settings JSON is about 2 KB; larger ones are refused unread.
 inline constexpr qsizetype kMaxClipSettingsBytes = 1 << 20;
 
+// A LoRA in the list: the file, its strength, and whether it runs (disabled ones stay in the list
+// and out of the request). A clip names the LoRAs that ran like its model files: file name, size
+// and fingerprint, with the strength; `path` is empty until the file is found on this machine.
+struct LoraSetting {
+  QString path;
+  double strength = 1.0;
+  bool enabled = true;
+  QString name;         // the file name; a clip's, or the path's
+  quint64 bytes = 0;    // 0: unknown
+  QString fingerprint;  // "fp1:…"; empty: unknown
+  bool operator==(const LoraSetting&) const = default;
+};
+
+// What a clip may carry: more LoRAs, or strengths beyond these, are not Ferry's.
+inline constexpr qsizetype kMaxClipLoras = 64;
+inline constexpr double kMaxLoraStrength = 10.0;
+
 struct GenerationSettings {
   QString prompt;
   QString negativePrompt;  // empty: the model's default
@@ -62,6 +79,8 @@ struct GenerationSettings {
   // files, and the noise file it was made from (name and fingerprint; empty: the seed's noise).
   QList<ClipFile> modelFiles;
   ClipFile noiseFile;
+  // Applied in this order; the enabled ones reach the request.
+  QList<LoraSetting> loras;
 
   bool operator==(const GenerationSettings&) const = default;
 
@@ -69,17 +88,19 @@ struct GenerationSettings {
   models::GenerationRequest toRequest(const QString& output) const;
 
   // The generator's settings JSON keys (prompt, negative_prompt, seed, width, height, frames, fps,
-  // steps, guide_scale, shift, sampler, preset, image, model_files, noise_file) plus the GUI's own
-  // (model_folder, seed_mode, noise, save_noise, save_latents, save_text_states).
+  // steps, guide_scale, shift, sampler, preset, image, model_files, noise_file, loras: name, bytes,
+  // fingerprint, strength) plus the GUI's own (model_folder, seed_mode, noise, save_noise,
+  // save_latents, save_text_states; each LoRA's path and enabled).
   QJsonObject toJson() const;
   // A negative prompt equal to `defaultNegative` (the model's default) restores as empty.
   static GenerationSettings fromJson(const QJsonObject& json, const QString& defaultNegative = {});
   // The settings a clip carries (a Ferry MP4's `comment` tag, or its sidecar .json: the same
   // JSON), read as a stranger may have written them: settings only. No model folder, noise path
   // or save path is restored, the start image is a file name to look for beside the clip, and
-  // out-of-range numbers are clamped; a clip whose file names could reach outside a folder
-  // ("../x", "C:x", "nul", ...) is refused. nullopt with `why` set (naming `source`) when refused
-  // or when there are no Ferry settings.
+  // out-of-range numbers are clamped (LoRA strengths to ±kMaxLoraStrength); the LoRAs are names to
+  // look for, all enabled; a clip whose file names could reach outside a folder ("../x", "C:x",
+  // "nul", ...) or that lists more than kMaxClipLoras LoRAs is refused. nullopt with `why` set
+  // (naming `source`) when refused or when there are no Ferry settings.
   static std::optional<GenerationSettings> fromClip(const QByteArray& json, const QString& source,
                                                     QString* why = nullptr,
                                                     const QString& defaultNegative = {});

@@ -29,6 +29,7 @@
 #include <QTabWidget>
 #include <QUrl>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "core/error.h"
 #include "core/io/crash_report.h"
@@ -41,6 +42,7 @@
 #include "gui/frame_player.h"
 #include "gui/history.h"
 #include "gui/latest_query.h"
+#include "gui/lora_list.h"
 #include "gui/machine_check.h"
 #include "gui/memory_chart.h"
 #include "gui/model_panel.h"
@@ -210,6 +212,9 @@ void MainWindow::buildUi() {
   modelPanel_ = new ModelPanel(session_);
   leftLayout->addWidget(modelPanel_);
 
+  loraList_ = new LoraList;
+  leftLayout->addWidget(loraList_);
+
   video_ = new VideoSettingsBox;
   leftLayout->addWidget(video_);
 
@@ -318,6 +323,10 @@ void MainWindow::buildUi() {
   connect(prompt_, &QPlainTextEdit::textChanged, this, &MainWindow::updateGenerateButton);
   connect(modelPanel_, &ModelPanel::modelChanged, this, &MainWindow::onModelChanged);
   connect(modelPanel_, &ModelPanel::demoRequested, this, &MainWindow::useDemoModel);
+  connect(loraList_, &LoraList::lorasChanged, this, &MainWindow::updatePlanInputs);
+  connect(loraList_, &LoraList::checked, this, &MainWindow::updateGenerateButton);
+  connect(loraList_, &LoraList::distilledRequested, this, &MainWindow::useDistilledSampler);
+  connect(loraList_, &LoraList::rejected, this, &MainWindow::showMessage);
   connect(startImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
   connect(startImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
   connect(video_, &VideoSettingsBox::videoChanged, this, &MainWindow::updatePlanInputs);
@@ -424,6 +433,7 @@ GenerationSettings MainWindow::settings() const {
   s.modelFolder = QDir::fromNativeSeparators(modelPanel_->folder());
   video_->fill(s);
   advanced_->fill(s);
+  s.loras = loraList_->loras();
   s.preset = presetPanel_->presetName();
   return s;
 }
@@ -445,7 +455,16 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
     showMessage(tr("The start image %1 could not be restored: %2")
                     .arg(QDir::toNativeSeparators(image), startImage_->error()));
   }
-  if (!s.modelFiles.isEmpty() || !s.noiseFile.name.isEmpty()) {
+  // LoRAs with a path (the history, the last session) are listed at once; a clip names its LoRAs
+  // by file name only, and they are listed once found.
+  const bool findLoras = std::any_of(s.loras.begin(), s.loras.end(),
+                                     [](const LoraSetting& l) { return l.path.isEmpty(); });
+  QStringList loraListFolders;
+  for (const LoraSetting& l : loraList_->loras()) {
+    if (!l.path.isEmpty()) loraListFolders << QFileInfo(l.path).absolutePath();
+  }
+  loraList_->setLoras(findLoras ? QList<LoraSetting>{} : s.loras);
+  if (!s.modelFiles.isEmpty() || !s.noiseFile.name.isEmpty() || findLoras) {
     // A clip: where its files are on this machine is looked up on the drive, off this thread.
     const QString current = QDir::fromNativeSeparators(modelPanel_->folder());
     QStringList noiseCandidates;
@@ -458,18 +477,19 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
         if (!folder.isEmpty()) noiseCandidates << QDir(folder).filePath(s.noiseFile.name);
       }
     }
-    clipQuery_->post([this, s, current, noiseCandidates] {
-      const ClipLookup found =
-          lookUpClip(s.modelFiles, {s.modelFolder, current}, s.noiseFile, noiseCandidates);
+    clipQuery_->post([this, s, current, noiseCandidates, loraListFolders] {
+      const ClipLookup found = lookUpClip(s.modelFiles, {s.modelFolder, current}, s.noiseFile,
+                                          noiseCandidates, s.loras, loraListFolders);
       return std::function<void()>([this, s, found] { onClipLookedUp(s, found); });
     });
-  } else {
-    if (clipQuery_->pending()) clipQuery_->post([] { return std::function<void()>([] {}); });
-    if (!s.modelFolder.isEmpty() &&
-        QDir::fromNativeSeparators(modelPanel_->folder()) != s.modelFolder) {
-      keepSettingsForModel_ = true;  // the model's defaults must not overwrite what is restored
-      modelPanel_->setFolder(s.modelFolder);
-    }
+  } else if (clipQuery_->pending()) {
+    clipQuery_->post([] { return std::function<void()>([] {}); });
+  }
+  // Settings that name no model files (the window's own) say which folder to use.
+  if (s.modelFiles.isEmpty() && !s.modelFolder.isEmpty() &&
+      QDir::fromNativeSeparators(modelPanel_->folder()) != s.modelFolder) {
+    keepSettingsForModel_ = true;  // the model's defaults must not overwrite what is restored
+    modelPanel_->setFolder(s.modelFolder);
   }
   video_->apply(s);
   advanced_->apply(s);
@@ -516,6 +536,22 @@ void MainWindow::onClipLookedUp(const GenerationSettings& s, const ClipLookup& f
                      "seed alone will not reproduce it. It was not found beside the clip or "
                      "where the last noise file was loaded; load it under Advanced.")
                       .arg(s.noiseFile.name);
+    }
+  }
+  if (!found.loras.isEmpty()) {
+    QList<LoraSetting> listed;
+    for (const LoraSetting& l : found.loras) {
+      if (!l.path.isEmpty()) listed << l;
+    }
+    loraList_->setLoras(listed);
+    if (!found.lorasMissing.isEmpty()) {
+      problems << tr("The clip's LoRAs %1 were not found (looked for beside the LoRAs in the "
+                     "list, in the model folder and its loras folder): without them the video "
+                     "will differ. Add them to the LoRA list.")
+                      .arg(found.lorasMissing.join(QStringLiteral(", ")));
+    }
+    for (const QString& warning : found.loraWarnings) {
+      notes << warning.left(1).toUpper() + warning.mid(1) + QLatin1Char('.');
     }
   }
   restoreNotice_ = (problems + notes).join(QLatin1Char(' '));
@@ -567,11 +603,17 @@ void MainWindow::setOutputFolder(const QString& folder) {
 
 void MainWindow::onModelChanged() {
   if (modelPanel_->scanning()) {  // the answer for the folder shown is on its way
+    loraList_->setChecker({});
     presetPanel_->setModel(nullptr);
     updateGenerateButton();
     return;
   }
   const pipeline::ModelHandle& model = modelPanel_->model();
+  // Every LoRA is checked again against the model found (none: nothing to check against).
+  loraList_->setChecker(model ? LoraList::Checker([model](const std::filesystem::path& p) {
+    return model->check_lora(p);
+  })
+                              : LoraList::Checker());
   video_->setRules(model ? std::optional(model->rules()) : std::nullopt, !keepSettingsForModel_);
   keepSettingsForModel_ = false;
   presetPanel_->setModel(model);
@@ -612,7 +654,8 @@ void MainWindow::updatePlanInputs() {
 }
 
 bool MainWindow::settled() const {
-  return !clipQuery_->pending() && !modelPanel_->scanning() && !presetPanel_->planning();
+  return !clipQuery_->pending() && !modelPanel_->scanning() && !loraList_->checking() &&
+         !presetPanel_->planning();
 }
 
 QString MainWindow::generateBlockedReason() const {
@@ -620,6 +663,8 @@ QString MainWindow::generateBlockedReason() const {
   if (clipQuery_->pending()) return tr("Looking for the clip's model files…");
   if (modelPanel_->scanning()) return tr("Looking for the model…");
   if (!modelPanel_->model()) return modelPanel_->problem();
+  if (loraList_->checking()) return tr("Checking the LoRAs…");
+  if (const QString lora = loraList_->problem(); !lora.isEmpty()) return lora;
   if (presetPanel_->planning()) return tr("Planning the memory…");
   if (!presetPanel_->fits()) return presetPanel_->refusal();
   return {};
@@ -642,9 +687,18 @@ void MainWindow::updateGenerateButton() {
     if (target && target->fell_back_to_cpu) {
       preset = tr("%1 (no NVIDIA GPU)").arg(QString::fromStdString(target->preset.name));
     }
-    planLine_->setText(tr("Preset %1 · predicted peaks: VRAM %2 · RAM %3")
-                           .arg(preset, MemoryChart::formatBytes(plan->predicted_vram_peak),
-                                MemoryChart::formatBytes(plan->predicted_ram_peak)));
+    QString text = tr("Preset %1 · predicted peaks: VRAM %2 · RAM %3")
+                       .arg(preset, MemoryChart::formatBytes(plan->predicted_vram_peak),
+                            MemoryChart::formatBytes(plan->predicted_ram_peak));
+    // What the engine allows but doubts (a distillation LoRA with CFG on or 50 steps): in view
+    // beside the buttons, before the run.
+    if (const auto& resolved = presetPanel_->resolved(); resolved && !resolved->warnings.empty()) {
+      for (const std::string& warning : resolved->warnings) {
+        text += QStringLiteral("\n⚠ ") + QString::fromStdString(warning);
+      }
+      planLine_->setStyleSheet(QStringLiteral("color: #b8860b;"));
+    }
+    planLine_->setText(text);
   } else {
     planLine_->setStyleSheet(QStringLiteral("color: #d9534f;"));
     planLine_->setText(QStringLiteral("⚠ ") + reason);
@@ -723,7 +777,7 @@ void MainWindow::setState(State state) {
   state_ = state;
   const bool idle = state == State::kIdle;
   for (QWidget* w : std::initializer_list<QWidget*>{prompt_, negative_, startImage_, modelPanel_,
-                                                    presetPanel_}) {
+                                                    loraList_, presetPanel_}) {
     w->setEnabled(idle);
   }
   video_->setEditable(idle);
@@ -859,6 +913,19 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
     resolved.saveNoise = s.saveNoise;
     resolved.saveLatents = s.saveLatents;
     resolved.saveTextStates = s.saveTextStates;
+    // The generator names the LoRAs that ran (the enabled ones, in order) with their size and
+    // fingerprint; the history keeps the whole list, disabled ones and paths included.
+    const QList<LoraSetting> ran = resolved.loras;
+    resolved.loras = s.loras;
+    qsizetype k = 0;
+    for (LoraSetting& l : resolved.loras) {
+      if (!l.enabled || l.path.isEmpty() || k >= ran.size()) continue;
+      if (ran[k].name == l.name) {
+        l.bytes = ran[k].bytes;
+        l.fingerprint = ran[k].fingerprint;
+      }
+      ++k;
+    }
     s = resolved;
   }
   const QString summary = tr("%1×%2 · %3 frames · %4 steps · seed %5")
@@ -926,6 +993,19 @@ void MainWindow::useDemoModel() {
   } catch (const std::exception& e) {
     showMessage(tr("The demo model could not be written: %1").arg(QString::fromUtf8(e.what())));
   }
+}
+
+void MainWindow::useDistilledSampler(int steps) {
+  if (state_ != State::kIdle || steps <= 0) return;
+  GenerationSettings s = settings();
+  s.sampler = QStringLiteral("distill4");
+  s.steps = steps;
+  s.guideScale = 1;
+  s.shift = 5;
+  video_->apply(s);
+  updatePlanInputs();
+  statusBar()->showMessage(
+      tr("Sampler distill4: %1 steps, guidance 1 (one pass per step), shift 5").arg(steps), 6000);
 }
 
 void MainWindow::showMachineCheck() {
@@ -996,15 +1076,36 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   event->accept();
 }
 
+namespace {
+
+// The LoRA files of a drop: every one of its files is a .safetensors file, else none.
+QStringList droppedLoras(const QList<QUrl>& urls) {
+  QStringList paths;
+  for (const QUrl& url : urls) {
+    if (!url.isLocalFile() || !isLoraFile(url.toLocalFile())) return {};
+    paths << url.toLocalFile();
+  }
+  return paths;
+}
+
+}  // namespace
+
 void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
   const auto urls = event->mimeData()->urls();
-  if (urls.size() == 1 && urls.front().isLocalFile() && state_ == State::kIdle) {
+  if (state_ != State::kIdle) return;
+  if ((urls.size() == 1 && urls.front().isLocalFile()) || !droppedLoras(urls).isEmpty()) {
     event->acceptProposedAction();
   }
 }
 
 void MainWindow::dropEvent(QDropEvent* event) {
   const auto urls = event->mimeData()->urls();
+  // A video restores its settings; safetensors files are LoRAs (a model is a folder).
+  if (const QStringList loras = droppedLoras(urls); !loras.isEmpty()) {
+    loraList_->addLoras(loras);
+    event->acceptProposedAction();
+    return;
+  }
   if (urls.size() != 1 || !urls.front().isLocalFile()) return;
   const QString path = urls.front().toLocalFile();
   if (path.endsWith(QLatin1String(".mp4"), Qt::CaseInsensitive)) {

@@ -29,6 +29,7 @@ class FramePlayer;
 class HistoryPanel;
 class HistoryStore;
 class LatestQuery;
+class LoraList;
 class MemoryChart;
 class ModelPanel;
 class PresetPanel;
@@ -80,6 +81,7 @@ class MainWindow : public QMainWindow {
   // The parts the tests drive.
   PresetPanel* presetPanel() const { return presetPanel_; }
   ModelPanel* modelPanel() const { return modelPanel_; }
+  LoraList* loraList() const { return loraList_; }
   AdvancedBox* advancedBox() const { return advanced_; }
   StartImageBox* startImage() const { return startImage_; }
   FramePlayer* player() const { return player_; }
@@ -94,6 +96,8 @@ class MainWindow : public QMainWindow {
   void generate();
   void cancel();
   void useDemoModel();
+  // The step-distilled sampler for a distillation LoRA: distill4, `steps` steps, no CFG, shift 5.
+  void useDistilledSampler(int steps);
   void showMachineCheck();
 
  signals:
@@ -162,6 +166,7 @@ class MainWindow : public QMainWindow {
   QPlainTextEdit* negative_ = nullptr;
   StartImageBox* startImage_ = nullptr;
   ModelPanel* modelPanel_ = nullptr;
+  LoraList* loraList_ = nullptr;
   PresetPanel* presetPanel_ = nullptr;
   VideoSettingsBox* video_ = nullptr;
   AdvancedBox* advanced_ = nullptr;

@@ -228,6 +228,11 @@ void PresetPanel::showPlan() {
     verdict_->setStyleSheet(QStringLiteral("color: #d9534f;"));
   }
   if (!note_.isEmpty()) verdict += QLatin1Char(' ') + note_;
+  if (fits_ && resolved_) {
+    for (const std::string& warning : resolved_->warnings) {
+      verdict += QStringLiteral("\n⚠ ") + QString::fromStdString(warning);
+    }
+  }
   verdict_->setText(verdict);
   setAccessibleDescription(summaryText());
 }
