@@ -11,6 +11,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QRegularExpressionValidator>
+#include <utility>
 #include <QSpinBox>
 #include <algorithm>
 #include <cmath>
@@ -127,6 +128,7 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   form->addRow(seedLabel, seedRow);
 
   connect(size_, &QComboBox::currentIndexChanged, this, &VideoSettingsBox::onSizeChosen);
+  connect(sampler_, &QComboBox::currentIndexChanged, this, &VideoSettingsBox::onSamplerChosen);
   connect(width_, &QSpinBox::valueChanged, this, [this] {
     updateNote();
     emit videoChanged();
@@ -171,6 +173,7 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
     cfg_->setRange(0, rules->max_guide_scale);
     shift_->setRange(0.1, rules->max_shift);
   }
+  rules_ = rules;
   fillSizes(rules);
   fillSamplers(rules);
   if (rules && applyDefaults) {
@@ -192,6 +195,27 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
   updateDuration();
   updateNote();
   emit videoChanged();
+}
+
+void VideoSettingsBox::onSamplerChosen() {
+  const QString sampler = sampler_->currentData().toString();
+  const QString left = std::exchange(lastSampler_, sampler);
+  if (updating_ || !rules_) return;
+  const auto recipe = [&](const QString& name) -> const models::RequestRules::SamplerDefaults* {
+    for (const auto& d : rules_->sampler_defaults) {
+      if (QString::fromStdString(d.sampler) == name) return &d;
+    }
+    return nullptr;
+  };
+  if (const auto* d = recipe(sampler)) {
+    steps_->setValue(d->steps);
+    cfg_->setValue(d->guide_scale);
+    shift_->setValue(d->shift);
+  } else if (recipe(left) != nullptr) {
+    steps_->setValue(rules_->steps);
+    cfg_->setValue(rules_->guide_scale);
+    shift_->setValue(rules_->shift);
+  }
 }
 
 void VideoSettingsBox::apply(const GenerationSettings& s) {

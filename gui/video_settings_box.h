@@ -54,6 +54,9 @@ class VideoSettingsBox : public QGroupBox {
  private:
   void fillSizes(const std::optional<models::RequestRules>& rules);
   void fillSamplers(const std::optional<models::RequestRules>& rules);
+  // A sampler picked by the user: its own steps, guidance and shift when it has a recipe
+  // (distill4), the model's again when leaving one.
+  void onSamplerChosen();
   void onSizeChosen();
   void updateSizeInputs();
   void updateDuration();
@@ -70,6 +73,8 @@ class VideoSettingsBox : public QGroupBox {
   QDoubleSpinBox* cfg_;
   QDoubleSpinBox* shift_;
   QComboBox* sampler_;
+  std::optional<models::RequestRules> rules_;
+  QString lastSampler_;  // the sampler shown before the current one
   QLineEdit* seed_;
   QComboBox* seedMode_;
   QPushButton* copySeed_;

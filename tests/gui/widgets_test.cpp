@@ -303,6 +303,17 @@ class WidgetsTest : public QObject {
     GenerationSettings s;
     box.fill(s);
     QCOMPARE(s.sampler, QStringLiteral("unipc"));  // the model's default stays first
+    const int modelSteps = s.steps;
+    // Picking it brings its recipe (4 steps, no CFG, shift 5); leaving it, the model's again.
+    sampler->setCurrentIndex(distilled);
+    box.fill(s);
+    QCOMPARE(s.steps, 4);
+    QCOMPARE(s.guideScale, 1.0);
+    QCOMPARE(s.shift, 5.0);
+    sampler->setCurrentIndex(sampler->findData(QStringLiteral("euler")));
+    box.fill(s);
+    QCOMPARE(s.steps, modelSteps);
+    QCOMPARE(s.guideScale, static_cast<double>(demo->rules().guide_scale));
   }
 
   void every_input_has_a_name_and_no_two_mnemonics_collide() {
