@@ -262,7 +262,15 @@ void CpuBackend::modulate(const Tensor& x, const Tensor& scale, const Tensor& sh
 }
 
 void CpuBackend::gated_add(const Tensor& x, const Tensor& y, const Tensor* gate) {
-  const char* op = "gated_add";
+  add_rows(x, y, gate, 1.0f, "gated_add");
+}
+
+void CpuBackend::add_scaled(const Tensor& x, const Tensor& y, float alpha) {
+  add_rows(x, y, nullptr, alpha, "add_scaled");
+}
+
+void CpuBackend::add_rows(const Tensor& x, const Tensor& y, const Tensor* gate, float alpha,
+                          const char* op) {
   require_same_shape(x, y, op);
   const std::int64_t rows = x.shape.rows();
   const std::int64_t cols = x.shape.cols();
@@ -277,25 +285,9 @@ void CpuBackend::gated_add(const Tensor& x, const Tensor& y, const Tensor* gate)
         load(*gate, param_offset(*gate, rows, cols, r, op, "gate"), cols, g);
         for (std::int64_t i = 0; i < cols; ++i) acc[i] += add[i] * g[i];
       } else {
-        for (std::int64_t i = 0; i < cols; ++i) acc[i] += add[i];
+        // alpha is 1 for gated_add: 1 · add is add exactly.
+        for (std::int64_t i = 0; i < cols; ++i) acc[i] += alpha * add[i];
       }
-      store(acc, x, r * cols, cols);
-    }
-  });
-}
-
-void CpuBackend::add_scaled(const Tensor& x, const Tensor& y, float alpha) {
-  const char* op = "add_scaled";
-  require_same_shape(x, y, op);
-  const std::int64_t rows = x.shape.rows();
-  const std::int64_t cols = x.shape.cols();
-  pool_.parallel_for(static_cast<std::size_t>(rows), grain_for(cols), [&](std::size_t b, std::size_t e) {
-    float* acc = row_buffer(0, static_cast<std::size_t>(cols));
-    float* add = row_buffer(1, static_cast<std::size_t>(cols));
-    for (auto r = static_cast<std::int64_t>(b); r < static_cast<std::int64_t>(e); ++r) {
-      load(x, r * cols, cols, acc);
-      load(y, r * cols, cols, add);
-      for (std::int64_t i = 0; i < cols; ++i) acc[i] += alpha * add[i];
       store(acc, x, r * cols, cols);
     }
   });
