@@ -39,8 +39,8 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/device.h"
 #include "core/error.h"
-#include "core/io/tensor_set.h"
 #include "core/io/safetensors_writer.h"
+#include "core/io/tensor_set.h"
 #include "core/models/wan/denoise.h"
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_layout.h"
@@ -202,10 +202,10 @@ void write_lora(const fs::path& path, const wan::DitConfig& config, int rank) {
     }
   }
   ferry::bench::write_random_checkpoint(path, specs, [](const ferry::io::TensorSpec& spec) {
-    return ferry::bench::RandomRange{
-        spec.name.ends_with("lora_up.weight") ? 0.01f
-                                              : std::sqrt(3.0f / static_cast<float>(spec.shape[1])),
-        0.0f};
+    return ferry::bench::RandomRange{spec.name.ends_with("lora_up.weight")
+                                         ? 0.01f
+                                         : std::sqrt(3.0f / static_cast<float>(spec.shape[1])),
+                                     0.0f};
   });
 }
 
@@ -243,8 +243,8 @@ Result run_steps(ferry::Backend& backend, const ferry::io::TensorSet& set,
                  const Size& size, const Options& o,
                  std::span<const ferry::models::LoraChoice> loras = {}) {
   ferry::offload::ModelLayout layout = model_layout;
-  const std::int64_t tokens = wan::dit_tokens(wan::infer_dit_config(set), size.width, size.height,
-                                              size.frames);
+  const std::int64_t tokens =
+      wan::dit_tokens(wan::infer_dit_config(set), size.width, size.height, size.frames);
   const ferry::models::lora::LoraBinding bound =
       wan::bind_dit_loras(loras, set, layout, tokens, o.ffn_chunk_tokens);
   wan::WanDit dit(backend, set, layout, bound.terms());
@@ -412,8 +412,9 @@ int main_checked(const Options& o) {
       std::printf("  round %d:", round + 1);
       for (int k = 0; k < runs; ++k) {
         const int m = (round + k) % runs;
-        Result r = run_steps(*backend, set, layout, plans[m], size, o,
-                             m == 3 ? std::span(loras) : std::span<const ferry::models::LoraChoice>{});
+        Result r =
+            run_steps(*backend, set, layout, plans[m], size, o,
+                      m == 3 ? std::span(loras) : std::span<const ferry::models::LoraChoice>{});
         std::printf("  %s %.3f s", names[m], r.step_seconds);
         std::fflush(stdout);
         if (m == 3) {
@@ -437,9 +438,10 @@ int main_checked(const Options& o) {
     const double floor = best[0].step_seconds;
     for (int m = 0; m < runs; ++m) print_result(names[m], best[m], floor);
     if (runs == 4) {
-      std::printf("  LoRA cost: rank %d on every block Linear, %.3f x the resident step (target "
-                  "<= 1.06)\n",
-                  o.lora_rank, best[3].step_seconds / floor);
+      std::printf(
+          "  LoRA cost: rank %d on every block Linear, %.3f x the resident step (target "
+          "<= 1.06)\n",
+          o.lora_rank, best[3].step_seconds / floor);
     }
     std::printf("  final latents: %s\n", differ ? "DIFFER between the runs (see above)"
                                                 : "identical bit for bit in every run");

@@ -138,7 +138,8 @@ models::LoraChoice lora_option(const std::string& text) {
     }
     if (used == tail.size()) {
       if (!std::isfinite(strength) || std::fabs(strength) > 100) {
-        throw Error(ErrorCode::kBadArgument, "--lora " + text + ": the strength must be within ±100");
+        throw Error(ErrorCode::kBadArgument,
+                    "--lora " + text + ": the strength must be within ±100");
       }
       lora.path = io::detail::path_from_utf8(text.substr(0, colon));
       lora.strength = strength;
@@ -191,10 +192,9 @@ pipeline::GenerationRequest request_from(const Args& args) {
 }
 
 const std::set<std::string> kGenerateOptions = {
-    "model", "prompt", "negative", "image",   "width",   "height",     "frames",
-    "fps",   "steps",  "cfg",      "shift",   "sampler", "seed",       "preset",
-    "out",   "stats",  "vram-mib", "ram-mib", "noise",   "save-noise", "save-latents",
-    "lora"};
+    "model",    "prompt",  "negative", "image",      "width",        "height", "frames", "fps",
+    "steps",    "cfg",     "shift",    "sampler",    "seed",         "preset", "out",    "stats",
+    "vram-mib", "ram-mib", "noise",    "save-noise", "save-latents", "lora"};
 const std::set<std::string> kGenerateFlags = {"save-text-states"};
 
 void print_step_table(const pipeline::GenerationResult& result, bool device) {

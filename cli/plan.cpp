@@ -105,10 +105,10 @@ nlohmann::json plan_json(const pipeline::Session& session, const models::ModelPa
 }  // namespace
 
 int run_plan(const std::vector<std::string>& argv) {
-  const Args args(argv,
-                  {"model", "preset", "width", "height", "frames", "image", "vram-mib", "ram-mib",
-                   "lora"},
-                  {"json"});
+  const Args args(
+      argv,
+      {"model", "preset", "width", "height", "frames", "image", "vram-mib", "ram-mib", "lora"},
+      {"json"});
   const auto model_path = args.value("model");
   if (!model_path || !args.positional().empty()) {
     throw Error(ErrorCode::kBadArgument,

@@ -86,8 +86,8 @@ int run_synth(const std::vector<std::string>& argv) {
   const auto seed = static_cast<std::uint64_t>(args.integer_or("seed", 1, 0, 1LL << 62));
 
   const auto rank = static_cast<std::uint64_t>(args.integer_or("lora-rank", 0, 0, 4096));
-  const auto tensors = rank > 0 ? lora_tensors(config, rank, dtype)
-                                : models::wan::dit_tensors(config, dtype);
+  const auto tensors =
+      rank > 0 ? lora_tensors(config, rank, dtype) : models::wan::dit_tensors(config, dtype);
   const float scale = 0.02f;
   io::write_safetensors(
       io::detail::path_from_utf8(*out), tensors,
@@ -117,9 +117,10 @@ int run_synth(const std::vector<std::string>& argv) {
   std::uint64_t bytes = 0;
   for (const auto& t : tensors) bytes += t.bytes();
   std::printf("wrote %s: %s Wan DiT %s layout, %llu blocks, %zu tensors, %s, random weights\n",
-              out->c_str(), rank > 0 ? ("a rank-" + std::to_string(rank) + " LoRA for the").c_str() : "the",
-              config_name.c_str(), static_cast<unsigned long long>(config.layers),
-              tensors.size(), human_bytes(bytes).c_str());
+              out->c_str(),
+              rank > 0 ? ("a rank-" + std::to_string(rank) + " LoRA for the").c_str() : "the",
+              config_name.c_str(), static_cast<unsigned long long>(config.layers), tensors.size(),
+              human_bytes(bytes).c_str());
   return 0;
 }
 

@@ -11,10 +11,10 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QRegularExpressionValidator>
-#include <utility>
 #include <QSpinBox>
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace ferry::gui {
 

@@ -71,11 +71,11 @@ struct TensorBytes {
 // (.diff, .diff_b, diff_m).
 struct LoraReport {
   std::filesystem::path path;
-  std::uint64_t bytes = 0;              // the file's size
-  std::size_t modules = 0;              // modules the file adapts
-  std::size_t matched = 0;              // of which adapt a tensor of this model
-  std::vector<std::string> unmatched;   // up to 3 of the others, as the file names them
-  std::uint64_t adapter_bytes = 0;      // the matched tensors' bytes (a run streams them)
+  std::uint64_t bytes = 0;             // the file's size
+  std::size_t modules = 0;             // modules the file adapts
+  std::size_t matched = 0;             // of which adapt a tensor of this model
+  std::vector<std::string> unmatched;  // up to 3 of the others, as the file names them
+  std::uint64_t adapter_bytes = 0;     // the matched tensors' bytes (a run streams them)
   // 4 for a step-distillation LoRA (LightX2V, Lightning: recognised by its file name), else 0:
   // the app then offers the distilled sampler.
   int distilled_steps = 0;

@@ -454,8 +454,7 @@ TEST_F(BackendParity, linear_add_adds_the_product_to_y_with_one_rounding) {
         y.written();
         cpu().linear_add(x.cpu, w.cpu, y.cpu, c.scale);
         gpu->linear_add(x.gpu, w.gpu, y.gpu, c.scale);
-        const double threshold =
-            c.y == DType::kF32 ? std::max(f32_sum(k + 1), 1e-5) : kSixteenBit;
+        const double threshold = c.y == DType::kF32 ? std::max(f32_sum(k + 1), 1e-5) : kSixteenBit;
         expect_parity(*gpu,
                       "linear_add x " + dt(c.x) + " w " + dt(c.w) + " y " + dt(c.y) + " " +
                           shape_text({m, k, n}) + (gpu == &gpu_small() ? " small ws" : ""),

@@ -109,7 +109,7 @@ using test::same_bits;
 
 // A plan with the blocks placed as given (embeddings and head always on the device).
 inline Plan plan_for(const offload::ModelLayout& layout, const std::vector<Placement>& blocks,
-              ReadMethod method = ReadMethod::kMapped) {
+                     ReadMethod method = ReadMethod::kMapped) {
   Plan plan;
   plan.look_ahead = 1;
   plan.read_method = method;
@@ -140,9 +140,10 @@ struct RunResult {
 
 // One forward of the DiT in `set` (its blocks placed as `blocks`), one velocity per context.
 inline RunResult run(const io::TensorSet& set, const Reference& r, const std::vector<float>& t,
-              const std::vector<std::vector<float>>& contexts, std::vector<Placement> blocks = {},
-              ReadMethod method = ReadMethod::kMapped, std::int64_t ffn_chunk_tokens = 0,
-              int passes = 1, std::span<const LoraChoice> loras = {}) {
+                     const std::vector<std::vector<float>>& contexts,
+                     std::vector<Placement> blocks = {}, ReadMethod method = ReadMethod::kMapped,
+                     std::int64_t ffn_chunk_tokens = 0, int passes = 1,
+                     std::span<const LoraChoice> loras = {}) {
   Backend& backend = test::model_backend();
   offload::ModelLayout layout = dit_model_layout(set, 1, 1, 1, 0);
   const std::int64_t tokens = r.x_shape[1] * (r.x_shape[2] / 2) * (r.x_shape[3] / 2);
@@ -190,7 +191,8 @@ inline RunResult run(const io::TensorSet& set, const Reference& r, const std::ve
   return out;
 }
 
-inline void expect_matches_reference(const io::TensorSet& set, const Reference& r, const char* what) {
+inline void expect_matches_reference(const io::TensorSet& set, const Reference& r,
+                                     const char* what) {
   for (std::size_t i = 0; i < r.cases.size(); ++i) {
     const RunResult got = run(set, r, r.cases[i].t, {r.context});
     const Deviation err = compare(got.velocities[0], r.cases[i].v);
@@ -206,8 +208,8 @@ inline void expect_matches_reference(const io::TensorSet& set, const Reference& 
 // `rename`, each tensor stored as `dtype(name, stored dtype)`. fp8 tensors get ComfyUI's
 // per-tensor `<name without .weight>.scale_weight` (max |w| / 448) and the `scaled_fp8` marker.
 template <typename Rename, typename Dtype>
-io::TensorSet rewrite(const io::TensorSet& set, const std::filesystem::path& path,
-                           Rename rename, Dtype dtype) {
+io::TensorSet rewrite(const io::TensorSet& set, const std::filesystem::path& path, Rename rename,
+                      Dtype dtype) {
   std::vector<io::TensorSpec> specs;
   std::vector<std::vector<std::byte>> data;
   bool fp8 = false;

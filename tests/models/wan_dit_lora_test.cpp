@@ -9,11 +9,10 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/io/safetensors_writer.h"
@@ -119,8 +118,9 @@ LoraTensors make_lora(const ModelTensors& m, int rank, float alpha, float streng
   };
   for (int b = 0; m.shapes.count("blocks." + std::to_string(b) + ".modulation"); ++b) {
     const std::string p = "blocks." + std::to_string(b) + ".";
-    for (const char* l : {"self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o", "cross_attn.q",
-                          "cross_attn.k", "cross_attn.v", "cross_attn.o", "ffn.0", "ffn.2"}) {
+    for (const char* l :
+         {"self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o", "cross_attn.q",
+          "cross_attn.k", "cross_attn.v", "cross_attn.o", "ffn.0", "ffn.2"}) {
       low_rank(p + l);
     }
     full(p + "norm3.diff", p + "norm3.weight", 0.05f);
@@ -143,17 +143,17 @@ io::TensorSet merged(const ModelTensors& m, const Deltas& deltas,
   for (const auto& [name, v] : m.values) {
     std::vector<float> w = v;
     if (const auto d = deltas.add.find(name); d != deltas.add.end()) {
-      for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(double(w[i]) + d->second[i]);
+      for (std::size_t i = 0; i < w.size(); ++i)
+        w[i] = static_cast<float>(double(w[i]) + d->second[i]);
     }
     specs.push_back({name, DType::kF32, m.shapes.at(name)});
     data.push_back(std::move(w));
   }
-  io::write_safetensors(path, specs, {},
-                        [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
-                          std::memcpy(out.data(),
-                                      reinterpret_cast<const std::byte*>(data[i].data()) + offset,
-                                      out.size());
-                        });
+  io::write_safetensors(
+      path, specs, {}, [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+        std::memcpy(out.data(), reinterpret_cast<const std::byte*>(data[i].data()) + offset,
+                    out.size());
+      });
   return io::TensorSet::open(path);
 }
 
@@ -212,7 +212,8 @@ TEST_F(WanDitLora, runtime_loras_match_the_official_code_on_the_merged_weights) 
   // Negative control: r16 at strength 0.95 instead of 1 is far outside the bound.
   {
     const io::TensorSet set = official("t2v");
-    const Reference r = load_reference_file(test::data_path("wan/dit_lora/r16_reference.safetensors"));
+    const Reference r =
+        load_reference_file(test::data_path("wan/dit_lora/r16_reference.safetensors"));
     const std::vector<LoraChoice> off{{test::data_path("wan/dit_lora/r16.safetensors"), 0.95f}};
     const auto got = run(set, r, r.cases[0].t, {r.context}, {}, ReadMethod::kMapped, 0, 1, off);
     const Deviation err = compare(got.velocities[0], r.cases[0].v);
@@ -220,8 +221,8 @@ TEST_F(WanDitLora, runtime_loras_match_the_official_code_on_the_merged_weights) 
     EXPECT_GT(err.rms_rel, 2 * kLoraRmsErrorBound);
   }
   // The image-branch keys of a Wan 2.1 I2V LoRA are named, not applied.
-  const LoraReport k_img = check_dit_lora(test::data_path("wan/dit_lora/k_img.safetensors"),
-                                          official("t2v"));
+  const LoraReport k_img =
+      check_dit_lora(test::data_path("wan/dit_lora/k_img.safetensors"), official("t2v"));
   EXPECT_GT(k_img.modules, k_img.matched);
   ASSERT_FALSE(k_img.unmatched.empty());
   EXPECT_NE(k_img.unmatched[0].find("img"), std::string::npos) << k_img.unmatched[0];
@@ -243,15 +244,19 @@ TEST_F(WanDitLora, runtime_loras_equal_their_merge_into_f32_weights) {
     const std::vector<LoraChoice> ab{{dir / "a.safetensors", 0.8f}, {dir / "b.safetensors", -0.6f}};
     const auto plain = run(set, r, t, {r.context}).velocities[0];
     const auto with_a = run(set, r, t, {r.context}, {}, ReadMethod::kMapped, 0, 1, a).velocities[0];
-    const auto with_ab = run(set, r, t, {r.context}, {}, ReadMethod::kMapped, 0, 1, ab).velocities[0];
-    const auto merged_a = run(merged(m, one, dir / "ma.safetensors"), r, t, {r.context}).velocities[0];
-    const auto merged_ab = run(merged(m, both, dir / "mab.safetensors"), r, t, {r.context}).velocities[0];
+    const auto with_ab =
+        run(set, r, t, {r.context}, {}, ReadMethod::kMapped, 0, 1, ab).velocities[0];
+    const auto merged_a =
+        run(merged(m, one, dir / "ma.safetensors"), r, t, {r.context}).velocities[0];
+    const auto merged_ab =
+        run(merged(m, both, dir / "mab.safetensors"), r, t, {r.context}).velocities[0];
     const Deviation effect = compare(with_a, plain);
     const Deviation err_a = compare(with_a, merged_a);
     const Deviation err_ab = compare(with_ab, merged_ab);
-    std::printf("  [%s] LoRA effect rms %.2e; runtime vs merged f32: one %.2e max %.2e rms, "
-                "two %.2e max %.2e rms\n",
-                config, effect.rms_rel, err_a.max_rel, err_a.rms_rel, err_ab.max_rel, err_ab.rms_rel);
+    std::printf(
+        "  [%s] LoRA effect rms %.2e; runtime vs merged f32: one %.2e max %.2e rms, "
+        "two %.2e max %.2e rms\n",
+        config, effect.rms_rel, err_a.max_rel, err_a.rms_rel, err_ab.max_rel, err_ab.rms_rel);
     EXPECT_GT(effect.rms_rel, 20 * kRmsErrorBound) << "the LoRA must change the velocity";
     EXPECT_LT(err_a.max_rel, kMaxErrorBound);
     EXPECT_LT(err_a.rms_rel, kLoraRmsErrorBound);
@@ -311,7 +316,8 @@ TEST_F(WanDitLora, the_layout_grows_by_exactly_the_loras_tensors) {
   const std::uint64_t scratch = with.activation_bytes - plain.activation_bytes;
   std::printf("  layout: +%llu weight bytes (the LoRA's %llu), +%llu activation bytes\n",
               static_cast<unsigned long long>(with.weight_bytes() - plain.weight_bytes()),
-              static_cast<unsigned long long>(lora_bytes), static_cast<unsigned long long>(scratch));
+              static_cast<unsigned long long>(lora_bytes),
+              static_cast<unsigned long long>(scratch));
   EXPECT_GT(scratch, 0u);
   EXPECT_LE(scratch, static_cast<std::uint64_t>(std::max<std::int64_t>(tokens, 512)) * 8 * 4 +
                          2 * 4 * 4 * 1024 + 4 * 256);

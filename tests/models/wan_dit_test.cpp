@@ -16,17 +16,17 @@
 #include <string>
 #include <vector>
 
+#include "core/io/safetensors_writer.h"
 #include "core/io/tensor_file.h"
 #include "core/io/tensor_set.h"
-#include "core/io/safetensors_writer.h"
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_keys.h"
 #include "core/offload/planner.h"
 #include "core/offload/streamer.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
-#include "tests/models/wan_dit_fixture.h"
 #include "tests/models/model_test_tensors.h"
+#include "tests/models/wan_dit_fixture.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::wan {

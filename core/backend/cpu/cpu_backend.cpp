@@ -117,8 +117,8 @@ void CpuBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, c
                           nn, pool_);
         break;
       case DType::kF16:
-        gemm_f16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, beta, yf,
-                         nn, pool_);
+        gemm_f16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, beta, yf, nn,
+                         pool_);
         break;
       case DType::kF8E4M3:
       case DType::kF8E5M2:

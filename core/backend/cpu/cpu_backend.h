@@ -66,8 +66,7 @@ class CpuBackend final : public Backend {
   void product(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                const WeightScaling& w_scaling, bool accumulate);
   // gated_add (x += y · gate) and add_scaled (x += alpha · y, gate null).
-  void add_rows(const Tensor& x, const Tensor& y, const Tensor* gate, float alpha,
-                const char* op);
+  void add_rows(const Tensor& x, const Tensor& y, const Tensor* gate, float alpha, const char* op);
 
   ThreadPool& pool_;
   std::shared_ptr<memory::Fence> compute_done_;

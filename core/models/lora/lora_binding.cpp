@@ -17,7 +17,7 @@ struct Place {
 
 // Every model tensor of the layout by its official name.
 std::unordered_map<std::string, Place> places_by_official_name(const offload::ModelLayout& layout,
-                                                                const OfficialName& official_name) {
+                                                               const OfficialName& official_name) {
   std::unordered_map<std::string, Place> places;
   for (std::size_t g = 0; g < layout.groups.size(); ++g) {
     const auto& weights = layout.groups[g].weights;
@@ -56,7 +56,8 @@ std::int64_t count(const std::vector<std::int64_t>& shape) {
 void check_fits(const LoraFile& lora, const Term& term, const io::TensorInfo& target) {
   const std::string where = io::detail::display(lora.path.filename()) + ": " + term.module;
   const auto up = up_shape(lora, term);
-  const std::string target_text = io::quote_tensor_name(target.name) + " " + shape_text(target.shape);
+  const std::string target_text =
+      io::quote_tensor_name(target.name) + " " + shape_text(target.shape);
   if (term.kind != TermKind::kLowRank) {
     if (count(up) != static_cast<std::int64_t>(target.element_count())) {
       throw Error(ErrorCode::kBadModelFile,

@@ -21,9 +21,9 @@ namespace ferry::models::lora {
 
 // What a Term adds to its module.
 enum class TermKind {
-  kLowRank,         // y += s · up · (down · x): up [out, r], down [r, in] (Conv: down [r, in·k])
-  kWeightDiff,      // <module>.diff:   <module>.weight += strength · diff (same shape)
-  kBiasDiff,        // <module>.diff_b, <module>.lora_B.bias:  <module>.bias += strength · diff
+  kLowRank,     // y += s · up · (down · x): up [out, r], down [r, in] (Conv: down [r, in·k])
+  kWeightDiff,  // <module>.diff:   <module>.weight += strength · diff (same shape)
+  kBiasDiff,    // <module>.diff_b, <module>.lora_B.bias:  <module>.bias += strength · diff
   kModulationDiff,  // blocks.N.diff_m (LightX2V):  blocks.N.modulation += strength · diff
 };
 

@@ -374,9 +374,13 @@ std::uint64_t WanDit::activation_bytes(std::int64_t tokens, std::int64_t ffn_chu
   }
   Estimate& e = estimates_[next_estimate_];
   next_estimate_ = (next_estimate_ + 1) % estimates_.size();
-  e = Estimate{tokens, ffn_chunk_tokens, branches, values, lora_rank_,
-               measure_activation_bytes(config_, tokens, ffn_chunk_tokens, branches, values,
-                                        lora_rank_)};
+  e = Estimate{
+      tokens,
+      ffn_chunk_tokens,
+      branches,
+      values,
+      lora_rank_,
+      measure_activation_bytes(config_, tokens, ffn_chunk_tokens, branches, values, lora_rank_)};
   return e.bytes;
 }
 
@@ -400,9 +404,10 @@ void WanDit::bind_loras(std::span<const lora::BoundTerm> loras) {
     const auto role = std::find(ix.index.begin(), ix.index.end(), static_cast<int>(term.target));
     const auto n = static_cast<std::size_t>(role - ix.index.begin());
     // The embeddings' roles are read from the embeddings group only, the head's from the head's.
-    const bool read = role != ix.index.end() &&
-                      (!(embed || head) || (embed ? n < static_cast<std::size_t>(at(OuterTensor::kHeadWeight))
-                                                  : n >= static_cast<std::size_t>(at(OuterTensor::kHeadWeight))));
+    const bool read =
+        role != ix.index.end() &&
+        (!(embed || head) || (embed ? n < static_cast<std::size_t>(at(OuterTensor::kHeadWeight))
+                                    : n >= static_cast<std::size_t>(at(OuterTensor::kHeadWeight))));
     const bool linear = read && (embed || head ? is_linear_weight(static_cast<OuterTensor>(n))
                                                : is_linear_weight(static_cast<BlockTensor>(n)));
     if (!read || (term.kind == lora::TermKind::kLowRank && !linear)) {
@@ -578,9 +583,10 @@ void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, cons
   const Tensor mod = arena.allocate(DType::kF32, Shape{values * 6, d});
   const Tensor hm = arena.allocate(DType::kF32, Shape{values * 2, d});
   if (lora_rank_ > 0) {
-    const auto widest = std::max({static_cast<std::int64_t>(c.ffn_dim), 6 * d,
-                                  4 * static_cast<std::int64_t>(c.out_dim)});
-    lora_t_ = arena.allocate(DType::kF32, Shape{std::max({tokens, kDitTextLen, values}), lora_rank_});
+    const auto widest = std::max(
+        {static_cast<std::int64_t>(c.ffn_dim), 6 * d, 4 * static_cast<std::int64_t>(c.out_dim)});
+    lora_t_ =
+        arena.allocate(DType::kF32, Shape{std::max({tokens, kDitTextLen, values}), lora_rank_});
     lora_p_ = arena.allocate(DType::kF32, Shape{2, widest});
   }
 
@@ -647,7 +653,8 @@ void WanDit::embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
   // Patch embedding as a Linear over 2×2 patches (kernel = stride), bf16 (wan.md §B.2).
   const Tensor patches = arena.allocate(DType::kF32, Shape{frames, hp, wp, in_dim, 2, 2});
   backend_.permute(latent.reshaped(Shape{in_dim, frames, hp, 2, wp, 2}), patch_order_, patches);
-  const Tensor patch_w = tensor(w, ix, at(OuterTensor::kPatchWeight)).reshaped(Shape{d, in_dim * 4});
+  const Tensor patch_w =
+      tensor(w, ix, at(OuterTensor::kPatchWeight)).reshaped(Shape{d, in_dim * 4});
   linear(w, ix, at(OuterTensor::kPatchWeight), patches.reshaped(Shape{tokens, in_dim * 4}), x0,
          &patch_w);
 

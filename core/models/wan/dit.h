@@ -26,8 +26,8 @@
 #include "core/memory/arena.h"
 #include "core/models/lora/lora_binding.h"
 #include "core/models/wan/dit_layout.h"
-#include "core/offload/layer_group.h"
 #include "core/models/weight_scaling.h"
+#include "core/offload/layer_group.h"
 #include "core/offload/weight_source.h"
 
 namespace ferry::models::wan {

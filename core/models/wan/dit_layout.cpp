@@ -136,8 +136,8 @@ std::int64_t dit_tokens(const DitConfig& config, int width, int height, int fram
 std::uint64_t dit_activation_bytes(const DitConfig& c, std::int64_t tokens,
                                    std::int64_t ffn_chunk_tokens, std::int64_t branches,
                                    std::int64_t distinct_timesteps, std::int64_t lora_rank) {
-  return WanDit::measure_activation_bytes(c, tokens, ffn_chunk_tokens, branches,
-                                          distinct_timesteps, lora_rank);
+  return WanDit::measure_activation_bytes(c, tokens, ffn_chunk_tokens, branches, distinct_timesteps,
+                                          lora_rank);
 }
 
 offload::ModelLayout dit_model_layout(const io::TensorSet& set, int width, int height,

@@ -16,7 +16,8 @@ lora::LoraBinding bind_dit_loras(std::span<const LoraChoice> loras, const io::Te
   if (loras.empty()) return {};
   std::vector<std::string> official;
   official.reserve(set.entries().size());
-  for (const io::TensorSet::Entry& e : set.entries()) official.push_back(official_dit_name(e.tensor->name));
+  for (const io::TensorSet::Entry& e : set.entries())
+    official.push_back(official_dit_name(e.tensor->name));
   const WanLoraNames names(official);
   lora::LoraBinding binding = lora::LoraBinding::bind(
       loras, layout, [&](const lora::Term& term) { return names.target(term); },

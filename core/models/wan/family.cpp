@@ -136,12 +136,11 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
         encode_stage(make_vae_encode_plan(vae, preset, machine, r.width, r.height), vae.config()));
   }
   // The LoRAs' tensors join their blocks' groups: the plan counts them like the DiT's own.
-  offload::ModelLayout dit = dit_model_layout(dit_, r.width, r.height, r.frames,
-                                              preset.ffn_chunk_tokens);
-  const lora::LoraBinding loras =
-      bind_dit_loras(r.request.loras, dit_, dit,
-                     dit_tokens(set_.dit_config, r.width, r.height, r.frames),
-                     preset.ffn_chunk_tokens);
+  offload::ModelLayout dit =
+      dit_model_layout(dit_, r.width, r.height, r.frames, preset.ffn_chunk_tokens);
+  const lora::LoraBinding loras = bind_dit_loras(
+      r.request.loras, dit_, dit, dit_tokens(set_.dit_config, r.width, r.height, r.frames),
+      preset.ffn_chunk_tokens);
   g.add(block_stage_plan(std::string(kDitStage), dit, preset, machine, stream_all));
   g.add(
       decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames), vae.config()));

@@ -30,7 +30,8 @@ class WanLoraNames {
 
  private:
   std::unordered_set<std::string> params_;
-  std::unordered_map<std::string, std::string> underscored_;  // "blocks_0_self_attn_q" → official module
+  std::unordered_map<std::string, std::string>
+      underscored_;  // "blocks_0_self_attn_q" → official module
 };
 
 }  // namespace ferry::models::wan
