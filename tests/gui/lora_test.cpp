@@ -654,6 +654,25 @@ class LoraTest : public QObject {
     QCOMPARE(w.settings().toRequest(QStringLiteral("/o.mp4")).loras.size(), std::size_t{1});
   }
 
+  void the_engine_tells_a_distillation_lora_and_the_switch_applies_its_recipe() {
+    QTemporaryDir data;
+    QTemporaryDir dir;
+    const QString lightx2v = writeDemoLora(
+        dir.filePath(QStringLiteral("demo_lightx2v_4steps_lora.safetensors")));
+    MainWindow w(options(data));
+    w.applySettings(demoSettings());
+    QVERIFY(settle(w));
+    w.loraList()->addLoras({lightx2v});
+    QVERIFY(settle(w));
+    QCOMPARE(w.loraList()->distilledSteps(), 4);  // the engine's check, not a stand-in
+    QVERIFY(w.loraList()->distilledButton()->isVisibleTo(&w));
+    w.loraList()->distilledButton()->click();
+    const GenerationSettings s = w.settings();
+    QCOMPARE(s.sampler, QStringLiteral("distill4"));
+    QCOMPARE(s.steps, 4);
+    QCOMPARE(s.guideScale, 1.0);
+  }
+
   void the_engine_s_doubts_about_the_request_are_in_view_before_the_run() {
     QTemporaryDir data;
     QTemporaryDir dir;
