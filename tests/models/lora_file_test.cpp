@@ -271,12 +271,15 @@ TEST_F(LoraFileTest, peft_header_metadata_gives_alpha_per_pattern_and_rslora) {
   ASSERT_EQ(lora.terms.size(), 2u);
   EXPECT_EQ(lora.terms[0].alpha_scale, 0.5f);  // 2 / 4: the pattern matches the module's tail
   EXPECT_EQ(lora.terms[1].alpha_scale, 2.0f);  // 8 / 4
+  lora = LoraFile{};  // closed before its file is written again (Windows keeps an open file)
   lora = open(tensors, {{"lora_adapter_metadata", R"({"lora_alpha": 8, "use_rslora": true})"}});
   EXPECT_EQ(lora.terms[1].alpha_scale, 4.0f);  // 8 / √4
   // An `.alpha` key wins over the metadata.
+  lora = LoraFile{};
   lora = open(join({tensors, {{"transformer.blocks.0.ffn.0.alpha", {}, DType::kF32, 1.0f}}}),
               {{"lora_adapter_metadata", R"({"lora_alpha": 8})"}});
   EXPECT_EQ(lora.terms[0].alpha_scale, 0.25f);
+  lora = LoraFile{};
   EXPECT_NE(refusal(tensors, {{"lora_adapter_metadata", "{r: 4"}}).find("not a JSON object"),
             std::string::npos);
   EXPECT_NE(refusal(tensors, {{"lora_adapter_metadata", R"({"lora_alpha": "8"})"}})

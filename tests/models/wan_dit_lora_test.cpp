@@ -335,7 +335,12 @@ TEST_F(WanDitLora, a_lora_for_another_model_is_refused_naming_the_layer) {
            std::vector<float>((d + 64) * 4, 0.01f));
   lora.write(dir / "wide.safetensors");
   offload::ModelLayout layout = dit_model_layout(set, 64, 64, 5, 0);
-  const std::vector<LoraChoice> loras{{dir / "wide.safetensors", 1.0f}};
+  const std::uint64_t model_bytes = layout.weight_bytes();
+  // A good LoRA first: its tensors are appended before the second is refused.
+  Deltas unused;
+  make_lora(m, 2, 2.0f, 1.0f, 6, unused).write(dir / "good.safetensors");
+  const std::vector<LoraChoice> loras{{dir / "good.safetensors", 1.0f},
+                                      {dir / "wide.safetensors", 1.0f}};
   try {
     bind_dit_loras(loras, set, layout, 1, 0);
     FAIL() << "a LoRA of another width was accepted";
@@ -344,6 +349,8 @@ TEST_F(WanDitLora, a_lora_for_another_model_is_refused_naming_the_layer) {
     EXPECT_NE(std::string(e.what()).find("wide.safetensors"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
   }
+  // The refusal leaves the layout as it was: no tensor of a closed file stays in it.
+  EXPECT_EQ(layout.weight_bytes(), model_bytes);
   // A LoRA none of whose modules is in the model.
   LoraTensors stranger;
   stranger.add("lora_te_text_model_encoder_layers_0_mlp_fc1.lora_down.weight", {2, 8},

@@ -85,6 +85,19 @@ void check_fits(const LoraFile& lora, const Term& term, const io::TensorInfo& ta
 
 LoraBinding LoraBinding::bind(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
                               const ResolveTerm& resolve, const OfficialName& official_name) {
+  // A refusal leaves the layout as it was: no WeightRef may outlive the file it points into.
+  std::vector<std::size_t> sizes;
+  for (const offload::LayerGroup& g : layout.groups) sizes.push_back(g.weights.size());
+  try {
+    return bind_all(loras, layout, resolve, official_name);
+  } catch (...) {
+    for (std::size_t g = 0; g < sizes.size(); ++g) layout.groups[g].weights.resize(sizes[g]);
+    throw;
+  }
+}
+
+LoraBinding LoraBinding::bind_all(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
+                                  const ResolveTerm& resolve, const OfficialName& official_name) {
   LoraBinding b;
   const auto places = places_by_official_name(layout, official_name);
   for (std::size_t l = 0; l < loras.size(); ++l) {

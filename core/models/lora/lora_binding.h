@@ -53,8 +53,8 @@ class LoraBinding {
   // Binds `loras` in order. Error(kBadModelFile) naming the file: as open_lora says; a term whose
   // shapes do not fit its tensor ("a LoRA for another model"), naming the term and both shapes; a
   // rank above the adapted layer's width; a diff on a tensor that is not a float tensor; or a
-  // file none of whose terms adapts a tensor of the model. Terms that adapt nothing are skipped
-  // and reported (LoraReport::unmatched), never applied.
+  // file none of whose terms adapts a tensor of the model; the layout is then as it was. Terms
+  // that adapt nothing are skipped and reported (LoraReport::unmatched), never applied.
   static LoraBinding bind(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
                           const ResolveTerm& resolve, const OfficialName& official_name);
 
@@ -66,6 +66,9 @@ class LoraBinding {
   bool empty() const { return terms_.empty(); }
 
  private:
+  static LoraBinding bind_all(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
+                              const ResolveTerm& resolve, const OfficialName& official_name);
+
   std::vector<std::unique_ptr<LoraFile>> files_;  // the layout's WeightRefs point into these
   std::vector<BoundTerm> terms_;
   std::vector<LoraReport> reports_;
