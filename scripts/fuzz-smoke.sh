@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fuzz lane of CI: builds the libFuzzer targets only (preset linux-fuzz, target ferry_fuzzers,
 # not the tree), then runs every target tests/fuzz/CMakeLists.txt registers with seeds for
-# FERRY_FUZZ_SECONDS (default 30) each, from its committed seeds and dictionary, printing each
+# FERRY_FUZZ_SECONDS (default 20) each, from its committed seeds and dictionary, printing each
 # target's final libFuzzer line (runs, coverage). A finding (crash, sanitizer report, timeout,
 # out of memory) fails the lane; its input is left under build/fuzz-smoke/<target>/.
 set -euo pipefail
