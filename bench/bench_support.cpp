@@ -23,12 +23,13 @@ void write_random_checkpoint(const std::filesystem::path& path,
       path, specs, {{"format", "pt"}},
       [&](std::size_t index, std::uint64_t offset, std::span<std::byte> out) {
         const io::TensorSpec& spec = specs[index];
-        if (dtype_size(spec.dtype) != 2) {
-          throw Error(ErrorCode::kInternal,
-                      "write_random_checkpoint: " + spec.name + " is not a 16-bit float tensor");
+        const std::size_t item = dtype_size(spec.dtype);
+        if (item != 2 && item != 4) {
+          throw Error(ErrorCode::kInternal, "write_random_checkpoint: " + spec.name +
+                                                " is not a 16- or 32-bit float tensor");
         }
         const RandomRange r = range(spec);
-        const std::size_t n = out.size() / 2, first = static_cast<std::size_t>(offset / 2);
+        const std::size_t n = out.size() / item, first = static_cast<std::size_t>(offset / item);
         values.resize(n);
         for (std::size_t i = 0; i < n; ++i) {
           values[i] = r.bias + r.scale * table[(first + i + 7919 * index) % table.size()];

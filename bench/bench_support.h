@@ -60,7 +60,7 @@ struct RandomRange {
   float bias = 0;
 };
 
-// A synthetic checkpoint of `specs` (each in a 16-bit float dtype) with random values of a
+// A synthetic checkpoint of `specs` (each in a 16-bit float dtype or F32) with random values of a
 // plausible size, so that activations stay finite and a NaN or a denormal never times something
 // else than the real model. `range` says where each tensor's values lie. The values come from a
 // fixed table (a prime length, so rows do not repeat it in step): the same file on every run.

@@ -188,20 +188,13 @@ void write_checkpoint(const fs::path& path, const wan::DitConfig& config) {
       });
 }
 
-// A LoRA of `rank` on every Linear of every block (official names, lora_down/lora_up, bf16,
-// alpha = rank), B·A small beside the weights.
+// A LoRA of `rank` on every Linear of every block (dit_lora_tensors, bf16, alpha = rank), B·A
+// small beside the weights.
 void write_lora(const fs::path& path, const wan::DitConfig& config, int rank) {
-  std::vector<ferry::io::TensorSpec> specs;
-  for (std::uint64_t b = 0; b < config.layers; ++b) {
-    for (const ferry::io::TensorSpec& w : wan::dit_block_tensors(config, b, ferry::DType::kBF16)) {
-      if (w.shape.size() != 2 || !w.name.ends_with(".weight")) continue;
-      const std::string module = "diffusion_model." + w.name.substr(0, w.name.size() - 7);
-      const auto r = static_cast<std::uint64_t>(rank);
-      specs.push_back({module + ".lora_down.weight", ferry::DType::kBF16, {r, w.shape[1]}});
-      specs.push_back({module + ".lora_up.weight", ferry::DType::kBF16, {w.shape[0], r}});
-    }
-  }
-  ferry::bench::write_random_checkpoint(path, specs, [](const ferry::io::TensorSpec& spec) {
+  const auto specs =
+      wan::dit_lora_tensors(config, static_cast<std::uint64_t>(rank), ferry::DType::kBF16);
+  ferry::bench::write_random_checkpoint(path, specs, [&](const ferry::io::TensorSpec& spec) {
+    if (spec.shape.empty()) return ferry::bench::RandomRange{0.0f, static_cast<float>(rank)};
     return ferry::bench::RandomRange{spec.name.ends_with("lora_up.weight")
                                          ? 0.01f
                                          : std::sqrt(3.0f / static_cast<float>(spec.shape[1])),

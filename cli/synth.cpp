@@ -37,22 +37,6 @@ float uniform(std::uint64_t seed, std::uint64_t tensor, std::uint64_t element) {
   return static_cast<float>(x >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
 }
 
-// Every block Linear's LoRA factors: down [rank, in], up [out, rank], and an alpha of `rank`.
-std::vector<io::TensorSpec> lora_tensors(const models::wan::DitConfig& config, std::uint64_t rank,
-                                         DType dtype) {
-  std::vector<io::TensorSpec> specs;
-  for (std::uint64_t b = 0; b < config.layers; ++b) {
-    for (const io::TensorSpec& w : models::wan::dit_block_tensors(config, b, dtype)) {
-      if (w.shape.size() != 2 || !w.name.ends_with(".weight")) continue;
-      const std::string module = "diffusion_model." + w.name.substr(0, w.name.size() - 7);
-      specs.push_back({module + ".lora_down.weight", dtype, {rank, w.shape[1]}});
-      specs.push_back({module + ".lora_up.weight", dtype, {w.shape[0], rank}});
-      specs.push_back({module + ".alpha", DType::kF32, {}});
-    }
-  }
-  return specs;
-}
-
 }  // namespace
 
 int run_synth(const std::vector<std::string>& argv) {
@@ -86,8 +70,8 @@ int run_synth(const std::vector<std::string>& argv) {
   const auto seed = static_cast<std::uint64_t>(args.integer_or("seed", 1, 0, 1LL << 62));
 
   const auto rank = static_cast<std::uint64_t>(args.integer_or("lora-rank", 0, 0, 4096));
-  const auto tensors =
-      rank > 0 ? lora_tensors(config, rank, dtype) : models::wan::dit_tensors(config, dtype);
+  const auto tensors = rank > 0 ? models::wan::dit_lora_tensors(config, rank, dtype)
+                                : models::wan::dit_tensors(config, dtype);
   const float scale = 0.02f;
   io::write_safetensors(
       io::detail::path_from_utf8(*out), tensors,

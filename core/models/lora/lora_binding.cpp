@@ -132,7 +132,6 @@ LoraBinding LoraBinding::bind_all(std::span<const LoraChoice> loras, offload::Mo
         bound.down = append(term.down);
         bound.rank = term.rank;
         bound.scale = strength * term.alpha_scale;
-        b.max_rank_ = std::max(b.max_rank_, term.rank);
       } else {
         bound.scale = strength;
       }

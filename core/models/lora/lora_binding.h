@@ -61,8 +61,6 @@ class LoraBinding {
   std::span<const BoundTerm> terms() const { return terms_; }
   // One per LoRA, in the request's order.
   const std::vector<LoraReport>& reports() const { return reports_; }
-  // The largest rank of a low-rank term (0: none): the forward's scratch is sized by it.
-  std::int64_t max_rank() const { return max_rank_; }
   bool empty() const { return terms_.empty(); }
 
  private:
@@ -72,7 +70,6 @@ class LoraBinding {
   std::vector<std::unique_ptr<LoraFile>> files_;  // the layout's WeightRefs point into these
   std::vector<BoundTerm> terms_;
   std::vector<LoraReport> reports_;
-  std::int64_t max_rank_ = 0;
 };
 
 // One line for users: "style.safetensors: 312 of 312 layers" (+ "; 12 adapt nothing in this

@@ -399,17 +399,16 @@ void WanDit::bind_loras(std::span<const lora::BoundTerm> loras) {
   for (Weights* ix : {&outer_embed_, &outer_head_}) ix->lora.assign(kOuterNames.size(), {});
   for (Weights& ix : blocks_) ix.lora.assign(kBlockNames.size(), {});
   for (const lora::BoundTerm& term : loras) {
-    const bool embed = term.group == 0, head = term.group == groups_ - 1;
-    Weights& ix = embed ? outer_embed_ : head ? outer_head_ : blocks_[term.group - 1];
+    const bool outer = term.group == 0 || term.group == groups_ - 1;
+    Weights& ix = term.group == 0             ? outer_embed_
+                  : term.group == groups_ - 1 ? outer_head_
+                                              : blocks_[term.group - 1];
+    // index holds only the group's own tensors (the others' roles are -1).
     const auto role = std::find(ix.index.begin(), ix.index.end(), static_cast<int>(term.target));
     const auto n = static_cast<std::size_t>(role - ix.index.begin());
-    // The embeddings' roles are read from the embeddings group only, the head's from the head's.
-    const bool read =
-        role != ix.index.end() &&
-        (!(embed || head) || (embed ? n < static_cast<std::size_t>(at(OuterTensor::kHeadWeight))
-                                    : n >= static_cast<std::size_t>(at(OuterTensor::kHeadWeight))));
-    const bool linear = read && (embed || head ? is_linear_weight(static_cast<OuterTensor>(n))
-                                               : is_linear_weight(static_cast<BlockTensor>(n)));
+    const bool read = role != ix.index.end();
+    const bool linear = read && (outer ? is_linear_weight(static_cast<OuterTensor>(n))
+                                       : is_linear_weight(static_cast<BlockTensor>(n)));
     if (!read || (term.kind == lora::TermKind::kLowRank && !linear)) {
       throw Error(ErrorCode::kBadModelFile,
                   std::string("a LoRA term adapts a tensor the Wan DiT ") +
@@ -418,7 +417,7 @@ void WanDit::bind_loras(std::span<const lora::BoundTerm> loras) {
                       ": group " + std::to_string(term.group) + ", tensor " +
                       std::to_string(term.target));
     }
-    ix.lora[n].push_back(LoraUse{term.kind, term.down, term.up, term.rank, term.scale});
+    ix.lora[n].push_back(term);
   }
   lora_rank_ = lora_scratch_rank(loras);
 }
@@ -428,7 +427,7 @@ void WanDit::linear(GroupTensors w, const Weights& ix, int weight, const Tensor&
   const Tensor& wt = view != nullptr ? *view : tensor(w, ix, weight);
   backend_.linear(x, wt, &param(w, ix, weight + 1, 0), y, scaling(w, ix, weight));
   const std::int64_t rows = x.shape.rows(), in = x.shape.cols(), out = y.shape.cols();
-  for (const LoraUse& u : ix.lora[static_cast<std::size_t>(weight)]) {
+  for (const lora::BoundTerm& u : ix.lora[static_cast<std::size_t>(weight)]) {
     const Tensor& up = w[u.up];
     if (u.kind == lora::TermKind::kLowRank) {
       // t = A·x rounded to y's dtype (as the base product's x is), then y += s·B·t, one rounding.
@@ -443,12 +442,13 @@ void WanDit::linear(GroupTensors w, const Weights& ix, int weight, const Tensor&
 
 const Tensor& WanDit::param(GroupTensors w, const Weights& ix, int i, int slot) {
   const Tensor& p = tensor(w, ix, i);
-  const std::vector<LoraUse>& uses = ix.lora[static_cast<std::size_t>(i)];
+  const std::vector<lora::BoundTerm>& uses = ix.lora[static_cast<std::size_t>(i)];
   if (uses.empty()) return p;
   Tensor& copy = lora_param_[static_cast<std::size_t>(slot)];
   copy = Tensor{lora_p_.rows(slot, slot + 1).data, DType::kF32, p.shape, lora_p_.device};
   backend_.convert(p, copy);
-  for (const LoraUse& u : uses) backend_.add_scaled(copy, w[u.up].reshaped(p.shape), u.scale);
+  for (const lora::BoundTerm& u : uses)
+    backend_.add_scaled(copy, w[u.up].reshaped(p.shape), u.scale);
   return copy;
 }
 

@@ -85,16 +85,10 @@ class WanDit {
   struct Run {  // tokens [begin, end) share distinct timestep `value`
     std::int64_t begin = 0, end = 0, value = 0;
   };
-  struct LoraUse {  // a LoRA term on one of the group's tensors
-    lora::TermKind kind = lora::TermKind::kLowRank;
-    std::size_t down = 0, up = 0;  // in the group's tensors
-    std::int64_t rank = 0;
-    float scale = 1.0f;
-  };
   struct Weights {  // per group: index of each tensor in the group, what scales each weight
     std::vector<int> index;
     std::vector<WeightScalingSource> scaling;
-    std::vector<std::vector<LoraUse>> lora;  // per tensor (index's order): the terms on it
+    std::vector<std::vector<lora::BoundTerm>> lora;  // per tensor (index's order): its terms
   };
   // One branch's tensors for a block: the residual stream and the embedded context.
   struct Stream {

@@ -123,6 +123,21 @@ DitConfig infer_config(const io::TensorSet& set, const NameMap& names) {
 
 }  // namespace
 
+std::vector<io::TensorSpec> dit_lora_tensors(const DitConfig& config, std::uint64_t rank,
+                                             DType dtype) {
+  std::vector<io::TensorSpec> specs;
+  for (std::uint64_t b = 0; b < config.layers; ++b) {
+    for (const io::TensorSpec& w : dit_block_tensors(config, b, dtype)) {
+      if (w.shape.size() != 2 || !w.name.ends_with(".weight")) continue;
+      const std::string module = "diffusion_model." + w.name.substr(0, w.name.size() - 7);
+      specs.push_back({module + ".lora_down.weight", dtype, {rank, w.shape[1]}});
+      specs.push_back({module + ".lora_up.weight", dtype, {w.shape[0], rank}});
+      specs.push_back({module + ".alpha", DType::kF32, {}});
+    }
+  }
+  return specs;
+}
+
 DitConfig infer_dit_config(const io::TensorSet& set) {
   return infer_config(set, by_official_name(set));
 }

@@ -43,6 +43,12 @@ std::vector<io::TensorSpec> dit_block_tensors(const DitConfig& config, std::uint
 // The whole checkpoint: embeddings, then blocks 0..layers-1, then the head.
 std::vector<io::TensorSpec> dit_tensors(const DitConfig& config, DType dtype);
 
+// A LoRA of `rank` on every block Linear of `config`, official names with the
+// `diffusion_model.` prefix: `lora_down.weight` [rank, in] and `lora_up.weight` [out, rank] in
+// `dtype`, and an F32 scalar `alpha` each (synthetic LoRAs: ferry-cli synth, benchmarks).
+std::vector<io::TensorSpec> dit_lora_tensors(const DitConfig& config, std::uint64_t rank,
+                                             DType dtype);
+
 // The configuration a checkpoint's shapes imply (wan.md §F.1: D, C_in, F, layers, C_out, and
 // the text and frequency widths the embeddings take), with or without ComfyUI's
 // "model.diffusion_model." prefix, in the official or the diffusers layout. Error(kBadModelFile) when the files are
