@@ -96,7 +96,8 @@ class TerminalProgress final : public pipeline::ProgressSink {
     std::fprintf(stderr, "%s...\n", std::string(pipeline::stage_name(stage)).c_str());
   }
   void step(const pipeline::StepProgress& p) override {
-    std::string line = "step " + std::to_string(p.step) + "/" + std::to_string(p.steps) + " · " +
+    std::string line = (p.stats.phase.empty() ? "" : p.stats.phase + ", ") + "step " +
+                       std::to_string(p.step) + "/" + std::to_string(p.steps) + " · " +
                        duration_text(p.seconds_per_step) + "/step · ETA " +
                        duration_text(p.eta_seconds) + " · RAM " +
                        human_bytes(p.stats.process.resident_bytes);
@@ -159,6 +160,7 @@ pipeline::GenerationRequest request_from(const Args& args) {
   r.prompt = args.value_or("prompt", "");
   r.negative_prompt = args.value_or("negative", "");
   if (const auto image = args.value("image")) r.image = io::detail::path_from_utf8(*image);
+  if (const auto end = args.value("end-image")) r.end_image = io::detail::path_from_utf8(*end);
   r.width = static_cast<int>(args.integer_or("width", 0, 0, 8192));
   r.height = static_cast<int>(args.integer_or("height", 0, 0, 8192));
   r.frames = static_cast<int>(args.integer_or("frames", 0, 0, 1001));
@@ -169,6 +171,13 @@ pipeline::GenerationRequest request_from(const Args& args) {
       r.guide_scale = std::stof(*cfg);
     } catch (const std::exception&) {
       throw Error(ErrorCode::kBadArgument, "--cfg takes a number, not '" + *cfg + "'");
+    }
+  }
+  if (const auto cfg = args.value("cfg-low")) {
+    try {
+      r.low_noise_guide_scale = std::stof(*cfg);
+    } catch (const std::exception&) {
+      throw Error(ErrorCode::kBadArgument, "--cfg-low takes a number, not '" + *cfg + "'");
     }
   }
   if (const auto shift = args.value("shift")) {
@@ -192,9 +201,10 @@ pipeline::GenerationRequest request_from(const Args& args) {
 }
 
 const std::set<std::string> kGenerateOptions = {
-    "model",    "prompt",  "negative", "image",      "width",        "height", "frames", "fps",
-    "steps",    "cfg",     "shift",    "sampler",    "seed",         "preset", "out",    "stats",
-    "vram-mib", "ram-mib", "noise",    "save-noise", "save-latents", "lora"};
+    "model",   "prompt",   "negative", "image", "end-image",  "width",      "height",
+    "frames",  "fps",      "steps",    "cfg",   "cfg-low",    "shift",      "sampler",
+    "seed",    "preset",   "out",      "stats", "vram-mib",   "ram-mib",    "noise",
+    "save-noise", "save-latents", "lora"};
 const std::set<std::string> kGenerateFlags = {"save-text-states"};
 
 void print_step_table(const pipeline::GenerationResult& result, bool device) {

@@ -107,13 +107,14 @@ nlohmann::json plan_json(const pipeline::Session& session, const models::ModelPa
 int run_plan(const std::vector<std::string>& argv) {
   const Args args(
       argv,
-      {"model", "preset", "width", "height", "frames", "image", "vram-mib", "ram-mib", "lora"},
+      {"model", "preset", "width", "height", "frames", "image", "end-image", "vram-mib", "ram-mib",
+       "lora"},
       {"json"});
   const auto model_path = args.value("model");
   if (!model_path || !args.positional().empty()) {
     throw Error(ErrorCode::kBadArgument,
                 "usage: ferry-cli plan --model PATH [--preset NAME] [--width W --height H "
-                "--frames F] [--image FILE] [--lora FILE[:S]]... [--vram-mib N --ram-mib N] "
+                "--frames F] [--image FILE [--end-image FILE]] [--lora FILE[:S]]... [--vram-mib N --ram-mib N] "
                 "[--json]");
   }
   const pipeline::Session session(session_options(args));
@@ -124,6 +125,9 @@ int run_plan(const std::vector<std::string>& argv) {
   request.height = static_cast<int>(args.integer_or("height", 0, 0, 8192));
   request.frames = static_cast<int>(args.integer_or("frames", 0, 0, 1001));
   if (const auto image = args.value("image")) request.image = io::detail::path_from_utf8(*image);
+  if (const auto end = args.value("end-image")) {
+    request.end_image = io::detail::path_from_utf8(*end);
+  }
   for (const std::string& lora : args.values("lora")) request.loras.push_back(lora_option(lora));
   const models::ResolvedRequest r = session.validate(*model, request);
   const pipeline::RunTarget target = session.target(request.preset);

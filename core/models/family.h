@@ -81,6 +81,12 @@ struct LoraReport {
   int distilled_steps = 0;
 };
 
+// The images a request conditions on, decoded (GenerationRequest::image and end_image).
+struct FrameImages {
+  std::optional<media::RgbImage> start;
+  std::optional<media::RgbImage> end;
+};
+
 // What the pipeline gives a running stage.
 struct RunContext {
   Backend& backend;
@@ -143,7 +149,7 @@ class ModelParts {
   // The stages of one generation; `plan` is what plan() returned for the same request.
   virtual std::unique_ptr<FamilyRun> start(const ResolvedRequest& request,
                                            const GenerationPlan& plan,
-                                           std::optional<media::RgbImage> image) const = 0;
+                                           FrameImages images) const = 0;
 };
 
 class ModelFamily {

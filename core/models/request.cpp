@@ -49,6 +49,13 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
     bad("the guide scale (--cfg) must be 0 to " + std::to_string(rules.max_guide_scale) + ", not " +
         std::to_string(r.guide_scale));
   }
+  if (!(r.low_noise_guide_scale >= 0.0f && r.low_noise_guide_scale <= rules.max_guide_scale)) {
+    bad("the low-noise expert's guide scale (--cfg-low) must be 0 to " +
+        std::to_string(rules.max_guide_scale) + ", not " + std::to_string(r.low_noise_guide_scale));
+  }
+  if (r.request.low_noise_guide_scale && !rules.two_experts) {
+    bad(model + " has one expert: --cfg-low is for two-expert models (Wan 2.2 A14B)");
+  }
   if (!(r.shift > 0.0 && r.shift <= rules.max_shift)) {
     bad("shift must be above 0 and at most " + std::to_string(rules.max_shift) + ", not " +
         std::to_string(r.shift));
@@ -63,6 +70,9 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
 void check_run_inputs(const GenerationRequest& request) {
   if (request.prompt.find_first_not_of(" \t\r\n") == std::string::npos) {
     bad("the prompt is empty: describe the video to make");
+  }
+  if (request.end_image && !request.image) {
+    bad("an end image needs a start image: the video goes from the start image to the end image");
   }
   const fs::path& output = request.output;
   const std::string extension(media::video_extension());

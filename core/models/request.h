@@ -25,7 +25,8 @@ struct GenerationRequest {
   std::vector<std::filesystem::path> model;  // a folder, or the parts' files
   std::string prompt;
   std::string negative_prompt;                 // empty: the family's default
-  std::optional<std::filesystem::path> image;  // start image (PNG, JPEG, WebP)
+  std::optional<std::filesystem::path> image;      // start image (PNG, JPEG, WebP)
+  std::optional<std::filesystem::path> end_image;  // end image (first–last frame), same formats
   // 0 (or unset) takes the model's default.
   int width = 0;
   int height = 0;
@@ -33,6 +34,9 @@ struct GenerationRequest {
   int fps = 0;
   int steps = 0;
   std::optional<float> guide_scale;
+  // Two-expert models (Wan 2.2 A14B): guide_scale is the high-noise expert's, this the low-noise
+  // expert's. Empty: the model's default (guide_scale's value when guide_scale is given).
+  std::optional<float> low_noise_guide_scale;
   std::optional<double> shift;
   std::optional<std::string> sampler;  // a name the family lists in RequestRules::samplers
   std::uint64_t seed = 0;
@@ -58,6 +62,7 @@ struct ResolvedRequest {
   std::string negative_prompt;
   int width = 0, height = 0, frames = 0, fps = 0, steps = 0;
   float guide_scale = 0;
+  float low_noise_guide_scale = 0;  // two-expert models; guide_scale's value otherwise
   double shift = 0;
   std::string sampler;
   std::int64_t latent_frames = 0, latent_height = 0, latent_width = 0;
@@ -77,6 +82,11 @@ struct RequestRules {
   float max_guide_scale = 50;
   double max_shift = 100;
   bool takes_start_image = false;
+  bool takes_end_image = false;  // first–last frame (an end image needs a start image)
+  // Two experts (Wan 2.2 A14B): the high-noise one denoises while the step's timestep is at
+  // least expert_boundary·1000, the low-noise one after; each has its own guide scale.
+  bool two_experts = false;
+  double expert_boundary = 0;
   std::vector<std::string> samplers;  // the first is the default
   // Samplers whose recipe brings its own steps, guide scale and shift (a step-distilled one: 4
   // steps, no CFG): what resolve() fills in for them, and what the app switches to when one is
@@ -91,6 +101,7 @@ struct RequestRules {
   // The model's own defaults (a demo model's are small, so the demo runs in seconds).
   int width = 0, height = 0, frames = 0, fps = 0, steps = 0;
   float guide_scale = 0;
+  float low_noise_guide_scale = 0;
   double shift = 0;
   std::string sampler;
   // Sizes to offer (the official ones first); each follows the rules above.

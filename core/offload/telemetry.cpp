@@ -24,7 +24,12 @@ std::string to_json_line(const StepStats& s) {
       static_cast<unsigned long long>(s.device.used_bytes),
       static_cast<unsigned long long>(s.device.arena_bytes),
       static_cast<unsigned long long>(s.device_peak_in_step));
-  return line;
+  std::string json = line;
+  if (!s.phase.empty()) {
+    // A family's fixed phase name (letters, digits, spaces, hyphens): nothing to escape.
+    json.insert(json.size() - 1, ",\"phase\":\"" + s.phase + "\"");
+  }
+  return json;
 }
 
 std::string to_json_line(const StageStats& s) {
@@ -84,6 +89,11 @@ void Telemetry::begin_step() {
   sample_locked();
 }
 
+void Telemetry::set_phase(std::string phase) {
+  std::lock_guard lock(mutex_);
+  phase_ = std::move(phase);
+}
+
 StepStats Telemetry::end_step(double compute_seconds, double io_wait_seconds,
                               std::uint64_t bytes_read) {
   StepStats s;
@@ -92,6 +102,7 @@ StepStats Telemetry::end_step(double compute_seconds, double io_wait_seconds,
     sample_locked();
     in_step_ = false;
     s.step = step_;
+    s.phase = phase_;
     s.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
     s.process = memory::sample_process_memory();

@@ -23,6 +23,9 @@ struct DeviceMemorySample {
 
 struct StepStats {
   int step = 0;                   // 1-based
+  // Which part of the stage ran the step, when a stage has parts: Wan 2.2 A14B's "high-noise
+  // expert" and "low-noise expert". Empty otherwise.
+  std::string phase;
   double seconds = 0;             // wall time of the step
   double compute_seconds = 0;     // of which computing
   double io_wait_seconds = 0;     // of which waiting for weights
@@ -63,6 +66,8 @@ class Telemetry {
   Telemetry& operator=(const Telemetry&) = delete;
 
   void begin_step();
+  // The phase the following steps belong to (StepStats::phase), until the next call.
+  void set_phase(std::string phase);
   // Ends the step with the streamer's figures for it; returns and delivers its stats.
   StepStats end_step(double compute_seconds, double io_wait_seconds, std::uint64_t bytes_read);
 
@@ -79,6 +84,7 @@ class Telemetry {
   Callback callback_;
   std::ostream* jsonl_;
   int step_ = 0;
+  std::string phase_;
   std::chrono::steady_clock::time_point step_start_;
   std::uint64_t peak_resident_ = 0;
   std::uint64_t peak_commit_ = 0;

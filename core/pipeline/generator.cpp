@@ -32,6 +32,9 @@ nlohmann::json settings_json(const ResolvedRequest& r, const models::ModelParts&
   j["fps"] = r.fps;
   j["steps"] = r.steps;
   j["guide_scale"] = r.guide_scale;
+  if (r.request.low_noise_guide_scale || r.low_noise_guide_scale != r.guide_scale) {
+    j["low_noise_guide_scale"] = r.low_noise_guide_scale;
+  }
   j["shift"] = r.shift;
   j["sampler"] = r.sampler;
   j["preset"] = preset.name;
@@ -56,6 +59,7 @@ nlohmann::json settings_json(const ResolvedRequest& r, const models::ModelParts&
     j["loras"] = std::move(loras);
   }
   if (r.request.image) j["image"] = io::detail::display(r.request.image->filename());
+  if (r.request.end_image) j["end_image"] = io::detail::display(r.request.end_image->filename());
   if (!r.request.noise.empty()) {
     j["noise_file"] = {{"name", io::detail::display(r.request.noise.filename())},
                        {"fingerprint", io::file_fingerprint(r.request.noise)}};
@@ -124,10 +128,10 @@ class FrameWriter {
   bool finished_ = false;
 };
 
-std::optional<media::RgbImage> load_start_image(const GenerationRequest& request) {
-  if (!request.image) return std::nullopt;
+std::optional<media::RgbImage> load_frame_image(const std::optional<std::filesystem::path>& path) {
+  if (!path) return std::nullopt;
 #if defined(FERRY_HAVE_FFMPEG)
-  return media::load_image(*request.image);
+  return media::load_image(*path);
 #else
   throw Error(ErrorCode::kUnsupported, "this build of Ferry reads no images (no FFmpeg)");
 #endif
@@ -141,7 +145,8 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
                           offload::CancelToken& cancel, const GeneratorOptions& options) {
   cancel.throw_if_cancelled();
   models::check_run_inputs(request);
-  std::optional<media::RgbImage> image = load_start_image(request);
+  models::FrameImages images{load_frame_image(request.image), load_frame_image(request.end_image)};
+  const std::optional<media::RgbImage>& image = images.start;
   const ResolvedRequest r = parts.resolve(
       request, image ? std::optional(std::pair(image->width, image->height)) : std::nullopt);
   GenerationResult result;
@@ -238,7 +243,7 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
 
   for (const std::string& note : options.notes) sink.note(note);
   for (const std::string& warning : r.warnings) sink.warning(warning);
-  const std::unique_ptr<models::FamilyRun> run = parts.start(r, plan, std::move(image));
+  const std::unique_ptr<models::FamilyRun> run = parts.start(r, plan, std::move(images));
   for (const Stage stage : run->stages()) {
     sink.stage(stage);
     telemetry.begin_stage(std::string(models::stage_key(stage)));

@@ -111,11 +111,15 @@ void RunLog::started(const GenerationRequest& r, const offload::MachineInfo& mac
                                      ? std::string_view("(the model's default)")
                                      : std::string_view(r.negative_prompt)}));
   if (r.image) line(cat({"start image: ", io::detail::display(*r.image)}));
+  if (r.end_image) line(cat({"end image: ", io::detail::display(*r.end_image)}));
   // 0 and unset values are the model's defaults, resolved by the generator.
   std::string s = cat({"asked for: ", std::to_string(r.width), "x", std::to_string(r.height), ", ",
                        std::to_string(r.frames), " frames, ", std::to_string(r.steps),
                        " steps, seed ", std::to_string(r.seed)});
   if (r.guide_scale) s += cat({", guide scale ", std::to_string(*r.guide_scale)});
+  if (r.low_noise_guide_scale) {
+    s += cat({", low-noise guide scale ", std::to_string(*r.low_noise_guide_scale)});
+  }
   if (r.shift) s += cat({", shift ", std::to_string(*r.shift)});
   if (r.sampler) s += cat({", sampler ", *r.sampler});
   line(cat({s, " (0: the model's default)"}));

@@ -54,6 +54,27 @@ TEST(Telemetry, writes_one_json_line_per_step_and_calls_back) {
   EXPECT_EQ(n, 3);
 }
 
+TEST(Telemetry, steps_carry_the_phase_set_before_them_and_say_it_in_their_line) {
+  std::ostringstream jsonl;
+  Telemetry telemetry({}, {}, &jsonl);
+  std::vector<std::string> phases;
+  for (const char* phase : {"", "high-noise expert", "low-noise expert"}) {
+    telemetry.set_phase(phase);
+    telemetry.begin_step();
+    phases.push_back(telemetry.end_step(0, 0, 0).phase);
+  }
+  EXPECT_EQ(phases, (std::vector<std::string>{"", "high-noise expert", "low-noise expert"}));
+  std::istringstream in(jsonl.str());
+  std::vector<std::string> written;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    written.push_back(j.value("phase", std::string("(none)")));
+  }
+  // A step without a phase has no key: the lines of one-expert models stay as they were.
+  EXPECT_EQ(written,
+            (std::vector<std::string>{"(none)", "high-noise expert", "low-noise expert"}));
+}
+
 TEST(Telemetry, a_peak_between_step_boundaries_is_caught_by_the_sampler) {
   Telemetry telemetry({}, {}, nullptr);
   telemetry.begin_step();

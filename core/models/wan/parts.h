@@ -37,7 +37,7 @@ class WanParts final : public ModelParts {
   GenerationPlan plan(const ResolvedRequest& request, const offload::Preset& preset,
                       const offload::MachineInfo& machine, bool stream_all) const override;
   std::unique_ptr<FamilyRun> start(const ResolvedRequest& request, const GenerationPlan& plan,
-                                   std::optional<media::RgbImage> image) const override;
+                                   FrameImages images) const override;
 
  private:
   ModelSet set_;

@@ -141,6 +141,10 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
     bad("a start image needs an image-to-video model (Wan 2.2 TI2V-5B); " + std::string(c.name) +
         " makes videos from text only");
   }
+  if (request.end_image && !rules.takes_end_image) {
+    bad("an end image needs a first-last-frame model (Wan 2.2 A14B I2V); " + std::string(c.name) +
+        " takes a start image only");
+  }
   // Defaults are the model's own, not the demo's: a request says what it wants.
   default_size(c, r.width, r.height);
   if (request.width != 0 || request.height != 0) {
@@ -163,6 +167,7 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
   const bool distilled = parse_sampler_kind(r.sampler) == SamplerKind::kDistilled;
   r.steps = request.steps != 0 ? request.steps : (distilled ? kDistilledSteps : d.steps);
   r.guide_scale = request.guide_scale.value_or(distilled ? kDistilledGuideScale : d.guide_scale);
+  r.low_noise_guide_scale = r.guide_scale;
   r.shift = request.shift.value_or(distilled ? kDistilledShift : d.shift);
   check_request(r, rules, std::string(c.name));
   r.warnings = distillation_warnings(r);

@@ -76,11 +76,11 @@ media::RgbImage latent_preview(std::span<const float> latent, const LatentGrid& 
 class WanRun final : public FamilyRun {
  public:
   WanRun(const WanParts& parts, const ResolvedRequest& r, const GenerationPlan& plan,
-         std::optional<media::RgbImage> image)
+         FrameImages images)
       : parts_(parts),
         r_(r),
         plan_(plan),
-        image_(std::move(image)),
+        image_(std::move(images.start)),
         grid_{static_cast<int>(parts.set().dit_config.in_dim), static_cast<int>(r.latent_frames),
               static_cast<int>(r.latent_height), static_cast<int>(r.latent_width)} {}
 
@@ -303,8 +303,8 @@ class WanRun final : public FamilyRun {
 
 std::unique_ptr<FamilyRun> WanParts::start(const ResolvedRequest& request,
                                            const GenerationPlan& plan,
-                                           std::optional<media::RgbImage> image) const {
-  return std::make_unique<WanRun>(*this, request, plan, std::move(image));
+                                           FrameImages images) const {
+  return std::make_unique<WanRun>(*this, request, plan, std::move(images));
 }
 
 }  // namespace ferry::models::wan
