@@ -73,10 +73,12 @@ Deviations from the official code (and why):
   * The noise is injected: torch.randn on the CPU with fixed seeds (the official draws it on CUDA).
   * DiT on a CPU: CPU autocast(bf16) for CUDA's, bf16 SDPA for flash-attention (make_dit_reference
     .py's patches; the dtype boundaries of wan.md §1 are kept). The scheduler's steps therefore
-    run under CPU autocast (the official ones under CUDA autocast): its ops are elementwise, and
-    its one einsum ("k,bkc...->bc...", k = 1) gives the f32 product under CPU autocast (checked).
+    run under CPU autocast (the official ones under CUDA autocast): its ops are elementwise but
+    one einsum ("k,bkc...->bc...", k = 1), and the 4 steps write the same bytes inside CPU
+    autocast(bf16) as outside it (checked on random inputs).
   * Parameters: fp32 tensors holding the stored bf16 values (the official from_pretrained keeps a
-    checkpoint's dtype; the official A14B shards are f32). The VAE's: fp32 from the fp16 file.
+    checkpoint's dtype: f32 for the official shards as far as wan.md §1 knows). The VAE's: fp32
+    tensors holding the fp16 file's values.
   * The VAE decode runs outside the bf16 autocast: the official Wan2_1_VAE.decode nests
     autocast(dtype=float32), i.e. it runs in fp32, which CPU autocast cannot express.
 
