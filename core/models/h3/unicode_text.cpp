@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "core/models/h3/unicode_tables.h"
 
@@ -79,10 +81,16 @@ void reorder(std::u32string& text) {
     }
     std::size_t j = i;
     while (j < text.size() && combining_class(text[j]) != 0) ++j;
-    std::stable_sort(text.begin() + static_cast<std::ptrdiff_t>(i),
-                     text.begin() + static_cast<std::ptrdiff_t>(j), [](char32_t a, char32_t b) {
-                       return combining_class(a) < combining_class(b);
-                     });
+    // A stable sort: by class, then by position (std::stable_sort's buffer is deprecated API
+    // under clang 19 with libstdc++ 12).
+    std::vector<std::pair<std::uint32_t, std::size_t>> marks;
+    marks.reserve(j - i);
+    for (std::size_t k = i; k < j; ++k) marks.emplace_back(combining_class(text[k]), k);
+    std::sort(marks.begin(), marks.end());
+    std::u32string sorted;
+    sorted.reserve(j - i);
+    for (const auto& [cls, k] : marks) sorted.push_back(text[k]);
+    std::copy(sorted.begin(), sorted.end(), text.begin() + static_cast<std::ptrdiff_t>(i));
     i = j;
   }
 }
