@@ -12,6 +12,13 @@ The loops follow the official pipelines line by line (wan22 text2video.py `gener
 textimage2video.py `i2v`): the scheduler built with num_train_timesteps 1000, shift 1, no dynamic
 shifting, then set_timesteps(steps, shift); per step a conditional and an unconditional forward
 at the step's integer timestep, v = v_uncond + g·(v_cond - v_uncond) in fp32, the sampler step.
+text2video.py is the official repository's (github.com/Wan-Video/Wan2.2 @ 42bf4cf), not the PyPI
+wheel's (a "lightning" fork, CFG off; nothing here imports it), with one DiT where it switches
+between two experts. The T2V cases build per-token timesteps with masks_like (all ones: t on every
+token) where text2video.py passes torch.stack([t]), which WanModel.forward expands to every token:
+the same values. Checked: make_a14b_reference.py's line-by-line restatement of text2video.py
+`generate` (scalar int64 timestep, the step inside the autocast), given this DiT as both experts,
+writes the same bytes as `run` here for the unipc case.
   unipc        T2V DiT (16 channels), official FlowUniPCMultistepScheduler.step
   euler        T2V DiT, flow Euler x + (σ_{i+1} - σ_i)·v on the official sigmas (the official
                code has none; diffusers' FlowMatchEulerDiscreteScheduler.step, as
@@ -29,7 +36,11 @@ tests/data/wan/denoise/trajectories.safetensors, F32 tensors:
   sigmas [5], timesteps [4]                        the official schedule (timesteps: the int64
                                                    values, exact in F32)
   <case>.step<k>, k = 1..4                         the latent after k steps
-Metadata: one key, "source". Deterministic: fixed seeds, one thread; a rerun writes the same bytes.
+Metadata: one key, "source". Deterministic: fixed seeds, one thread; a rerun writes the same bytes
+on the same kind of CPU. PyTorch's bf16 CPU kernels round differently with another instruction
+set: on an AVX2 machine (torch.backends.cpu.get_cpu_capability()) a rerun moves the committed
+unipc trajectory by up to 0.0017 after step 1 and 0.024 after step 4 (tests/data/wan/dit's
+velocities by up to 0.006).
 """
 
 import os
