@@ -21,7 +21,7 @@ void add_linear(std::vector<io::TensorSpec>& out, const std::string& prefix, std
 }  // namespace
 
 const DitConfig* find_dit_config(std::string_view name) {
-  for (const DitConfig* config : {&kT2V_1_3B, &kTI2V_5B, &kT2V_14B}) {
+  for (const DitConfig* config : {&kT2V_1_3B, &kTI2V_5B, &kT2V_14B, &kT2V_A14B, &kI2V_A14B}) {
     if (config->name == name) return config;
   }
   return nullptr;
@@ -113,7 +113,7 @@ DitConfig infer_config(const io::TensorSet& set, const NameMap& names) {
   c.freq_dim = time.shape[1];
   c.layers = 0;
   while (names.count("blocks." + std::to_string(c.layers) + ".self_attn.q.weight") != 0) ++c.layers;
-  for (const DitConfig* known : {&kT2V_1_3B, &kTI2V_5B, &kT2V_14B}) {
+  for (const DitConfig* known : {&kT2V_1_3B, &kTI2V_5B, &kT2V_14B, &kI2V_A14B}) {
     if (known->dim == c.dim && known->ffn_dim == c.ffn_dim && known->in_dim == c.in_dim) {
       c.name = known->name;
     }

@@ -32,6 +32,11 @@ inline constexpr std::int64_t kDitTextLen = 512;
 inline constexpr DitConfig kT2V_1_3B{"t2v-1.3b", 1536, 8960, 30, 16, 16};
 inline constexpr DitConfig kTI2V_5B{"ti2v-5b", 3072, 14336, 30, 48, 48};
 inline constexpr DitConfig kT2V_14B{"t2v-14b", 5120, 13824, 40, 16, 16};
+// Wan 2.2 A14B: two experts of the 14B shape each (formats_lora_moe.md §6.1). T2V's experts are
+// kT2V_14B's shape (a model set of two is named t2v-a14b); I2V's take 36 channels in (the noisy
+// latent, a 4-channel mask, the conditioning video's latent) and give 16 out, without CLIP.
+inline constexpr DitConfig kT2V_A14B{"t2v-a14b", 5120, 13824, 40, 16, 16};
+inline constexpr DitConfig kI2V_A14B{"i2v-a14b", 5120, 13824, 40, 36, 16};
 
 // nullptr for an unknown name.
 const DitConfig* find_dit_config(std::string_view name);

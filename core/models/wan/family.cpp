@@ -54,8 +54,8 @@ StagePlan decode_stage(const VaePlan& vae, const VaeConfig& config) {
           : "tile " + std::to_string(vae.tile_px) + " px, " + std::to_string(vae.tiles) + " tiles");
 }
 
-StagePlan encode_stage(const VaeEncodePlan& vae, const VaeConfig& config) {
-  return vae_stage(kImageStage, vae, config, "the start image");
+StagePlan encode_stage(const VaeEncodePlan& vae, const VaeConfig& config, const char* what) {
+  return vae_stage(kImageStage, vae, config, what);
 }
 
 }  // namespace
@@ -69,6 +69,7 @@ WanParts::WanParts(const std::vector<std::filesystem::path>& paths) {
   OpenedParts opened;
   set_ = find_model_set(paths, &opened);
   dit_ = std::move(opened.dit);
+  low_noise_dit_ = std::move(opened.low_noise_dit);
   text_encoder_ = std::move(opened.text_encoder);
   vae_ = std::move(opened.vae);
 }
@@ -83,7 +84,12 @@ std::vector<PartFile> WanParts::files() const {
     for (const io::TensorFile& f : set.files())
       files.push_back({role, f.path(), f.file_size()});
   };
-  add("diffusion model", dit_);
+  if (set_.two_experts()) {
+    add("diffusion model (high-noise expert)", dit_);
+    add("diffusion model (low-noise expert)", low_noise_dit_);
+  } else {
+    add("diffusion model", dit_);
+  }
   add("text encoder", text_encoder_);
   add("VAE", vae_);
   return files;
@@ -105,15 +111,34 @@ ResolvedRequest WanParts::resolve(const GenerationRequest& request,
   return r;
 }
 
-// Wan's noise and final latent are one tensor each, [C, T, h, w] in f32 (the official layout).
+// A two-expert model's LoRA is checked against the expert its name says (both are the same
+// shape, so either does for one that names neither).
 LoraReport WanParts::check_lora(const std::filesystem::path& path) const {
-  return check_dit_lora(path, dit_);
+  return check_dit_lora(path, expert(expert_role(path) == ExpertRole::kLowNoise ? 1 : 0));
 }
+
+std::string_view dit_stage_name(const ModelSet& set, int expert) {
+  if (!set.two_experts()) return kDitStage;
+  return expert == 0 ? kHighNoiseStage : kLowNoiseStage;
+}
+
+std::vector<LoraChoice> expert_loras(const std::vector<LoraChoice>& loras, const ModelSet& set,
+                                     int expert) {
+  if (!set.two_experts()) return loras;
+  const ExpertRole other = expert == 0 ? ExpertRole::kLowNoise : ExpertRole::kHighNoise;
+  std::vector<LoraChoice> out;
+  for (const LoraChoice& l : loras) {
+    if (expert_role(l.path) != other) out.push_back(l);
+  }
+  return out;
+}
+
+// Wan's noise and final latent are one tensor each, [C, T, h, w] in f32 (the official layout).
 
 std::vector<TensorLayout> WanParts::noise_layout(const ResolvedRequest& r) const {
   return {
       {"noise",
-       {set_.dit_config.in_dim, static_cast<std::uint64_t>(r.latent_frames),
+       {set_.dit_config.out_dim, static_cast<std::uint64_t>(r.latent_frames),
         static_cast<std::uint64_t>(r.latent_height), static_cast<std::uint64_t>(r.latent_width)}}};
 }
 
@@ -132,16 +157,23 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
                          stream_all));
   const VaeWeights vae = VaeWeights::shapes_only(vae_);
   if (r.request.image) {
-    g.add(
-        encode_stage(make_vae_encode_plan(vae, preset, machine, r.width, r.height), vae.config()));
+    // TI2V encodes the start image; A14B I2V the conditioning video, every frame.
+    const int frames = set_.dit_config.in_dim == kI2V_A14B.in_dim ? r.frames : 1;
+    g.add(encode_stage(make_vae_encode_plan(vae, preset, machine, r.width, r.height, frames),
+                       vae.config(), frames == 1 ? "the start image" : "the conditioning video"));
   }
-  // The LoRAs' tensors join their blocks' groups: the plan counts them like the DiT's own.
-  offload::ModelLayout dit =
-      dit_model_layout(dit_, r.width, r.height, r.frames, preset.ffn_chunk_tokens);
-  const lora::LoraBinding loras = bind_dit_loras(
-      r.request.loras, dit_, dit, dit_tokens(set_.dit_config, r.width, r.height, r.frames),
-      preset.ffn_chunk_tokens);
-  g.add(block_stage_plan(std::string(kDitStage), dit, preset, machine, stream_all));
+  // One stage per expert: each is planned alone, as it runs alone. The LoRAs' tensors join their
+  // blocks' groups: the plan counts them like the DiT's own.
+  const int experts = set_.two_experts() ? 2 : 1;
+  for (int e = 0; e < experts; ++e) {
+    offload::ModelLayout dit =
+        dit_model_layout(expert(e), r.width, r.height, r.frames, preset.ffn_chunk_tokens);
+    const lora::LoraBinding loras = bind_dit_loras(
+        expert_loras(r.request.loras, set_, e), expert(e), dit,
+        dit_tokens(set_.dit_config, r.width, r.height, r.frames), preset.ffn_chunk_tokens);
+    g.add(block_stage_plan(std::string(dit_stage_name(set_, e)), dit, preset, machine,
+                           stream_all));
+  }
   g.add(
       decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames), vae.config()));
   return g;

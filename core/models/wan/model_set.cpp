@@ -1,6 +1,8 @@
 #include "core/models/wan/model_set.h"
 
 #include <algorithm>
+#include <cctype>
+#include <utility>
 #include <string_view>
 
 #include "core/error.h"
@@ -69,7 +71,104 @@ fs::path find_tokenizer(const fs::path& text_encoder, const std::vector<fs::path
   return {};
 }
 
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+bool mentions(const std::string& lowered, std::string_view a, std::string_view b) {
+  return lowered.find(a) != std::string::npos || lowered.find(b) != std::string::npos;
+}
+
+// The diffusion models found, sorted into the set's experts: one model, or A14B's two.
+void assign_experts(ModelSet& m, std::vector<std::pair<fs::path, io::TensorSet>>& dits,
+                    OpenedParts* opened) {
+  if (dits.empty()) return;
+  const auto keep = [opened](io::TensorSet OpenedParts::*slot, io::TensorSet& set) {
+    if (opened != nullptr) opened->*slot = std::move(set);
+  };
+  if (dits.size() > 2) {
+    bad("three or more diffusion models: " + display(dits[0].first) + ", " +
+        display(dits[1].first) + ", " + display(dits[2].first) +
+        "; point Ferry at a folder (or files) with one model (two for Wan 2.2 A14B's experts)");
+  }
+  if (dits.size() == 1) {
+    const ExpertRole role = expert_role(dits[0].first);
+    if (role != ExpertRole::kUnknown) {
+      const bool high = role == ExpertRole::kHighNoise;
+      bad(display(dits[0].first) + " is Wan 2.2 A14B's " + (high ? "high" : "low") +
+          "-noise expert, but its " + (high ? "low" : "high") +
+          "-noise expert is missing: A14B needs both (they sit side by side: " +
+          (high ? "low_noise_model/, transformer_2/ or a *low_noise* file"
+                : "high_noise_model/, transformer/ or a *high_noise* file") +
+          ")");
+    }
+    m.dit = dits[0].first;
+    m.dit_config = infer_dit_config(dits[0].second);
+    keep(&OpenedParts::dit, dits[0].second);
+    return;
+  }
+  ExpertRole roles[2] = {expert_role(dits[0].first), expert_role(dits[1].first)};
+  if (roles[0] == roles[1] || roles[0] == ExpertRole::kUnknown ||
+      roles[1] == ExpertRole::kUnknown) {
+    bad("two diffusion models: " + display(dits[0].first) + " and " + display(dits[1].first) +
+        "; two are only used as Wan 2.2 A14B's experts, named as distributed (high_noise_model/ "
+        "and low_noise_model/, transformer/ and transformer_2/, or *high_noise* and *low_noise* "
+        "files); otherwise point Ferry at one");
+  }
+  const std::size_t high = roles[0] == ExpertRole::kHighNoise ? 0 : 1;
+  m.dit = dits[high].first;
+  m.low_noise_dit = dits[1 - high].first;
+  m.dit_config = infer_dit_config(dits[high].second);
+  const DitConfig low = infer_dit_config(dits[1 - high].second);
+  const DitConfig& c = m.dit_config;
+  if (low.dim != c.dim || low.ffn_dim != c.ffn_dim || low.layers != c.layers ||
+      low.in_dim != c.in_dim || low.out_dim != c.out_dim || low.text_dim != c.text_dim) {
+    bad("the experts disagree: the high-noise expert " + display(m.dit) + " is " +
+        std::to_string(c.dim) + " wide with " + std::to_string(c.layers) + " blocks and " +
+        std::to_string(c.in_dim) + " input channels, the low-noise expert " +
+        display(m.low_noise_dit) + " " + std::to_string(low.dim) + " wide with " +
+        std::to_string(low.layers) + " blocks and " + std::to_string(low.in_dim) +
+        " (a T2V and an I2V expert, or experts of two model sizes)");
+  }
+  m.dit_config.name = c.in_dim == kI2V_A14B.in_dim ? kI2V_A14B.name : kT2V_A14B.name;
+  keep(&OpenedParts::dit, dits[high].second);
+  keep(&OpenedParts::low_noise_dit, dits[1 - high].second);
+}
+
+// Wan 2.1's image-to-video and first-last-frame models condition on CLIP image features
+// (img_emb, k_img), which Ferry does not compute.
+bool has_clip_conditioning(const io::TensorSet& set) {
+  for (const auto& e : set.entries()) {
+    if (e.tensor->name.find("img_emb.") != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+ExpertRole expert_role(const fs::path& dit) {
+  // The file's name and the folders it sits in, up to two levels (the shard index's folder and
+  // a GGUF's HighNoise/ folder).
+  const fs::path folder = dit.parent_path();
+  const std::string file = lowercase(io::detail::display(dit.filename()));
+  const std::string parent = lowercase(io::detail::display(folder.filename()));
+  const std::string grandparent = lowercase(io::detail::display(folder.parent_path().filename()));
+  for (const std::string& name : {file, parent, grandparent}) {
+    const bool high = mentions(name, "high_noise", "highnoise") || name.find("high-noise") !=
+                                                                       std::string::npos;
+    const bool low =
+        mentions(name, "low_noise", "lownoise") || name.find("low-noise") != std::string::npos;
+    if (high != low) return high ? ExpertRole::kHighNoise : ExpertRole::kLowNoise;
+  }
+  // diffusers: transformer/ is the high-noise expert, transformer_2/ the low-noise one. A lone
+  // transformer/ is any diffusers model's, so only transformer_2 says "expert" by itself.
+  if (parent == "transformer_2") return ExpertRole::kLowNoise;
+  if (parent == "transformer" && fs::exists(folder.parent_path() / "transformer_2")) {
+    return ExpertRole::kHighNoise;
+  }
+  return ExpertRole::kUnknown;
+}
 
 ModelSet find_model_set(const std::vector<fs::path>& paths) {
   return find_model_set(paths, nullptr);
@@ -92,14 +191,19 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
     }
   }
 
+  std::vector<std::pair<fs::path, io::TensorSet>> dits;
   for (const fs::path& path : sets) {
     io::TensorSet set = io::TensorSet::open(path);
     io::TensorSet* keep = nullptr;  // where the caller wants this part's opened set
     switch (classify(set)) {
       case Part::kDit:
-        take(m.dit, path, "diffusion model");
-        m.dit_config = infer_dit_config(set);
-        if (opened != nullptr) keep = &opened->dit;
+        if (has_clip_conditioning(set)) {
+          bad(display(path) +
+              " is a Wan 2.1 image-to-video or first-last-frame model, which conditions on CLIP "
+              "image features: Ferry does not run those yet (Wan 2.2 TI2V-5B and A14B I2V take "
+              "a start image without CLIP)");
+        }
+        dits.emplace_back(path, std::move(set));
         break;
       case Part::kTextEncoder: {
         take(m.text_encoder, path, "text encoder");
@@ -131,6 +235,7 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
     }
     if (keep != nullptr) *keep = std::move(set);
   }
+  assign_experts(m, dits, opened);
 
   const std::string where = paths.size() == 1 ? display(paths.front()) : "the files given";
   if (m.dit.empty()) {
@@ -147,7 +252,7 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
   if (m.vae_kind != needed) {
     bad("the VAE " + display(m.vae) + " is a " + std::string(vae_kind_name(m.vae_kind)) +
         ", but the diffusion model " + std::string(m.dit_config.name) + " (" +
-        std::to_string(m.dit_config.in_dim) + " latent channels) needs a " +
+        std::to_string(m.dit_config.out_dim) + "-channel latent) needs a " +
         std::string(vae_kind_name(needed)));
   }
   if (static_cast<std::uint64_t>(m.text_dim) != m.dit_config.text_dim) {
@@ -161,9 +266,16 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
 std::vector<std::string> describe(const ModelSet& set) {
   std::vector<std::string> lines;
   const auto& c = set.dit_config;
-  lines.push_back("diffusion model: " + std::string(c.name) + " (" + std::to_string(c.dim) +
-                  " wide, " + std::to_string(c.layers) + " blocks, " + std::to_string(c.in_dim) +
-                  " latent channels) in " + display(set.dit));
+  const std::string shape = " (" + std::to_string(c.dim) + " wide, " + std::to_string(c.layers) +
+                            " blocks, " + std::to_string(c.in_dim) + " latent channels) in ";
+  if (set.two_experts()) {
+    lines.push_back("diffusion model: " + std::string(c.name) + ", high-noise expert" + shape +
+                    display(set.dit));
+    lines.push_back("diffusion model: " + std::string(c.name) + ", low-noise expert" + shape +
+                    display(set.low_noise_dit));
+  } else {
+    lines.push_back("diffusion model: " + std::string(c.name) + shape + display(set.dit));
+  }
   lines.push_back("text encoder: umT5 (" + std::to_string(set.text_dim) + " wide) in " +
                   display(set.text_encoder));
   lines.push_back("tokenizer: " + (set.tokenizer_embedded()

@@ -3,7 +3,11 @@
 // vae/), a folder of ComfyUI single files (a diffusion model, umt5_xxl_fp16 or
 // umt5_xxl_fp8_e4m3fn_scaled with its embedded tokenizer, wan_2.1_vae or wan2.2_vae), or single
 // files given one by one. Each safetensors set is recognised by its tensor names and shapes
-// (wan.md §F), never by its file name; pickle files are never opened.
+// (wan.md §F), never by its file name; pickle files are never opened. The one exception: the two
+// experts of Wan 2.2 A14B have identical shapes, so which is the high-noise one is read from its
+// path as every distribution names it (formats_lora_moe.md §6.5): `high_noise_model/` and
+// `low_noise_model/` (official), `transformer/` and `transformer_2/` (diffusers),
+// `…_high_noise_…` / `…HighNoise…` (ComfyUI, GGUF).
 #pragma once
 
 #include <filesystem>
@@ -17,9 +21,15 @@
 
 namespace ferry::models::wan {
 
+// Which expert a diffusion model file is, from its path (see above).
+enum class ExpertRole { kUnknown, kHighNoise, kLowNoise };
+ExpertRole expert_role(const std::filesystem::path& dit);
+
 struct ModelSet {
-  // The safetensors file or shard index of each part.
+  // The safetensors file or shard index of each part. `dit` is the only diffusion model, or the
+  // high-noise expert of a two-expert model (then `low_noise_dit` is the other).
   std::filesystem::path dit;
+  std::filesystem::path low_noise_dit;
   std::filesystem::path text_encoder;
   std::filesystem::path vae;
   // Where the tokenizer is: a spiece.model file, or empty when the text encoder file carries it
@@ -35,6 +45,7 @@ struct ModelSet {
   std::vector<std::filesystem::path> pickles;
 
   bool tokenizer_embedded() const { return tokenizer_model.empty(); }
+  bool two_experts() const { return !low_noise_dit.empty(); }
   // The built-in demo model (demo_model.h), recognised by its diffusion model's file name.
   bool is_demo() const;
 };
@@ -43,13 +54,15 @@ struct ModelSet {
 // Error(kBadModelFile) with a message that names what is missing or what disagrees: no diffusion
 // model, no text encoder, no VAE, a text encoder without a tokenizer, two candidates for one part,
 // a VAE of the wrong kind for the diffusion model (a Wan 2.1 VAE next to TI2V-5B), a text encoder
-// whose width is not the diffusion model's text width. Error(kIo) when a folder cannot be read.
+// whose width is not the diffusion model's text width, one A14B expert without the other, two
+// experts of different shapes, a Wan 2.1 I2V model (CLIP image conditioning: not supported).
+// Error(kIo) when a folder cannot be read.
 ModelSet find_model_set(const std::vector<std::filesystem::path>& paths);
 
 // The same, handing back the parts' sets as it opened them to recognise them (so nothing is
 // opened twice).
 struct OpenedParts {
-  io::TensorSet dit, text_encoder, vae;
+  io::TensorSet dit, low_noise_dit, text_encoder, vae;
 };
 ModelSet find_model_set(const std::vector<std::filesystem::path>& paths, OpenedParts* opened);
 

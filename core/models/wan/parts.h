@@ -19,7 +19,11 @@ class WanParts final : public ModelParts {
   explicit WanParts(const std::vector<std::filesystem::path>& paths);
 
   const ModelSet& set() const { return set_; }
+  // The diffusion model: the only one, or the high-noise expert (then low_noise_dit() is open).
   const io::TensorSet& dit() const { return dit_; }
+  const io::TensorSet& low_noise_dit() const { return low_noise_dit_; }
+  // Expert 0 (the high-noise one, or the only one) or 1 (the low-noise one).
+  const io::TensorSet& expert(int index) const { return index == 0 ? dit_ : low_noise_dit_; }
   const io::TensorSet& text_encoder() const { return text_encoder_; }
   const io::TensorSet& vae() const { return vae_; }
 
@@ -42,14 +46,28 @@ class WanParts final : public ModelParts {
  private:
   ModelSet set_;
   io::TensorSet dit_;
+  io::TensorSet low_noise_dit_;
   io::TensorSet text_encoder_;
   io::TensorSet vae_;
 };
+
+// The plan's stage of expert `expert` (0: the only one or the high-noise one, 1: the low-noise one).
+std::string_view dit_stage_name(const ModelSet& set, int expert);
+
+// The LoRAs that adapt expert `expert`: all of them for a one-expert model; for two experts, those
+// whose file name does not say they are for the other (LightX2V's *_high_noise_* / *_low_noise_*
+// pairs; a LoRA that names neither adapts both).
+std::vector<LoraChoice> expert_loras(const std::vector<LoraChoice>& loras, const ModelSet& set,
+                                     int expert);
 
 // The stage names of Wan's GenerationPlan, in order.
 inline constexpr std::string_view kTextStage = "text encoder";
 inline constexpr std::string_view kImageStage = "VAE encode";
 inline constexpr std::string_view kDitStage = "diffusion model";
+// A two-expert model's denoising is two stages of the plan, one per expert (each expert's
+// streamer, cache and device slots are released before the next is built).
+inline constexpr std::string_view kHighNoiseStage = "high-noise expert";
+inline constexpr std::string_view kLowNoiseStage = "low-noise expert";
 inline constexpr std::string_view kDecodeStage = "VAE decode";
 
 }  // namespace ferry::models::wan

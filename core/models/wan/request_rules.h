@@ -22,6 +22,11 @@ extern const std::string_view kWanDefaultNegativePrompt;
 void best_output_size(int image_width, int image_height, std::int64_t area, int& width,
                       int& height);
 
+// Wan 2.2 A14B I2V's size for a start image (official image2video.py, formats_lora_moe.md §6.3):
+// about `area` pixels at the image's aspect, each side a multiple of 16 rounded down.
+void a14b_output_size(int image_width, int image_height, std::int64_t area, int& width,
+                      int& height);
+
 // The rules and defaults of the model in `set` (the demo model's defaults are small: 17 frames,
 // 8 steps, 256×256).
 RequestRules request_rules(const ModelSet& set);

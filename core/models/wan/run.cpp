@@ -4,6 +4,7 @@
 // in the run.
 #include <algorithm>
 #include <any>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_loras.h"
 #include "core/models/wan/parts.h"
+#include "core/models/wan/i2v.h"
 #include "core/models/wan/ti2v.h"
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_plan.h"
@@ -73,6 +75,52 @@ media::RgbImage latent_preview(std::span<const float> latent, const LatentGrid& 
   return image;
 }
 
+// One expert's DiT, ready to denoise: its layout with its LoRAs' tensors, the LoRAs' files kept
+// open (declared before the streamer: destroyed after it), the DiT, its streamer under the
+// expert's stage plan, its arena — all released together when the expert's steps are done.
+class ExpertWeights {
+ public:
+  ExpertWeights(const WanParts& parts, const ResolvedRequest& r, const GenerationPlan& plan,
+                int expert, int passes, RunContext& ctx, std::int64_t branches, bool ti2v_image)
+      : layout_(dit_model_layout(parts.expert(expert), r.width, r.height, r.frames,
+                                 ctx.preset.ffn_chunk_tokens)),
+        loras_(bind_dit_loras(expert_loras(r.request.loras, parts.set(), expert),
+                              parts.expert(expert), layout_, tokens(parts, r),
+                              ctx.preset.ffn_chunk_tokens)),
+        dit_(ctx.backend, parts.expert(expert), layout_, loras_.terms()),
+        streamer_(ctx.backend, layout_,
+                  stage_plan(plan, dit_stage_name(parts.set(), expert)).plan,
+                  streamer_options(ctx, passes)),
+        watch_(ctx.cancel.watch(streamer_)),
+        arena_bytes_(static_cast<std::size_t>(dit_activation_bytes(
+            parts.set().dit_config, tokens(parts, r), ctx.preset.ffn_chunk_tokens, branches,
+            ti2v_image ? 2 : 1, WanDit::lora_scratch_rank(loras_.terms())))),
+        arena_memory_(ctx.backend.allocate(arena_bytes_)),
+        arena_(arena_memory_->data(), arena_bytes_, ctx.backend.device()) {}
+
+  DitPass pass() { return {dit_, streamer_, arena_}; }
+  offload::StreamStats stats() const { return streamer_.stats(); }
+
+ private:
+  static std::int64_t tokens(const WanParts& parts, const ResolvedRequest& r) {
+    return dit_tokens(parts.set().dit_config, r.width, r.height, r.frames);
+  }
+  static offload::StreamerOptions streamer_options(const RunContext& ctx, int passes) {
+    offload::StreamerOptions options = ctx.streamer;
+    options.passes = static_cast<std::size_t>(passes);
+    return options;
+  }
+
+  offload::ModelLayout layout_;
+  const lora::LoraBinding loras_;
+  WanDit dit_;
+  offload::WeightStreamer streamer_;
+  offload::CancelToken::StreamerGuard watch_;
+  std::size_t arena_bytes_;
+  std::unique_ptr<DeviceBuffer> arena_memory_;
+  memory::Arena arena_;
+};
+
 class WanRun final : public FamilyRun {
  public:
   WanRun(const WanParts& parts, const ResolvedRequest& r, const GenerationPlan& plan,
@@ -80,12 +128,12 @@ class WanRun final : public FamilyRun {
       : parts_(parts),
         r_(r),
         plan_(plan),
-        image_(std::move(images.start)),
-        grid_{static_cast<int>(parts.set().dit_config.in_dim), static_cast<int>(r.latent_frames),
+        images_(std::move(images)),
+        grid_{static_cast<int>(parts.set().dit_config.out_dim), static_cast<int>(r.latent_frames),
               static_cast<int>(r.latent_height), static_cast<int>(r.latent_width)} {}
 
   std::vector<StageKind> stages() const override {
-    if (image_)
+    if (images_.start)
       return {StageKind::kText, StageKind::kImage, StageKind::kDenoise, StageKind::kDecode};
     return {StageKind::kText, StageKind::kDenoise, StageKind::kDecode};
   }
@@ -143,16 +191,50 @@ class WanRun final : public FamilyRun {
     }
   }
 
-  // The start image as the official code prepares it (wan.md §B.8), encoded to z0 [z, 1, h, w].
+  // The start image as the official code prepares it (wan.md §B.8), encoded to z0 [z, 1, h, w];
+  // for A14B I2V the conditioning video of both images (i2v.h), encoded to y.
   void encode_image(RunContext& ctx) {
     const VaeEncodePlan& plan =
         std::any_cast<const VaeEncodePlan&>(stage_plan(plan_, kImageStage).family_plan);
     Backend& backend = ctx.backend;
+    const VaeWeights weights = VaeWeights::load(backend, parts_.vae());
+    WanVae vae(backend, weights, VaeOptions{plan.activations});
+    std::vector<float> pixels =
+        conditioned_on_video() ? conditioning_video() : start_image_pixels();
+    const std::int64_t frames = conditioned_on_video() ? r_.frames : 1;
+    DeviceTensor video =
+        device_tensor(backend, DType::kF32, Shape{3, frames, r_.height, r_.width});
+    backend.upload(video.tensor, pixels.data());
+    pixels = {};
+    const std::int64_t z = weights.config().z_dim;
+    DeviceTensor latent = device_tensor(
+        backend, DType::kF32, Shape{z, vae_latent_frames(frames), r_.latent_height, r_.latent_width});
+    const auto arena_memory = backend.allocate(static_cast<std::size_t>(plan.arena_bytes));
+    memory::Arena arena(arena_memory->data(), static_cast<std::size_t>(plan.arena_bytes),
+                        backend.device());
+    vae.encode(video.tensor, arena, latent.tensor);
+    std::vector<float> encoded(static_cast<std::size_t>(latent.tensor.numel()));
+    backend.download(latent.tensor, encoded.data());
+    if (conditioned_on_video()) {
+      y_ = i2v_condition(i2v_mask(r_.frames, r_.latent_height, r_.latent_width, images_.end.has_value()),
+                         encoded);
+    } else {
+      z0_ = std::move(encoded);
+    }
+  }
+
+  // A14B I2V: the DiT reads the conditioning video's latent (TI2V: the start image's, in frame 0).
+  bool conditioned_on_video() const {
+    return parts_.set().dit_config.in_dim == kI2V_A14B.in_dim;
+  }
+
+  // TI2V: the start image resized and centre-cropped to the video's size, to [-1, 1], planar.
+  std::vector<float> start_image_pixels() const {
 #if defined(FERRY_HAVE_FFMPEG)
-    const media::RgbImage fitted = media::resize_and_center_crop(*image_, r_.width, r_.height);
+    const media::RgbImage fitted = media::resize_and_center_crop(*images_.start, r_.width, r_.height);
 #else
     // Builds without FFmpeg read no images, so no run of theirs has one.
-    const media::RgbImage& fitted = *image_;
+    const media::RgbImage& fitted = *images_.start;
     throw Error(ErrorCode::kUnsupported, "this build of Ferry reads no images (no FFmpeg)");
 #endif
     const std::size_t plane = static_cast<std::size_t>(r_.width) * r_.height;
@@ -162,26 +244,21 @@ class WanRun final : public FamilyRun {
         pixels[c * plane + i] = (fitted.rgb[i * 3 + c] / 255.0f - 0.5f) / 0.5f;
       }
     }
-    const VaeWeights weights = VaeWeights::load(backend, parts_.vae());
-    WanVae vae(backend, weights, VaeOptions{plan.activations});
-    DeviceTensor video = device_tensor(backend, DType::kF32, Shape{3, 1, r_.height, r_.width});
-    backend.upload(video.tensor, pixels.data());
-    const std::int64_t z = weights.config().z_dim;
-    DeviceTensor latent =
-        device_tensor(backend, DType::kF32, Shape{z, 1, r_.latent_height, r_.latent_width});
-    const auto arena_memory = backend.allocate(static_cast<std::size_t>(plan.arena_bytes));
-    memory::Arena arena(arena_memory->data(), static_cast<std::size_t>(plan.arena_bytes),
-                        backend.device());
-    vae.encode(video.tensor, arena, latent.tensor);
-    z0_.resize(static_cast<std::size_t>(latent.tensor.numel()));
-    backend.download(latent.tensor, z0_.data());
+    return pixels;
+  }
+
+  // A14B I2V: [start, zeros…, end] at the video's size, each image bicubic-resized (no crop).
+  std::vector<float> conditioning_video() const {
+    const std::vector<float> start = bicubic_resize(*images_.start, r_.width, r_.height);
+    const std::vector<float> end =
+        images_.end ? bicubic_resize(*images_.end, r_.width, r_.height) : std::vector<float>{};
+    return i2v_conditioning_video(start, end, r_.frames, r_.width, r_.height);
   }
 
   // The sampler's steps, each a CFG pair of DiT passes on every loaded block (the conditional
   // pass alone without guidance; the DiT streamed under the plan), a telemetry step and a preview
-  // each.
+  // each. Two experts run one after the other, the first released before the second is built.
   void denoise_latent(RunContext& ctx) {
-    Backend& backend = ctx.backend;
     latent_.resize(grid_.size());
     if (ctx.initial_noise) {
       ctx.initial_noise("noise", latent_);
@@ -189,64 +266,65 @@ class WanRun final : public FamilyRun {
       normal_noise(r_.request.seed, 0, latent_);
     }
     if (ctx.noise_used) ctx.noise_used("noise", latent_);
-    if (image_) ti2v_insert_frame0(grid_, z0_, latent_);
+    if (!z0_.empty()) ti2v_insert_frame0(grid_, z0_, latent_);
 
-    const std::int64_t tokens = static_cast<std::int64_t>(grid_.tokens());
-    offload::ModelLayout layout =
-        dit_model_layout(parts_.dit(), r_.width, r_.height, r_.frames, ctx.preset.ffn_chunk_tokens);
-    // The LoRAs' tensors stream with their blocks; the binding keeps their files open until the
-    // streamer is gone (declared before it, destroyed after it).
-    const lora::LoraBinding loras =
-        bind_dit_loras(r_.request.loras, parts_.dit(), layout, tokens, ctx.preset.ffn_chunk_tokens);
-    WanDit dit(backend, parts_.dit(), layout, loras.terms());
-    offload::StreamerOptions streamer_options = ctx.streamer;
-    streamer_options.passes = static_cast<std::size_t>(r_.steps);
-    offload::WeightStreamer streamer(backend, layout, stage_plan(plan_, kDitStage).plan,
-                                     streamer_options);
-    const auto watch = ctx.cancel.watch(streamer);
-
-    // The plan counts two branches whatever the guide scale (conservative: one needs less).
-    const std::int64_t branches = static_cast<std::int64_t>(text_.size());
-    const std::size_t arena_bytes = static_cast<std::size_t>(
-        dit_activation_bytes(parts_.set().dit_config, tokens, ctx.preset.ffn_chunk_tokens, branches,
-                             image_ ? 2 : 1, WanDit::lora_scratch_rank(loras.terms())));
-    const auto arena_memory = backend.allocate(arena_bytes);
-    memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
-
+    const DenoiseSettings settings = denoise_settings(ctx);
+    const std::array<int, 2> passes = expert_steps(settings);
     std::vector<DeviceTensor> contexts;
     for (const umt5::TextEmbedding& e : text_) {
-      contexts.push_back(device_tensor(backend, DType::kBF16, Shape{e.rows, e.dim}));
-      backend.upload(contexts.back().tensor, e.bf16.data());
+      contexts.push_back(device_tensor(ctx.backend, DType::kBF16, Shape{e.rows, e.dim}));
+      ctx.backend.upload(contexts.back().tensor, e.bf16.data());
     }
     std::vector<Tensor> context_tensors;
     for (const DeviceTensor& c : contexts) context_tensors.push_back(c.tensor);
+
+    std::unique_ptr<ExpertWeights> expert;
+    const auto next_expert = [&](int e) {
+      expert.reset();  // every byte of the previous expert is released first
+      ctx.telemetry.set_phase(parts_.set().two_experts() ? std::string(dit_stage_name(parts_.set(), e))
+                                                         : std::string());
+      expert = std::make_unique<ExpertWeights>(parts_, r_, plan_, e, passes[e], ctx,
+                                               static_cast<std::int64_t>(contexts.size()),
+                                               !z0_.empty());
+      return expert->pass();
+    };
 
     offload::StreamStats before;
     Clock::time_point step_start;
     DenoiseHooks hooks;
     hooks.before_step = [&](int) {
       ctx.cancel.throw_if_cancelled();
-      before = streamer.stats();
+      before = expert->stats();
       ctx.telemetry.begin_step();
       step_start = Clock::now();
     };
     hooks.after_step = [&](int, std::span<const float> x0) {
-      const offload::StreamStats after = streamer.stats();
+      const offload::StreamStats after = expert->stats();
       const double wait = after.acquire_wait_seconds - before.acquire_wait_seconds;
       ctx.telemetry.end_step(seconds_since(step_start) - wait, wait,
                              after.bytes_read - before.bytes_read);
       if (ctx.preview) ctx.preview(latent_preview(x0, grid_));
     };
+    denoise(ctx.backend, next_expert, context_tensors, grid_, DenoiseConditioning{z0_, y_},
+            settings, latent_, hooks);
+    expert.reset();
+    ctx.telemetry.set_phase({});
+    text_.clear();
+    text_.shrink_to_fit();
+    y_ = {};
+    if (ctx.final_latent) ctx.final_latent("latent", latent_);
+  }
+
+  DenoiseSettings denoise_settings(const RunContext& ctx) const {
     DenoiseSettings settings;
     settings.steps = r_.steps;
     settings.shift = r_.shift;
     settings.sampler = *parse_sampler_kind(r_.sampler);  // resolve() checked the name
     settings.guide_scale = r_.guide_scale;
+    settings.low_noise_guide_scale = r_.low_noise_guide_scale;
+    settings.boundary = parts_.set().two_experts() ? parts_.rules().expert_boundary : 0.0;
     settings.ffn_chunk_tokens = ctx.preset.ffn_chunk_tokens;
-    denoise(backend, dit, streamer, arena, context_tensors, grid_, z0_, settings, latent_, hooks);
-    text_.clear();
-    text_.shrink_to_fit();
-    if (ctx.final_latent) ctx.final_latent("latent", latent_);
+    return settings;
   }
 
   // The VAE decode as its plan says (untiled chunks, chunk-major tiles, or whole), frames handed
@@ -292,10 +370,11 @@ class WanRun final : public FamilyRun {
   const WanParts& parts_;
   const ResolvedRequest r_;
   const GenerationPlan& plan_;
-  std::optional<media::RgbImage> image_;
+  const FrameImages images_;
   const LatentGrid grid_;
   std::vector<umt5::TextEmbedding> text_;
-  std::vector<float> z0_;
+  std::vector<float> z0_;  // TI2V image-to-video: the start image's latent
+  std::vector<float> y_;   // A14B I2V: the mask and the conditioning video's latent
   std::vector<float> latent_;
 };
 

@@ -168,25 +168,29 @@ VaePlan make_vae_plan(const VaeWeights& weights, const offload::Preset& preset,
 }
 
 VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Preset& preset,
-                                   const offload::MachineInfo& machine, int width, int height) {
+                                   const offload::MachineInfo& machine, int width, int height,
+                                   int frames) {
   const offload::Budget budget = offload::budget_for(preset, machine);
   const VaeConfig& cfg = weights.config();
   const std::int64_t s = cfg.spatial;
   VaeEncodePlan p;
   p.activations = preset.vae_activations;
   p.weight_bytes = weights.bytes();
-  p.arena_bytes = WanVae::encode_arena_bytes(weights, 1, height, width, VaeOptions{p.activations});
-  p.io_bytes =
-      static_cast<std::uint64_t>(3 * width * height + cfg.z_dim * (height / s) * (width / s)) *
-      sizeof(float);
+  p.arena_bytes =
+      WanVae::encode_arena_bytes(weights, frames, height, width, VaeOptions{p.activations});
+  const std::int64_t latent_frames = vae_latent_frames(frames);
+  p.io_bytes = static_cast<std::uint64_t>(3 * std::int64_t{frames} * width * height +
+                                          cfg.z_dim * latent_frames * (height / s) * (width / s)) *
+               sizeof(float);
   const std::uint64_t device_need = p.weight_bytes + p.arena_bytes + p.io_bytes;
+  const char* what = frames == 1 ? "encoding the start image" : "encoding the conditioning video";
   // The host holds the image's pixels and the latent it downloads.
   const std::uint64_t ram_need =
       offload::kProcessBaseBytes + p.io_bytes + (budget.device_is_host ? device_need : 0);
   p.predicted_vram_peak = budget.device_is_host ? 0 : device_need;
   p.predicted_ram_peak = ram_need;
   if (!budget.device_is_host && device_need > budget.device_bytes) {
-    throw Error(ErrorCode::kDoesNotFit, "encoding the start image needs " + mib(device_need) +
+    throw Error(ErrorCode::kDoesNotFit, std::string(what) + " needs " + mib(device_need) +
                                             " of VRAM at " + std::to_string(width) + "x" +
                                             std::to_string(height) + ", but preset '" +
                                             preset.name + "' has " + mib(budget.device_bytes) +
@@ -194,7 +198,7 @@ VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Pre
   }
   if (ram_need > budget.ram_bytes) {
     throw Error(ErrorCode::kDoesNotFit,
-                "encoding the start image needs " + mib(ram_need) + " of RAM at " +
+                std::string(what) + " needs " + mib(ram_need) + " of RAM at " +
                     std::to_string(width) + "x" + std::to_string(height) + ", but preset '" +
                     preset.name + "' allows " + mib(budget.ram_bytes) + ": choose a smaller size");
   }

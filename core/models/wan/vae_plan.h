@@ -65,8 +65,11 @@ struct VaeEncodePlan {
   std::uint64_t predicted_ram_peak = 0;
 };
 
-// Error(kDoesNotFit) when the encode does not fit the preset's budget on `machine`.
+// The encode of `frames` frames (TI2V's start image: 1; A14B I2V's conditioning video: all of
+// the video's), the whole video and its latent held on the device. Error(kDoesNotFit) when the
+// encode does not fit the preset's budget on `machine`.
 VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Preset& preset,
-                                   const offload::MachineInfo& machine, int width, int height);
+                                   const offload::MachineInfo& machine, int width, int height,
+                                   int frames = 1);
 
 }  // namespace ferry::models::wan
