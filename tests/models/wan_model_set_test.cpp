@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/io/safetensors_writer.h"
@@ -15,12 +16,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A one-block DiT reading 64-wide text (the tiny umT5's width) with `channels` latent channels.
-void write_dit(const fs::path& path, std::uint64_t channels) {
-  models::wan::DitConfig c{"tiny", 256, 512, 1, channels, channels};
+// A one-block DiT reading 64-wide text (the tiny umT5's width) with `channels` latent channels in
+// (`out_channels` out: A14B I2V reads 36 and gives 16), and any `extra` tensors.
+void write_dit(const fs::path& path, std::uint64_t channels, std::uint64_t out_channels = 0,
+               std::vector<io::TensorSpec> extra = {}) {
+  models::wan::DitConfig c{"tiny", 256, 512, 1, channels, out_channels ? out_channels : channels};
   c.text_dim = 64;
   fs::create_directories(path.parent_path());
-  io::write_safetensors(path, models::wan::dit_tensors(c, DType::kBF16), {},
+  std::vector<io::TensorSpec> tensors = models::wan::dit_tensors(c, DType::kBF16);
+  tensors.insert(tensors.end(), extra.begin(), extra.end());
+  io::write_safetensors(path, tensors, {},
                         [](std::size_t, std::uint64_t, std::span<std::byte> out) {
                           std::fill(out.begin(), out.end(), std::byte{0});
                         });
@@ -130,6 +135,111 @@ TEST(ModelSet, RefusesPartsOfDifferentWidths) {
   copy_fixture("wan/vae/wan22_tiny.safetensors", dir / "vae.safetensors");
   const std::string m = message_of([&] { find_model_set({dir.path()}); });
   EXPECT_NE(m.find("64-wide"), std::string::npos) << m;
+}
+
+// The Wan 2.1 parts an A14B set takes, in `dir`.
+void write_wan21_parts(const fs::path& dir) {
+  copy_fixture("umt5/encoder/comfy_fp16.safetensors", dir / "umt5_xxl_fp16.safetensors");
+  copy_fixture("wan/vae/wan21_tiny.safetensors", dir / "wan_2.1_vae.safetensors");
+}
+
+// Every layout users have A14B in (formats_lora_moe.md §6.5): the experts told apart by their
+// paths, T2V and I2V by their input channels.
+TEST(ModelSet, FindsA14bsTwoExpertsInEachDistributedLayout) {
+  struct Layout {
+    const char* high;
+    const char* low;
+  } layouts[] = {
+      {"high_noise_model/diffusion_pytorch_model.safetensors",
+       "low_noise_model/diffusion_pytorch_model.safetensors"},
+      {"transformer/diffusion_pytorch_model.safetensors",
+       "transformer_2/diffusion_pytorch_model.safetensors"},
+      {"wan2.2_i2v_high_noise_14B_fp8_scaled.safetensors",
+       "wan2.2_i2v_low_noise_14B_fp8_scaled.safetensors"},
+      {"HighNoise/Wan2.2-I2V-A14B-HighNoise-Q8_0.safetensors",
+       "LowNoise/Wan2.2-I2V-A14B-LowNoise-Q8_0.safetensors"},
+  };
+  for (const Layout& l : layouts) {
+    for (const std::uint64_t in : {16ull, 36ull}) {
+      test::ScratchDir dir;
+      write_dit(dir / l.low, in, 16);  // the low-noise one first: the order found must not matter
+      write_dit(dir / l.high, in, 16);
+      write_wan21_parts(dir.path());
+      const ModelSet m = find_model_set({dir.path()});
+      EXPECT_TRUE(m.two_experts()) << l.high;
+      EXPECT_EQ(fs::relative(m.dit, dir.path()), fs::path(l.high));
+      EXPECT_EQ(fs::relative(m.low_noise_dit, dir.path()), fs::path(l.low));
+      EXPECT_EQ(m.dit_config.name, in == 36 ? "i2v-a14b" : "t2v-a14b") << l.high;
+      EXPECT_EQ(describe(m).size(), 5u);  // two experts, text encoder, tokenizer, VAE
+    }
+  }
+}
+
+TEST(ModelSet, RefusesAnA14bSetWithOneExpertOrMismatchedOnes) {
+  {
+    test::ScratchDir dir;
+    write_dit(dir / "high_noise_model" / "diffusion_pytorch_model.safetensors", 36, 16);
+    write_wan21_parts(dir.path());
+    const std::string m = message_of([&] { find_model_set({dir.path()}); });
+    EXPECT_NE(m.find("low-noise expert is missing"), std::string::npos) << m;
+  }
+  {
+    test::ScratchDir dir;
+    write_dit(dir / "wan2.2_i2v_low_noise_14B_fp16.safetensors", 36, 16);
+    write_wan21_parts(dir.path());
+    const std::string m = message_of([&] { find_model_set({dir.path()}); });
+    EXPECT_NE(m.find("high-noise expert is missing"), std::string::npos) << m;
+  }
+  {  // a T2V expert and an I2V expert
+    test::ScratchDir dir;
+    write_dit(dir / "wan2.2_t2v_high_noise_14B_fp16.safetensors", 16, 16);
+    write_dit(dir / "wan2.2_i2v_low_noise_14B_fp16.safetensors", 36, 16);
+    write_wan21_parts(dir.path());
+    const std::string m = message_of([&] { find_model_set({dir.path()}); });
+    EXPECT_NE(m.find("the experts disagree"), std::string::npos) << m;
+  }
+  {  // two experts named alike
+    test::ScratchDir dir;
+    write_dit(dir / "a" / "wan2.2_i2v_high_noise_14B_fp16.safetensors", 36, 16);
+    write_dit(dir / "b" / "wan2.2_i2v_high_noise_14B_fp16.safetensors", 36, 16);
+    write_wan21_parts(dir.path());
+    const std::string m = message_of([&] { find_model_set({dir.path()}); });
+    EXPECT_NE(m.find("two diffusion models"), std::string::npos) << m;
+  }
+}
+
+TEST(ModelSet, RefusesA14bNextToTheWan22Vae) {
+  test::ScratchDir dir;
+  write_dit(dir / "wan2.2_i2v_high_noise_14B_fp16.safetensors", 36, 16);
+  write_dit(dir / "wan2.2_i2v_low_noise_14B_fp16.safetensors", 36, 16);
+  copy_fixture("umt5/encoder/comfy_fp16.safetensors", dir / "umt5_xxl_fp16.safetensors");
+  copy_fixture("wan/vae/wan22_tiny.safetensors", dir / "wan2.2_vae.safetensors");
+  const std::string m = message_of([&] { find_model_set({dir.path()}); });
+  EXPECT_NE(m.find("i2v-a14b (16-channel latent) needs a Wan 2.1"), std::string::npos) << m;
+}
+
+TEST(ModelSet, RefusesWan21ImageToVideoWithItsClipConditioning) {
+  test::ScratchDir dir;
+  write_dit(dir / "wan2.1_i2v_480p_14B_fp16.safetensors", 36, 16,
+            {{"img_emb.proj.1.weight", DType::kBF16, {256, 1280}}});
+  write_wan21_parts(dir.path());
+  const std::string m = message_of([&] { find_model_set({dir.path()}); });
+  EXPECT_NE(m.find("CLIP"), std::string::npos) << m;
+}
+
+TEST(ModelSet, TellsAnExpertOrALoraForOneByItsPath) {
+  EXPECT_EQ(expert_role("x/high_noise_model/diffusion_pytorch_model.safetensors.index.json"),
+            ExpertRole::kHighNoise);
+  EXPECT_EQ(expert_role("HighNoise/Wan2.2-T2V-A14B-HighNoise-Q4_K_M.gguf"), ExpertRole::kHighNoise);
+  EXPECT_EQ(expert_role("loras/wan2.2_i2v_A14b_low_noise_lora_rank64_lightx2v_4step_1022.safetensors"),
+            ExpertRole::kLowNoise);
+  EXPECT_EQ(expert_role("loras/wan2.2_t2v_lightx2v_4steps_lora_v1.1_high_noise.safetensors"),
+            ExpertRole::kHighNoise);
+  EXPECT_EQ(expert_role("loras/style.safetensors"), ExpertRole::kUnknown);
+  EXPECT_EQ(expert_role("models/transformer/diffusion_pytorch_model.safetensors"),
+            ExpertRole::kUnknown);  // a lone diffusers transformer/ is any model's
+  EXPECT_EQ(expert_role("models/transformer_2/diffusion_pytorch_model.safetensors"),
+            ExpertRole::kLowNoise);
 }
 
 }  // namespace

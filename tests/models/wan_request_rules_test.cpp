@@ -2,6 +2,7 @@
 // the engine publishes to front ends; the checks every family shares (core/models/request.h).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,14 @@ ModelSet model(const DitConfig& c) {
   ModelSet m;
   m.dit_config = c;
   m.text_dim = 4096;
+  return m;
+}
+
+// Wan 2.2 A14B: two experts (their paths are never read by the rules).
+ModelSet a14b(const DitConfig& c) {
+  ModelSet m = model(c);
+  m.dit = "high_noise_model/diffusion_pytorch_model.safetensors";
+  m.low_noise_dit = "low_noise_model/diffusion_pytorch_model.safetensors";
   return m;
 }
 
@@ -233,6 +242,136 @@ TEST(Request, ADistillationLoraRunAnyOtherWayIsAWarning) {
   EXPECT_EQ(warnings("distill4", 0, 3.5f).size(), 2u);           // CFG: (a) and the LoRA's
   EXPECT_TRUE(warnings("distill4", 0, std::nullopt).empty());
   EXPECT_TRUE(warnings("distill4", 8, 1.0f).empty());
+}
+
+}  // namespace
+}  // namespace ferry::models::wan
+
+namespace ferry::models::wan {
+namespace {
+
+// image2video.py's rule, on inputs whose results were computed with the official expression
+// (np.sqrt(max_area * aspect) // 8 // 2 * 2 · 8): the 1280·720 area at 16:9, 4:3, 9:16, and the
+// parity test's 72×54 image at a 64·64 area.
+TEST(A14bRequest, OutputSizeFollowsTheOfficialI2vRule) {
+  struct Case {
+    int iw, ih;
+    std::int64_t area;
+    int w, h;
+  } cases[] = {{1920, 1080, 1280 * 720, 1280, 720}, {1024, 768, 1280 * 720, 1104, 816},
+               {1080, 1920, 1280 * 720, 720, 1280}, {72, 54, 64 * 64, 64, 48},
+               // sqrt(832·480·480/832) is 479.99999…: the official rule gives 464, not 480.
+               {832, 480, 832 * 480, 832, 464}};
+  for (const Case& c : cases) {
+    int w = 0, h = 0;
+    a14b_output_size(c.iw, c.ih, c.area, w, h);
+    EXPECT_EQ(w, c.w) << c.iw << "x" << c.ih;
+    EXPECT_EQ(h, c.h) << c.iw << "x" << c.ih;
+  }
+}
+
+TEST(A14bRequest, FillsEachExpertsOfficialDefaults) {
+  test::ScratchDir dir;
+  const ResolvedRequest t2v = resolve(request(dir), a14b(kT2V_A14B), std::nullopt);
+  EXPECT_EQ(t2v.width, 1280);
+  EXPECT_EQ(t2v.height, 720);
+  EXPECT_EQ(t2v.frames, 81);
+  EXPECT_EQ(t2v.fps, 16);
+  EXPECT_EQ(t2v.steps, 40);
+  EXPECT_DOUBLE_EQ(t2v.shift, 12.0);
+  EXPECT_FLOAT_EQ(t2v.guide_scale, 4.0f);  // high-noise
+  EXPECT_FLOAT_EQ(t2v.low_noise_guide_scale, 3.0f);
+  const RequestRules rules = request_rules(a14b(kT2V_A14B));
+  EXPECT_TRUE(rules.two_experts);
+  EXPECT_DOUBLE_EQ(rules.expert_boundary, 0.875);
+  EXPECT_FALSE(rules.takes_start_image);
+
+  GenerationRequest with_image = request(dir);
+  with_image.image = dir / "start.png";
+  const ResolvedRequest i2v = resolve(with_image, a14b(kI2V_A14B), std::pair(1920, 1080));
+  EXPECT_EQ(i2v.width, 1280);
+  EXPECT_EQ(i2v.height, 720);
+  EXPECT_DOUBLE_EQ(i2v.shift, 5.0);
+  EXPECT_FLOAT_EQ(i2v.guide_scale, 3.5f);
+  EXPECT_FLOAT_EQ(i2v.low_noise_guide_scale, 3.5f);
+  const RequestRules i2v_rules = request_rules(a14b(kI2V_A14B));
+  EXPECT_TRUE(i2v_rules.takes_start_image);
+  EXPECT_TRUE(i2v_rules.takes_end_image);
+  EXPECT_DOUBLE_EQ(i2v_rules.expert_boundary, 0.9);
+}
+
+TEST(A14bRequest, OneGuideScaleGivenSetsBothAndTheSecondOverridesTheLowNoiseOne) {
+  test::ScratchDir dir;
+  GenerationRequest r = request(dir);
+  r.guide_scale = 6.0f;
+  EXPECT_FLOAT_EQ(resolve(r, a14b(kT2V_A14B), std::nullopt).low_noise_guide_scale, 6.0f);
+  r.low_noise_guide_scale = 2.0f;
+  const ResolvedRequest both = resolve(r, a14b(kT2V_A14B), std::nullopt);
+  EXPECT_FLOAT_EQ(both.guide_scale, 6.0f);
+  EXPECT_FLOAT_EQ(both.low_noise_guide_scale, 2.0f);
+  r.sampler = "distill4";
+  r.guide_scale.reset();
+  r.low_noise_guide_scale.reset();
+  const ResolvedRequest distilled = resolve(r, a14b(kT2V_A14B), std::nullopt);
+  EXPECT_FLOAT_EQ(distilled.guide_scale, 1.0f);
+  EXPECT_FLOAT_EQ(distilled.low_noise_guide_scale, 1.0f);
+}
+
+TEST(A14bRequest, RefusesWhatTheModelDoesNotTake) {
+  test::ScratchDir dir;
+  const auto refused = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadArgument);
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "not refused";
+    return std::string();
+  };
+  // I2V without a start image; an end image on TI2V; --cfg-low on a one-expert model.
+  EXPECT_NE(refused([&] { resolve(request(dir), a14b(kI2V_A14B), std::nullopt); })
+                .find("start image"),
+            std::string::npos);
+  GenerationRequest end = request(dir);
+  end.image = dir / "a.png";
+  end.end_image = dir / "b.png";
+  EXPECT_NE(refused([&] { resolve(end, model(kTI2V_5B), std::pair(64, 64)); }).find("end image"),
+            std::string::npos);
+  GenerationRequest low = request(dir);
+  low.low_noise_guide_scale = 2.0f;
+  EXPECT_NE(refused([&] { resolve(low, model(kTI2V_5B), std::nullopt); }).find("one expert"),
+            std::string::npos);
+  // An end image without a start image, whatever the model.
+  GenerationRequest only_end = request(dir);
+  only_end.end_image = dir / "b.png";
+  EXPECT_NE(refused([&] { check_run_inputs(only_end); }).find("needs a start image"),
+            std::string::npos);
+}
+
+// Issue 23 item 7: a 10×4000 start image made "0 × 10240" (TI2V's rule divided by a zero width).
+// Both size rules now give a side outside the limits, and the request is refused naming the image.
+TEST(A14bRequest, AnExtremeAspectStartImageIsRefusedNotMadeZeroWide) {
+  test::ScratchDir dir;
+  GenerationRequest r = request(dir);
+  r.image = dir / "strip.png";
+  for (const ModelSet& m : {model(kTI2V_5B), a14b(kI2V_A14B)}) {
+    for (const auto& size : {std::pair(10, 4000), std::pair(4000, 10)}) {
+      try {
+        resolve(r, m, size);
+        ADD_FAILURE() << m.dit_config.name << " took " << size.first << "x" << size.second;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kBadArgument);
+        const std::string what = e.what();
+        EXPECT_NE(what.find(std::to_string(size.first) + "×" + std::to_string(size.second)),
+                  std::string::npos)
+            << what;
+        EXPECT_EQ(what.find(" 0 "), std::string::npos) << what;
+      }
+    }
+  }
+  // A wide but reasonable image still works (21:9 at TI2V's area).
+  EXPECT_NO_THROW(resolve(r, model(kTI2V_5B), std::pair(2560, 1080)));
 }
 
 }  // namespace
