@@ -156,7 +156,11 @@ namespace {
 // The options generate and demo share → a request.
 pipeline::GenerationRequest request_from(const Args& args) {
   pipeline::GenerationRequest r;
-  if (const auto model = args.value("model")) r.model = {io::detail::path_from_utf8(*model)};
+  // A folder, or the parts one by one (--model repeated: A14B's experts, a text encoder and a VAE
+  // from three folders).
+  for (const std::string& model : args.values("model")) {
+    r.model.push_back(io::detail::path_from_utf8(model));
+  }
   r.prompt = args.value_or("prompt", "");
   r.negative_prompt = args.value_or("negative", "");
   if (const auto image = args.value("image")) r.image = io::detail::path_from_utf8(*image);

@@ -43,6 +43,7 @@ constexpr const char* kUsage =
     "images and experts:\n"
     "  --image FILE         the start frame (image-to-video models: TI2V-5B, A14B I2V); the\n"
     "                       video takes its aspect, --width x --height only set the area\n"
+    "  --model PATH         a model folder, or (repeated) its parts' files or folders one by one\n"
     "  --end-image FILE     the end frame too (first-last frame; Wan 2.2 A14B I2V)\n"
     "  --cfg X / --cfg-low X  Wan 2.2 A14B: the high-noise expert's guide scale and the\n"
     "                       low-noise expert's (defaults: T2V 4.0 / 3.0, I2V 3.5 / 3.5)\n"

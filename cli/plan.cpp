@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <filesystem>
 #include <vector>
 
 #include "cli/args.h"
@@ -118,7 +119,11 @@ int run_plan(const std::vector<std::string>& argv) {
                 "[--json]");
   }
   const pipeline::Session session(session_options(args));
-  const pipeline::ModelHandle model = session.find({io::detail::path_from_utf8(*model_path)});
+  std::vector<std::filesystem::path> model_paths;
+  for (const std::string& m : args.values("model")) {
+    model_paths.push_back(io::detail::path_from_utf8(m));
+  }
+  const pipeline::ModelHandle model = session.find(model_paths);
   models::GenerationRequest request;
   request.preset = args.value_or("preset", "auto");
   request.width = static_cast<int>(args.integer_or("width", 0, 0, 8192));
