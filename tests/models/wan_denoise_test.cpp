@@ -316,3 +316,54 @@ TEST_F(WanDenoise, streamed_and_mixed_plans_give_the_resident_latents) {
 
 }  // namespace
 }  // namespace ferry::models::wan
+
+namespace ferry::models::wan {
+namespace {
+
+// The expert split (formats_lora_moe.md §6.2, §5.3): the official rule t >= boundary·1000 on the
+// sampler's own timesteps, at the official A14B settings and the distilled 4-step recipe.
+TEST(WanExperts, eachExpertRunsTheStepsTheOfficialBoundaryGivesIt) {
+  struct Split {
+    int steps;
+    double shift, boundary;
+    SamplerKind sampler;
+    int high;
+  } cases[] = {
+      {40, 12.0, 0.875, SamplerKind::kUniPC, 26},  // T2V: steps 0–25 high (t 877, then 865)
+      {40, 5.0, 0.900, SamplerKind::kUniPC, 15},   // I2V: steps 0–14 high (902, then 892)
+      {40, 3.0, 0.900, SamplerKind::kUniPC, 10},   // I2V at 480p's shift 3
+      {4, 5.0, 0.875, SamplerKind::kDistilled, 2},  // Lightning / LightX2V: 2 + 2
+      {4, 5.0, 0.900, SamplerKind::kDistilled, 2},
+      {4, 5.0, 0.0, SamplerKind::kUniPC, 4},  // one expert
+  };
+  for (const Split& c : cases) {
+    DenoiseSettings s;
+    s.steps = c.steps;
+    s.shift = c.shift;
+    s.boundary = c.boundary;
+    s.sampler = c.sampler;
+    const std::array<int, 2> split = expert_steps(s);
+    EXPECT_EQ(split[0], c.high) << c.steps << " steps, shift " << c.shift;
+    EXPECT_EQ(split[1], c.steps - c.high) << c.steps << " steps, shift " << c.shift;
+  }
+}
+
+// CFG is on when any expert's steps use it: the unconditional context is needed then.
+TEST(WanExperts, guidanceIsNeededWhenEitherExpertUsesIt) {
+  DenoiseSettings s;
+  s.steps = 4;
+  s.boundary = 0.875;
+  s.sampler = SamplerKind::kDistilled;
+  s.guide_scale = s.low_noise_guide_scale = 1.0f;
+  EXPECT_FALSE(any_guidance(s));
+  s.guide_scale = 3.5f;  // "first steps with CFG" recipes
+  EXPECT_TRUE(any_guidance(s));
+  s.guide_scale = 1.0f;
+  s.low_noise_guide_scale = 2.0f;
+  EXPECT_TRUE(any_guidance(s));
+  s.boundary = 0.0;  // one expert: only guide_scale counts
+  EXPECT_FALSE(any_guidance(s));
+}
+
+}  // namespace
+}  // namespace ferry::models::wan
