@@ -3,7 +3,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QHBoxLayout>
+#include <QGridLayout>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QListWidget>
@@ -86,8 +86,8 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
     : QWidget(parent),
       store_(store),
       list_(new QListWidget(this)),
-      restore_(new QPushButton(tr("Restore settings"), this)),
-      open_(new QPushButton(tr("Open video"), this)),
+      restore_(new QPushButton(tr("Use settings"), this)),
+      open_(new QPushButton(tr("Play here"), this)),
       remove_(new QPushButton(tr("Remo&ve"), this)) {
   list_->setIconSize(QSize(kThumbnailWidth / 2, kThumbnailWidth * 9 / 32));
   list_->setWordWrap(true);
@@ -95,11 +95,13 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   list_->setAccessibleName(tr("History of generations"));
   list_->setToolTip(tr("Double-click an item (or press Enter) to restore its settings"));
   restore_->setToolTip(tr("Put every setting of this video back in the window"));
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(restore_);
-  buttons->addWidget(open_);
-  buttons->addStretch();
-  buttons->addWidget(remove_);
+  open_->setToolTip(tr("Play this video in the window's player"));
+  // Two rows: the panel is a narrow side column (a sixth of a 1280 px window).
+  auto* buttons = new QGridLayout;
+  buttons->addWidget(restore_, 0, 0);
+  buttons->addWidget(open_, 0, 1);
+  buttons->addWidget(remove_, 1, 1);
+  buttons->setColumnStretch(2, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(list_, 1);
   layout->addLayout(buttons);

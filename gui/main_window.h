@@ -1,5 +1,8 @@
-// Ferry's main window: the prompt, the start image, the model and the video settings on the left;
-// the preview / player and the live VRAM and RAM charts in the middle; the history on the right.
+// Ferry's main window: the model, the prompt, the start and end frames, the video settings, the
+// LoRAs and the Generate button on the left; the preview / player above the memory plan and the
+// live VRAM and RAM charts in the middle; the history on the right. On its first start it fills
+// the screen it opens on (a laptop's 1280×720 included: the primary controls need no scrolling),
+// and it opens as it was left after that.
 // The engine runs on a worker QThread (GenerationWorker); everything here reacts to its queued
 // signals, so the window never waits for the engine.
 #pragma once
@@ -18,6 +21,7 @@ class QLabel;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
+class QScreen;
 class QSettings;
 class QSplitter;
 
@@ -41,7 +45,17 @@ struct MainWindowOptions {
   std::optional<offload::MachineInfo> machine;  // empty: measured
   bool firstRunCheck = true;                    // show the machine check on the first start
   bool askBeforeClosing = true;
+  QScreen* screen = nullptr;  // the screen to open on the first time; null: the primary one
 };
+
+// Where the window opens the first time on a screen whose free area is `available`: maximised on
+// laptop and desktop screens up to 2200 px wide, a centred 1920×1200 or smaller beyond (a
+// settings column stretched across a 4K screen helps nobody). `maximized` says which.
+struct FirstRunPlacement {
+  QRect geometry;
+  bool maximized = false;
+};
+FirstRunPlacement firstRunPlacement(const QRect& available);
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -109,6 +123,7 @@ class MainWindow : public QMainWindow {
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
   void changeEvent(QEvent* event) override;
+  void showEvent(QShowEvent* event) override;
 
  private:
   void buildUi();
@@ -186,6 +201,8 @@ class MainWindow : public QMainWindow {
   QLabel* status_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QSplitter* splitter_ = nullptr;
+  QSplitter* middleSplitter_ = nullptr;
+  bool placeOnShow_ = false;  // no remembered geometry: placed by firstRunPlacement when shown
   // applySettings() chose a model folder: the model found there keeps the restored settings
   // instead of filling in its defaults.
   bool keepSettingsForModel_ = false;

@@ -19,7 +19,7 @@
 namespace ferry::gui {
 namespace {
 
-constexpr int kThumbnailHeight = 104;
+constexpr int kThumbnailHeight = 72;
 
 bool isVideo(const QString& path) {
   return path.endsWith(QLatin1String(".mp4"), Qt::CaseInsensitive);
@@ -37,7 +37,6 @@ StartImageBox::StartImageBox(QWidget* parent)
   setAcceptDrops(true);
   setAccessibleName(tr("Start image"));
   thumbnail_->setAlignment(Qt::AlignCenter);
-  thumbnail_->setFixedSize(kThumbnailHeight * 16 / 9, kThumbnailHeight);
   thumbnail_->setWordWrap(true);
   thumbnail_->setForegroundRole(QPalette::PlaceholderText);
   caption_->setWordWrap(true);
@@ -49,17 +48,20 @@ StartImageBox::StartImageBox(QWidget* parent)
   QFont bold = title->font();
   bold.setBold(true);
   title->setFont(bold);
+  // Title, thumbnail, caption and buttons stacked: two boxes (start and end frame) fit side by
+  // side in the settings column.
+  thumbnail_->setMinimumWidth(kThumbnailHeight * 4 / 3);
+  thumbnail_->setFixedHeight(kThumbnailHeight);
+  thumbnail_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(browse_);
   buttons->addWidget(clear_);
   buttons->addStretch();
-  auto* side = new QVBoxLayout;
-  side->addWidget(title);
-  side->addWidget(caption_, 1);
-  side->addLayout(buttons);
-  auto* layout = new QHBoxLayout(this);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(title);
   layout->addWidget(thumbnail_);
-  layout->addLayout(side, 1);
+  layout->addWidget(caption_);
+  layout->addLayout(buttons);
 
   connect(browse_, &QPushButton::clicked, this, &StartImageBox::browse);
   connect(clear_, &QPushButton::clicked, this, &StartImageBox::clear);
