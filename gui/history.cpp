@@ -93,7 +93,8 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   list_->setWordWrap(true);
   list_->setUniformItemSizes(false);
   list_->setAccessibleName(tr("History of generations"));
-  list_->setToolTip(tr("Double-click an item (or press Enter) to restore its settings"));
+  list_->setToolTip(
+      tr("Click an item to play it; double-click it (or press Enter) to use its settings"));
   restore_->setToolTip(tr("Put every setting of this video back in the window"));
   open_->setToolTip(tr("Play this video in the window's player"));
   // Two rows: the panel is a narrow side column (a sixth of a 1280 px window).
@@ -110,6 +111,12 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
     if (const HistoryItem* item = current()) emit restoreRequested(item->settings, item->video);
   };
   connect(list_, &QListWidget::itemActivated, this, restore);
+  // A click plays the item's video in the window's player; its settings stay where they are.
+  connect(list_, &QListWidget::itemClicked, this, [this] {
+    if (const HistoryItem* item = current(); item && QFileInfo::exists(item->video)) {
+      emit openRequested(item->video);
+    }
+  });
   connect(restore_, &QPushButton::clicked, this, restore);
   connect(open_, &QPushButton::clicked, this, [this] {
     if (const HistoryItem* item = current()) emit openRequested(item->video);
@@ -135,9 +142,18 @@ void HistoryPanel::reload() {
   for (const HistoryItem& item : items_) {
     QString prompt = item.settings.prompt.simplified();
     if (prompt.size() > 90) prompt = prompt.left(88) + QStringLiteral("…");
+    // What made it: the model (its folder's name), the preset, the sampler, the start image.
+    QStringList made;
+    const HistoryItem& i = item;
+    if (!i.settings.modelFolder.isEmpty()) made << QFileInfo(i.settings.modelFolder).fileName();
+    if (!i.settings.preset.isEmpty()) made << tr("preset %1").arg(i.settings.preset);
+    if (!i.settings.sampler.isEmpty()) made << i.settings.sampler;
+    if (!i.settings.image.isEmpty())
+      made << tr("from %1").arg(QFileInfo(i.settings.image).fileName());
     auto* row = new QListWidgetItem(
-        QStringLiteral("%1\n%2 · %3")
-            .arg(prompt, item.summary, QLocale().toString(item.created, QLocale::ShortFormat)),
+        QStringLiteral("%1\n%2 · %3\n%4")
+            .arg(prompt, item.summary, QLocale().toString(item.created, QLocale::ShortFormat),
+                 made.join(QStringLiteral(" · "))),
         list_);
     if (!item.thumbnail.isEmpty()) row->setIcon(QIcon(item.thumbnail));
     row->setToolTip(QDir::toNativeSeparators(item.video));

@@ -72,6 +72,15 @@ QString durationText(double seconds) {
 
 }  // namespace
 
+QString stepProgressText(const StepInfo& info) {
+  const QString step = QObject::tr("step %1/%2 · %3/step · ETA %4")
+                           .arg(info.step)
+                           .arg(info.steps)
+                           .arg(durationText(info.secondsPerStep), durationText(info.etaSeconds));
+  if (info.phase.isEmpty()) return step;
+  return info.phase.left(1).toUpper() + info.phase.mid(1) + QStringLiteral(" · ") + step;
+}
+
 FirstRunPlacement firstRunPlacement(const QRect& available) {
   constexpr int kMaximiseUpTo = 2200;
   if (available.width() <= kMaximiseUpTo) return {available, true};
@@ -219,8 +228,10 @@ void MainWindow::buildUi() {
 
   // The frames the video starts (and, for first–last-frame models, ends) on, side by side.
   auto* frames = new QHBoxLayout;
-  startImage_ = new StartImageBox;
+  startImage_ = new StartImageBox(StartImageBox::Frame::kStart);
+  endImage_ = new StartImageBox(StartImageBox::Frame::kEnd);
   frames->addWidget(startImage_, 1);
+  frames->addWidget(endImage_, 1);
   leftLayout->addLayout(frames);
 
   video_ = new VideoSettingsBox;
@@ -359,6 +370,8 @@ void MainWindow::buildUi() {
   connect(loraList_, &LoraList::rejected, this, &MainWindow::showMessage);
   connect(startImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
   connect(startImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
+  connect(endImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
+  connect(endImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
   connect(video_, &VideoSettingsBox::videoChanged, this, &MainWindow::updatePlanInputs);
   connect(video_, &VideoSettingsBox::seedCopied, this, [this](const QString& seed) {
     statusBar()->showMessage(tr("Seed %1 copied").arg(seed), 3000);
@@ -376,10 +389,7 @@ void MainWindow::buildUi() {
     }
   });
   connect(historyPanel_, &HistoryPanel::restoreRequested, this,
-          [this](const GenerationSettings& s, const QString& video) {
-            applySettings(s, video);
-            statusBar()->showMessage(tr("Settings restored from the history"), 4000);
-          });
+          [this](const GenerationSettings& s, const QString& video) { restoreRun(s, video); });
   connect(historyPanel_, &HistoryPanel::openRequested, this, &MainWindow::showVideo);
 }
 
@@ -412,6 +422,9 @@ void MainWindow::buildMenus() {
   run->addSeparator();
   run->addAction(tr("Use the &demo model"), this, &MainWindow::useDemoModel);
   run->addAction(tr("Copy the &seed"), video_, &VideoSettingsBox::copySeed);
+  undoAction_ = run->addAction(tr("&Undo restore"), this, &MainWindow::undoRestore);
+  undoAction_->setToolTip(tr("Bring back the settings a restore replaced"));
+  undoAction_->setEnabled(false);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Check this machine…"), this, &MainWindow::showMachineCheck);
@@ -465,6 +478,7 @@ GenerationSettings MainWindow::settings() const {
   s.prompt = prompt_->toPlainText();
   s.negativePrompt = negative_->toPlainText();
   s.image = startImage_->path();
+  s.endImage = endImage_->path();
   s.modelFolder = QDir::fromNativeSeparators(modelPanel_->folder());
   video_->fill(s);
   advanced_->fill(s);
@@ -479,17 +493,22 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
   const QString previousNoise = advanced_->noise();
   prompt_->setPlainText(s.prompt);
   negative_->setPlainText(s.negativePrompt);
-  // A clip names its start image by file name only (GenerationSettings::fromClip): it is looked
-  // for beside the clip, never wherever the working folder happens to be.
-  const QString image = !clip.isEmpty() && !s.image.isEmpty() && QFileInfo(s.image).isRelative()
-                            ? QFileInfo(clip).dir().filePath(s.image)
-                            : s.image;
-  if (image.isEmpty()) {
-    startImage_->clear();
-  } else if (!startImage_->setPath(image)) {
-    showMessage(tr("The start image %1 could not be restored: %2")
-                    .arg(QDir::toNativeSeparators(image), startImage_->error()));
-  }
+  // A clip names its start and end images by file name only (GenerationSettings::fromClip):
+  // they are looked for beside the clip, never wherever the working folder happens to be.
+  const auto restoreImage = [&](StartImageBox* box, const QString& name, const QString& what) {
+    const QString image = !clip.isEmpty() && !name.isEmpty() && QFileInfo(name).isRelative()
+                              ? QFileInfo(clip).dir().filePath(name)
+                              : name;
+    if (image.isEmpty()) {
+      box->clear();
+    } else if (!box->setPath(image)) {
+      box->clear();
+      showMessage(tr("The %1 %2 could not be restored: %3")
+                      .arg(what, QDir::toNativeSeparators(image), box->error()));
+    }
+  };
+  restoreImage(startImage_, s.image, tr("start image"));
+  restoreImage(endImage_, s.endImage, tr("end image"));
   // LoRAs with a path (the history, the last session) are listed at once; a clip names its LoRAs
   // by file name only, and they are listed once found.
   const bool findLoras = std::any_of(s.loras.begin(), s.loras.end(),
@@ -670,6 +689,10 @@ void MainWindow::onModelChanged() {
   })
                               : LoraList::Checker());
   video_->setRules(model ? std::optional(model->rules()) : std::nullopt, !keepSettingsForModel_);
+  endImage_->setHint(!model || model->rules().takes_end_image
+                         ? tr("Optional: the frame the video ends on (needs a start image).")
+                         : tr("This model takes no end image (first–last frame: Wan 2.2 A14B "
+                              "I2V)."));
   keepSettingsForModel_ = false;
   presetPanel_->setModel(model);
   updatePlanInputs();
@@ -759,7 +782,7 @@ void MainWindow::updateGenerateButton() {
     planLine_->setText(QStringLiteral("⚠ ") + reason);
   }
   if (state_ == State::kIdle && !reason.isEmpty()) {
-    status_->setText(tr("Can't generate yet: %1").arg(reason));
+    status_->setText(tr("Not ready (the reason is above the Generate button)"));
   } else if (state_ == State::kIdle) {
     status_->setText(tr("Ready"));
   }
@@ -772,7 +795,8 @@ void MainWindow::generate() {
   clearMessage();
   const QString blocked = generateBlockedReason();
   if (!blocked.isEmpty()) {
-    showMessage(blocked);
+    // Already in view, in the line above the button: said once, not again in a banner.
+    lastMessage_ = blocked;
     return;
   }
   if (prompt_->toPlainText().trimmed().isEmpty()) {
@@ -831,8 +855,8 @@ void MainWindow::cancel() {
 void MainWindow::setState(State state) {
   state_ = state;
   const bool idle = state == State::kIdle;
-  for (QWidget* w : std::initializer_list<QWidget*>{prompt_, negative_, startImage_, modelPanel_,
-                                                    loraList_, presetPanel_}) {
+  for (QWidget* w : std::initializer_list<QWidget*>{prompt_, negative_, startImage_, endImage_,
+                                                    modelPanel_, loraList_, presetPanel_}) {
     w->setEnabled(idle);
   }
   video_->setEditable(idle);
@@ -878,10 +902,7 @@ void MainWindow::onStep(const StepInfo& info) {
   progress_->setRange(0, info.steps);
   progress_->setValue(info.step);
   if (state_ == State::kCancelling) return;
-  const QString text = tr("step %1/%2 · %3/step · ETA %4")
-                           .arg(info.step)
-                           .arg(info.steps)
-                           .arg(durationText(info.secondsPerStep), durationText(info.etaSeconds));
+  const QString text = stepProgressText(info);
   setProgressText(text, text);
 }
 
@@ -964,6 +985,7 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
     resolved.modelFolder = s.modelFolder;
     resolved.seedMode = s.seedMode;
     resolved.image = s.image;
+    resolved.endImage = s.endImage;
     resolved.noise = s.noise;
     resolved.saveNoise = s.saveNoise;
     resolved.saveLatents = s.saveLatents;
@@ -997,6 +1019,25 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
   historyPanel_->reload();
 }
 
+void MainWindow::restoreRun(const GenerationSettings& settings, const QString& video) {
+  undo_ = this->settings();
+  GenerationSettings run = settings;
+  run.seedMode = SeedMode::kFixed;  // a restored run is made again, not a new one rolled
+  applySettings(run, video);
+  undoAction_->setEnabled(true);
+  statusBar()->showMessage(tr("The settings of %1 are restored, its seed fixed (Run → Undo "
+                              "restore brings back the previous ones).")
+                               .arg(QFileInfo(video).fileName()),
+                           8000);
+}
+
+void MainWindow::undoRestore() {
+  if (!undo_ || state_ != State::kIdle) return;
+  const GenerationSettings previous = *std::exchange(undo_, std::nullopt);
+  applySettings(previous);
+  undoAction_->setEnabled(false);
+}
+
 bool MainWindow::openVideo(const QString& path) {
   QString why;
   const auto s = GenerationSettings::fromVideo(path, &why, defaultNegative_);
@@ -1004,10 +1045,8 @@ bool MainWindow::openVideo(const QString& path) {
     showMessage(why);
     return false;
   }
-  applySettings(*s, path);
+  restoreRun(*s, path);
   showVideo(path);
-  statusBar()->showMessage(tr("Settings restored from %1").arg(QDir::toNativeSeparators(path)),
-                           6000);
   return true;
 }
 
@@ -1056,6 +1095,7 @@ void MainWindow::useDistilledSampler(int steps) {
   s.sampler = QStringLiteral("distill4");
   s.steps = steps;
   s.guideScale = 1;
+  s.lowNoiseGuideScale = 1;  // both experts' (kept only for two-expert models)
   s.shift = 5;
   video_->apply(s);
   updatePlanInputs();
@@ -1098,8 +1138,7 @@ void MainWindow::openFolder() {
 void MainWindow::showMessage(const QString& message) {
   lastMessage_ = message;
   message_->setText(QStringLiteral("⚠ ") + message);
-  message_->show();
-  statusBar()->showMessage(message, 8000);
+  message_->show();  // beside the Generate button, outside the scroll: in view, and said once
 }
 
 void MainWindow::clearMessage() {

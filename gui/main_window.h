@@ -17,6 +17,7 @@
 #include "gui/generation_settings.h"
 #include "gui/generation_worker.h"
 
+class QAction;
 class QLabel;
 class QPlainTextEdit;
 class QProgressBar;
@@ -57,6 +58,10 @@ struct FirstRunPlacement {
 };
 FirstRunPlacement firstRunPlacement(const QRect& available);
 
+// The status bar's line for a denoising step: "step 3/20 · 1.2 s/step · ETA 20 s", led by the
+// expert that ran it for two-expert models ("High-noise expert · step 3/20 · …").
+QString stepProgressText(const StepInfo& info);
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
@@ -73,6 +78,12 @@ class MainWindow : public QMainWindow {
   // any, then in the one chosen now; the noise file it was made from beside the clip or where the
   // last one was loaded. restoreNotice() then says what was found and what was not.
   void applySettings(const GenerationSettings& settings, const QString& clip = QString());
+  // Puts back the settings of a past run (a history item, a Ferry MP4) so that Generate makes it
+  // again: its seed fixed (never "random each time"), its model files, LoRAs, preset and sampler.
+  // What the window showed before can be had back with undoRestore().
+  void restoreRun(const GenerationSettings& settings, const QString& video);
+  bool canUndoRestore() const { return undo_.has_value(); }
+  void undoRestore();
   // Restores the settings a Ferry MP4 carries and shows it; false with a message when it cannot.
   bool openVideo(const QString& path);
   // Plays a video in the window's player (decoded on the engine thread), settings untouched.
@@ -98,6 +109,7 @@ class MainWindow : public QMainWindow {
   LoraList* loraList() const { return loraList_; }
   AdvancedBox* advancedBox() const { return advanced_; }
   StartImageBox* startImage() const { return startImage_; }
+  StartImageBox* endImage() const { return endImage_; }
   FramePlayer* player() const { return player_; }
   HistoryPanel* historyPanel() const { return historyPanel_; }
   MemoryChart* vramChart() const { return vramChart_; }
@@ -180,6 +192,7 @@ class MainWindow : public QMainWindow {
   QPlainTextEdit* prompt_ = nullptr;
   QPlainTextEdit* negative_ = nullptr;
   StartImageBox* startImage_ = nullptr;
+  StartImageBox* endImage_ = nullptr;
   ModelPanel* modelPanel_ = nullptr;
   LoraList* loraList_ = nullptr;
   PresetPanel* presetPanel_ = nullptr;
@@ -206,6 +219,8 @@ class MainWindow : public QMainWindow {
   // applySettings() chose a model folder: the model found there keeps the restored settings
   // instead of filling in its defaults.
   bool keepSettingsForModel_ = false;
+  std::optional<GenerationSettings> undo_;  // what the last restoreRun() replaced
+  QAction* undoAction_ = nullptr;
 };
 
 // Where Ferry keeps its per-user data: io::user_data_dir(), or the folder tests pass.
