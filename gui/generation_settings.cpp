@@ -155,12 +155,14 @@ models::GenerationRequest GenerationSettings::toRequest(const QString& output) c
   r.prompt = prompt.toStdString();
   r.negative_prompt = negativePrompt.toStdString();
   if (!image.isEmpty()) r.image = toPath(image);
+  if (!endImage.isEmpty()) r.end_image = toPath(endImage);
   r.width = width;
   r.height = height;
   r.frames = frames;
   r.fps = fps;
   r.steps = steps;
   if (guideScale > 0) r.guide_scale = static_cast<float>(guideScale);
+  if (lowNoiseGuideScale > 0) r.low_noise_guide_scale = static_cast<float>(lowNoiseGuideScale);
   if (shift > 0) r.shift = shift;
   if (!sampler.isEmpty()) r.sampler = sampler.toStdString();
   r.seed = seed;
@@ -197,11 +199,13 @@ QJsonObject GenerationSettings::toJson() const {
   j[QStringLiteral("fps")] = fps;
   j[QStringLiteral("steps")] = steps;
   j[QStringLiteral("guide_scale")] = guideScale;
+  if (lowNoiseGuideScale > 0) j[QStringLiteral("low_noise_guide_scale")] = lowNoiseGuideScale;
   j[QStringLiteral("shift")] = shift;
   j[QStringLiteral("sampler")] = sampler;
   j[QStringLiteral("preset")] = preset;
   j[QStringLiteral("model_folder")] = modelFolder;
   if (!image.isEmpty()) j[QStringLiteral("image")] = image;
+  if (!endImage.isEmpty()) j[QStringLiteral("end_image")] = endImage;
   if (!noise.isEmpty()) j[QStringLiteral("noise")] = noise;
   j[QStringLiteral("save_noise")] = saveNoise;
   j[QStringLiteral("save_latents")] = saveLatents;
@@ -229,6 +233,7 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
   // placeholder, so it restores as "empty".
   if (!defaultNegative.isEmpty() && s.negativePrompt == defaultNegative) s.negativePrompt.clear();
   s.image = j.value(QStringLiteral("image")).toString();
+  s.endImage = j.value(QStringLiteral("end_image")).toString();
   s.seed = countFromJson(j.value(QStringLiteral("seed")));
   s.seedMode = seedModeFromName(j.value(QStringLiteral("seed_mode")).toString());
   s.width = std::max(0, j.value(QStringLiteral("width")).toInt());
@@ -237,6 +242,7 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
   s.fps = std::max(0, j.value(QStringLiteral("fps")).toInt());
   s.steps = std::max(0, j.value(QStringLiteral("steps")).toInt());
   s.guideScale = j.value(QStringLiteral("guide_scale")).toDouble();
+  s.lowNoiseGuideScale = std::max(0.0, j.value(QStringLiteral("low_noise_guide_scale")).toDouble());
   s.shift = j.value(QStringLiteral("shift")).toDouble();
   s.sampler = j.value(QStringLiteral("sampler")).toString();
   s.preset = j.value(QStringLiteral("preset")).toString(QStringLiteral("auto"));
@@ -304,6 +310,7 @@ std::optional<GenerationSettings> GenerationSettings::fromClip(const QByteArray&
     names << l.name;
   }
   if (!s.image.isEmpty()) names << s.image;
+  if (!s.endImage.isEmpty()) names << s.endImage;
   for (const ClipFile& f : s.modelFiles) names << f.name;
   if (!s.noiseFile.name.isEmpty()) names << s.noiseFile.name;
   for (const QString& name : names) {

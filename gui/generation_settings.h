@@ -51,15 +51,18 @@ struct GenerationSettings {
   QString prompt;
   QString negativePrompt;  // empty: the model's default
   QString image;           // start image; empty: text to video
+  QString endImage;        // end image (first–last frame; needs a start image); empty: none
   QString modelFolder;
   int width = 0;  // 0: the model's default
   int height = 0;
   int frames = 0;
   int fps = 0;
   int steps = 0;
-  double guideScale = 0;  // 0: the model's default
-  double shift = 0;       // 0: the model's default
-  QString sampler;        // "unipc", "euler"; empty: the model's default
+  double guideScale = 0;  // 0: the model's default (two experts: the high-noise expert's)
+  // Two-expert models (Wan 2.2 A14B): the low-noise expert's guide scale; 0: the model's default.
+  double lowNoiseGuideScale = 0;
+  double shift = 0;  // 0: the model's default
+  QString sampler;   // "unipc", "euler"; empty: the model's default
   quint64 seed = 0;
   SeedMode seedMode = SeedMode::kFixed;
   QString preset = QStringLiteral("auto");
@@ -88,15 +91,17 @@ struct GenerationSettings {
   models::GenerationRequest toRequest(const QString& output) const;
 
   // The generator's settings JSON keys (prompt, negative_prompt, seed, width, height, frames, fps,
-  // steps, guide_scale, shift, sampler, preset, image, model_files, noise_file, loras: name, bytes,
-  // fingerprint, strength) plus the GUI's own (model_folder, seed_mode, noise, save_noise,
-  // save_latents, save_text_states; each LoRA's path and enabled).
+  // steps, guide_scale, low_noise_guide_scale, shift, sampler, preset, image, end_image,
+  // model_files, noise_file, loras: name, bytes, fingerprint, strength) plus the GUI's own
+  // (model_folder, seed_mode, noise, save_noise, save_latents, save_text_states; each LoRA's path
+  // and enabled).
   QJsonObject toJson() const;
   // A negative prompt equal to `defaultNegative` (the model's default) restores as empty.
   static GenerationSettings fromJson(const QJsonObject& json, const QString& defaultNegative = {});
   // The settings a clip carries (a Ferry MP4's `comment` tag, or its sidecar .json: the same
   // JSON), read as a stranger may have written them: settings only. No model folder, noise path
-  // or save path is restored, the start image is a file name to look for beside the clip, and
+  // or save path is restored, the start and end images are file names to look for beside the
+  // clip, and
   // out-of-range numbers are clamped (LoRA strengths to ±kMaxLoraStrength); the LoRAs are names to
   // look for, all enabled; a clip whose file names could reach outside a folder ("../x", "C:x",
   // "nul", ...) or that lists more than kMaxClipLoras LoRAs is refused. nullopt with `why` set

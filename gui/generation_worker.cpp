@@ -68,21 +68,7 @@ class GenerationWorker::Sink final : public pipeline::ProgressSink {
     emit worker_.stageChanged(static_cast<int>(stage),
                               QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size())));
   }
-  void step(const pipeline::StepProgress& p) override {
-    StepInfo info;
-    info.step = p.step;
-    info.steps = p.steps;
-    info.stepSeconds = p.stats.seconds;
-    info.secondsPerStep = p.seconds_per_step;
-    info.etaSeconds = p.eta_seconds;
-    info.ramBytes = p.stats.process.resident_bytes;
-    info.ramPeakBytes = std::max<quint64>(p.stats.peak_resident_in_step, info.ramBytes);
-    info.vramBytes = p.stats.device.used_bytes;
-    info.vramPeakBytes = std::max<quint64>(p.stats.device_peak_in_step, info.vramBytes);
-    info.bytesRead = p.stats.bytes_read;
-    info.ioWaitSeconds = p.stats.io_wait_seconds;
-    emit worker_.step(info);
-  }
+  void step(const pipeline::StepProgress& p) override { emit worker_.step(stepInfo(p)); }
   void preview(const media::RgbImage& image) override { emit worker_.preview(toQImage(image)); }
 
  private:
@@ -186,6 +172,23 @@ void GenerationWorker::loadFrames(const QString& video, int maxWidth) {
   } catch (const std::exception& e) {
     emit framesFailed(video, QString::fromUtf8(e.what()));
   }
+}
+
+StepInfo stepInfo(const pipeline::StepProgress& p) {
+  StepInfo info;
+  info.step = p.step;
+  info.steps = p.steps;
+  info.phase = QString::fromStdString(p.stats.phase);
+  info.stepSeconds = p.stats.seconds;
+  info.secondsPerStep = p.seconds_per_step;
+  info.etaSeconds = p.eta_seconds;
+  info.ramBytes = p.stats.process.resident_bytes;
+  info.ramPeakBytes = std::max<quint64>(p.stats.peak_resident_in_step, info.ramBytes);
+  info.vramBytes = p.stats.device.used_bytes;
+  info.vramPeakBytes = std::max<quint64>(p.stats.device_peak_in_step, info.vramBytes);
+  info.bytesRead = p.stats.bytes_read;
+  info.ioWaitSeconds = p.stats.io_wait_seconds;
+  return info;
 }
 
 QImage toQImage(const media::RgbImage& image) {

@@ -33,6 +33,9 @@ struct GenerationJob {
 struct StepInfo {
   int step = 0;  // 1-based
   int steps = 0;
+  // The part of the stage that ran the step (offload::StepStats::phase): "high-noise expert" or
+  // "low-noise expert" for Wan 2.2 A14B; empty for one-expert models.
+  QString phase;
   double stepSeconds = 0;
   double secondsPerStep = 0;  // mean so far
   double etaSeconds = 0;
@@ -97,6 +100,9 @@ class GenerationWorker : public QObject {
   std::mutex mutex_;  // guards token_ against prepare() and cancel() from other threads
   std::shared_ptr<pipeline::CancelToken> token_;  // the next (or running) run's
 };
+
+// A step as the engine reports it → as the window shows it.
+StepInfo stepInfo(const pipeline::StepProgress& progress);
 
 // 8-bit RGB rows → a QImage that owns its pixels.
 QImage toQImage(const media::RgbImage& image);

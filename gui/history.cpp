@@ -3,7 +3,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QHBoxLayout>
+#include <QGridLayout>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QListWidget>
@@ -86,20 +86,23 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
     : QWidget(parent),
       store_(store),
       list_(new QListWidget(this)),
-      restore_(new QPushButton(tr("Restore settings"), this)),
-      open_(new QPushButton(tr("Open video"), this)),
+      restore_(new QPushButton(tr("Use settings"), this)),
+      open_(new QPushButton(tr("Play here"), this)),
       remove_(new QPushButton(tr("Remo&ve"), this)) {
   list_->setIconSize(QSize(kThumbnailWidth / 2, kThumbnailWidth * 9 / 32));
   list_->setWordWrap(true);
   list_->setUniformItemSizes(false);
   list_->setAccessibleName(tr("History of generations"));
-  list_->setToolTip(tr("Double-click an item (or press Enter) to restore its settings"));
+  list_->setToolTip(
+      tr("Click an item to play it; double-click it (or press Enter) to use its settings"));
   restore_->setToolTip(tr("Put every setting of this video back in the window"));
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(restore_);
-  buttons->addWidget(open_);
-  buttons->addStretch();
-  buttons->addWidget(remove_);
+  open_->setToolTip(tr("Play this video in the window's player"));
+  // Two rows: the panel is a narrow side column (a sixth of a 1280 px window).
+  auto* buttons = new QGridLayout;
+  buttons->addWidget(restore_, 0, 0);
+  buttons->addWidget(open_, 0, 1);
+  buttons->addWidget(remove_, 1, 1);
+  buttons->setColumnStretch(2, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(list_, 1);
   layout->addLayout(buttons);
@@ -108,6 +111,12 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
     if (const HistoryItem* item = current()) emit restoreRequested(item->settings, item->video);
   };
   connect(list_, &QListWidget::itemActivated, this, restore);
+  // A click plays the item's video in the window's player; its settings stay where they are.
+  connect(list_, &QListWidget::itemClicked, this, [this] {
+    if (const HistoryItem* item = current(); item && QFileInfo::exists(item->video)) {
+      emit openRequested(item->video);
+    }
+  });
   connect(restore_, &QPushButton::clicked, this, restore);
   connect(open_, &QPushButton::clicked, this, [this] {
     if (const HistoryItem* item = current()) emit openRequested(item->video);
@@ -133,9 +142,18 @@ void HistoryPanel::reload() {
   for (const HistoryItem& item : items_) {
     QString prompt = item.settings.prompt.simplified();
     if (prompt.size() > 90) prompt = prompt.left(88) + QStringLiteral("…");
+    // What made it: the model (its folder's name), the preset, the sampler, the start image.
+    QStringList made;
+    const HistoryItem& i = item;
+    if (!i.settings.modelFolder.isEmpty()) made << QFileInfo(i.settings.modelFolder).fileName();
+    if (!i.settings.preset.isEmpty()) made << tr("preset %1").arg(i.settings.preset);
+    if (!i.settings.sampler.isEmpty()) made << i.settings.sampler;
+    if (!i.settings.image.isEmpty())
+      made << tr("from %1").arg(QFileInfo(i.settings.image).fileName());
     auto* row = new QListWidgetItem(
-        QStringLiteral("%1\n%2 · %3")
-            .arg(prompt, item.summary, QLocale().toString(item.created, QLocale::ShortFormat)),
+        QStringLiteral("%1\n%2 · %3\n%4")
+            .arg(prompt, item.summary, QLocale().toString(item.created, QLocale::ShortFormat),
+                 made.join(QStringLiteral(" · "))),
         list_);
     if (!item.thumbnail.isEmpty()) row->setIcon(QIcon(item.thumbnail));
     row->setToolTip(QDir::toNativeSeparators(item.video));

@@ -21,6 +21,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRandomGenerator>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
@@ -30,6 +31,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "core/io/crash_report.h"
@@ -54,6 +56,10 @@ namespace ferry::gui {
 namespace {
 
 constexpr int kPlayerMaxWidth = 1280;
+// The columns' floors: with the splitter handles and margins they add up to less than 1280 px.
+constexpr int kLeftColumnMinWidth = 460;
+constexpr int kMiddleMinWidth = 420;
+constexpr int kHistoryMinWidth = 200;
 
 QString durationText(double seconds) {
   if (seconds < 60) return QObject::tr("%1 s").arg(seconds, 0, 'f', 1);
@@ -65,6 +71,24 @@ QString durationText(double seconds) {
 }
 
 }  // namespace
+
+QString stepProgressText(const StepInfo& info) {
+  const QString step = QObject::tr("step %1/%2 · %3/step · ETA %4")
+                           .arg(info.step)
+                           .arg(info.steps)
+                           .arg(durationText(info.secondsPerStep), durationText(info.etaSeconds));
+  if (info.phase.isEmpty()) return step;
+  return info.phase.left(1).toUpper() + info.phase.mid(1) + QStringLiteral(" · ") + step;
+}
+
+FirstRunPlacement firstRunPlacement(const QRect& available) {
+  constexpr int kMaximiseUpTo = 2200;
+  if (available.width() <= kMaximiseUpTo) return {available, true};
+  const QSize size(std::min(available.width(), 1920), std::min(available.height(), 1200));
+  QRect geometry(QPoint(), size);
+  geometry.moveCenter(available.center());
+  return {geometry, false};
+}
 
 QString defaultDataFolder() {
   try {
@@ -165,18 +189,14 @@ MainWindow::~MainWindow() {
 }
 
 void MainWindow::buildUi() {
-  // ---- left: what to make ----
+  // ---- left: what to make, top to bottom in the order a new user fills it in ----
   auto* left = new QWidget;
   auto* leftLayout = new QVBoxLayout(left);
 
-  message_ = new QLabel;
-  message_->setWordWrap(true);
-  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  message_->setStyleSheet(QStringLiteral(
-      "QLabel { border: 1px solid #d9534f; border-radius: 4px; padding: 6px; color: #d9534f; }"));
-  message_->setAccessibleName(tr("Message"));
-  message_->hide();
-  leftLayout->addWidget(message_);
+  // The model first: until one is found nothing else can be checked, and the demo button beside
+  // the folder is what the first start's message points at (in view at 1280×720).
+  modelPanel_ = new ModelPanel(session_);
+  leftLayout->addWidget(modelPanel_);
 
   auto* promptBox = new QWidget;
   auto* promptForm = new QVBoxLayout(promptBox);
@@ -185,7 +205,7 @@ void MainWindow::buildUi() {
   prompt_->setPlaceholderText(tr("Describe the video: who, what, where, the light, the camera…"));
   prompt_->setAccessibleName(tr("Prompt"));
   prompt_->setTabChangesFocus(true);
-  prompt_->setMinimumHeight(prompt_->fontMetrics().lineSpacing() * 4);
+  prompt_->setMinimumHeight(prompt_->fontMetrics().lineSpacing() * 3 + 12);
   prompt_->setMaximumHeight(prompt_->fontMetrics().lineSpacing() * 6 + 12);
   auto* promptLabel = new QLabel(tr("&Prompt"));
   promptLabel->setBuddy(prompt_);
@@ -197,7 +217,7 @@ void MainWindow::buildUi() {
   negative_->setAccessibleName(tr("Negative prompt"));
   negative_->setAccessibleDescription(tr("Empty: the model's official default negative prompt"));
   negative_->setTabChangesFocus(true);
-  negative_->setFixedHeight(negative_->fontMetrics().lineSpacing() * 3 + 12);
+  negative_->setFixedHeight(negative_->fontMetrics().lineSpacing() * 2 + 12);
   auto* negativeLabel = new QLabel(tr("&Negative prompt"));
   negativeLabel->setBuddy(negative_);
   promptForm->addWidget(promptLabel);
@@ -206,24 +226,24 @@ void MainWindow::buildUi() {
   promptForm->addWidget(negative_, 1);
   leftLayout->addWidget(promptBox);
 
-  startImage_ = new StartImageBox;
-  leftLayout->addWidget(startImage_);
-
-  modelPanel_ = new ModelPanel(session_);
-  leftLayout->addWidget(modelPanel_);
-
-  loraList_ = new LoraList;
-  leftLayout->addWidget(loraList_);
+  // The frames the video starts (and, for first–last-frame models, ends) on, side by side.
+  auto* frames = new QHBoxLayout;
+  startImage_ = new StartImageBox(StartImageBox::Frame::kStart);
+  endImage_ = new StartImageBox(StartImageBox::Frame::kEnd);
+  frames->addWidget(startImage_, 1);
+  frames->addWidget(endImage_, 1);
+  leftLayout->addLayout(frames);
 
   video_ = new VideoSettingsBox;
   leftLayout->addWidget(video_);
 
+  loraList_ = new LoraList;
+  leftLayout->addWidget(loraList_);
+
   advanced_ = new AdvancedBox;
   leftLayout->addWidget(advanced_);
   clipQuery_ = new LatestQuery(QStringLiteral("Ferry clip lookup"), this);
-
-  presetPanel_ = new PresetPanel;
-  leftLayout->addWidget(presetPanel_);
+  leftLayout->addStretch();
 
   generate_ = new QPushButton(tr("&Generate"));
   generate_->setDefault(true);
@@ -231,52 +251,60 @@ void MainWindow::buildUi() {
   QFont bold = generate_->font();
   bold.setBold(true);
   generate_->setFont(bold);
-  generate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
-  generate_->setToolTip(tr("Make the video (Ctrl+Enter)"));
+  generate_->setToolTip(tr("Make the video (Alt+G, Ctrl+Enter)"));
   cancel_ = new QPushButton(tr("Cancel"));
   cancel_->setMinimumHeight(generate_->minimumHeight());
-  cancel_->setShortcut(QKeySequence(Qt::Key_Escape));
   cancel_->setToolTip(tr("Stop the running job (Esc). Nothing half-written is left behind."));
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(generate_, 2);
   buttons->addWidget(cancel_, 1);
-  leftLayout->addStretch();
 
   auto* leftScroll = new QScrollArea;
   leftScroll->setWidget(left);
   leftScroll->setWidgetResizable(true);
   leftScroll->setFrameShape(QFrame::NoFrame);
   leftScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  // The verdict and the buttons stay in view however far the settings scroll.
+  // The message, the verdict and the buttons stay in view however far the settings scroll: a
+  // problem is shown next to the button it stops.
+  message_ = new QLabel;
+  message_->setWordWrap(true);
+  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  message_->setStyleSheet(QStringLiteral(
+      "QLabel { border: 1px solid #d9534f; border-radius: 4px; padding: 6px; color: #d9534f; }"));
+  message_->setAccessibleName(tr("Message"));
+  message_->hide();
   planLine_ = new QLabel;
   planLine_->setWordWrap(true);
   planLine_->setAccessibleName(tr("Memory prediction"));
   auto* leftColumn = new QWidget;
-  leftColumn->setMinimumWidth(480);
+  leftColumn->setMinimumWidth(kLeftColumnMinWidth);
   auto* leftColumnLayout = new QVBoxLayout(leftColumn);
   leftColumnLayout->setContentsMargins(0, 0, 0, 0);
   leftColumnLayout->addWidget(leftScroll, 1);
   auto* footer = new QVBoxLayout;
   footer->setContentsMargins(9, 0, 9, 6);
+  footer->addWidget(message_);
   footer->addWidget(planLine_);
   footer->addLayout(buttons);
   leftColumnLayout->addLayout(footer);
 
-  // ---- middle: the video and the live charts ----
-  auto* middle = new QWidget;
-  auto* middleLayout = new QVBoxLayout(middle);
+  // ---- middle: the video, and below it the memory plan beside the live charts ----
+  auto* top = new QWidget;
+  auto* topLayout = new QVBoxLayout(top);
+  topLayout->setContentsMargins(0, 0, 0, 0);
   player_ = new FramePlayer;
-  middleLayout->addWidget(player_, 3);
+  topLayout->addWidget(player_, 1);
   auto* resultRow = new QHBoxLayout;
-  openFile_ = new QPushButton(tr("Open video"));
+  openFile_ = new QPushButton(tr("Play in system player"));
   openFile_->setToolTip(tr("Open the video in the system's player"));
   openFolder_ = new QPushButton(tr("Show in folder"));
   openFolder_->setToolTip(tr("Open the folder the videos are written to"));
   resultRow->addWidget(openFile_);
   resultRow->addWidget(openFolder_);
   resultRow->addStretch();
-  middleLayout->addLayout(resultRow);
-  auto* charts = new QHBoxLayout;
+  topLayout->addLayout(resultRow);
+
+  presetPanel_ = new PresetPanel;
   vramChart_ = new MemoryChart(tr("VRAM"));
   ramChart_ = new MemoryChart(tr("Host RAM"));
   vramChart_->setAccessibleName(tr("VRAM per step"));
@@ -284,23 +312,36 @@ void MainWindow::buildUi() {
   if (!session_->machine().has_gpu) {
     vramChart_->setPlaceholder(tr("No NVIDIA GPU: Ferry runs on the CPU, in host RAM."));
   }
-  charts->addWidget(vramChart_);
-  charts->addWidget(ramChart_);
-  middleLayout->addLayout(charts, 1);
+  auto* charts = new QVBoxLayout;
+  charts->addWidget(vramChart_, 1);
+  charts->addWidget(ramChart_, 1);
   stepTime_ = new QLabel(tr("Step time: –"));
   stepTime_->setAccessibleName(tr("Step time"));
   stepTime_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  middleLayout->addWidget(stepTime_);
+  stepTime_->setWordWrap(true);
+  charts->addWidget(stepTime_);
+  auto* bottom = new QWidget;
+  auto* bottomLayout = new QHBoxLayout(bottom);
+  bottomLayout->setContentsMargins(0, 0, 0, 0);
+  bottomLayout->addWidget(presetPanel_, 1);
+  bottomLayout->addLayout(charts, 1);
+
+  middleSplitter_ = new QSplitter(Qt::Vertical);
+  middleSplitter_->addWidget(top);
+  middleSplitter_->addWidget(bottom);
+  middleSplitter_->setStretchFactor(0, 3);
+  middleSplitter_->setStretchFactor(1, 2);
+  middleSplitter_->setChildrenCollapsible(false);
 
   // ---- right: history ----
   historyPanel_ = new HistoryPanel(history_);
   auto* tabs = new QTabWidget;
   tabs->addTab(historyPanel_, tr("Histor&y"));
-  tabs->setMinimumWidth(260);
+  tabs->setMinimumWidth(kHistoryMinWidth);
 
   splitter_ = new QSplitter;
   splitter_->addWidget(leftColumn);
-  splitter_->addWidget(middle);
+  splitter_->addWidget(middleSplitter_);
   splitter_->addWidget(tabs);
   splitter_->setStretchFactor(0, 0);
   splitter_->setStretchFactor(1, 1);
@@ -317,8 +358,8 @@ void MainWindow::buildUi() {
   statusBar()->addWidget(status_, 1);
   statusBar()->addPermanentWidget(progress_);
 
-  // Tab order is creation order, which is reading order: prompt, negative prompt, start image,
-  // model, video settings, preset, Generate, Cancel, then the player and the history.
+  // Tab order is creation order, which is reading order: model, prompt, negative prompt, start
+  // image, video settings, LoRAs, Generate, Cancel, then the player, the preset and the history.
 
   connect(prompt_, &QPlainTextEdit::textChanged, this, &MainWindow::updateGenerateButton);
   connect(modelPanel_, &ModelPanel::modelChanged, this, &MainWindow::onModelChanged);
@@ -329,6 +370,8 @@ void MainWindow::buildUi() {
   connect(loraList_, &LoraList::rejected, this, &MainWindow::showMessage);
   connect(startImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
   connect(startImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
+  connect(endImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
+  connect(endImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
   connect(video_, &VideoSettingsBox::videoChanged, this, &MainWindow::updatePlanInputs);
   connect(video_, &VideoSettingsBox::seedCopied, this, [this](const QString& seed) {
     statusBar()->showMessage(tr("Seed %1 copied").arg(seed), 3000);
@@ -346,10 +389,7 @@ void MainWindow::buildUi() {
     }
   });
   connect(historyPanel_, &HistoryPanel::restoreRequested, this,
-          [this](const GenerationSettings& s, const QString& video) {
-            applySettings(s, video);
-            statusBar()->showMessage(tr("Settings restored from the history"), 4000);
-          });
+          [this](const GenerationSettings& s, const QString& video) { restoreRun(s, video); });
   connect(historyPanel_, &HistoryPanel::openRequested, this, &MainWindow::showVideo);
 }
 
@@ -372,11 +412,19 @@ void MainWindow::buildMenus() {
   quit->setShortcut(QKeySequence::Quit);
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
-  run->addAction(tr("&Generate"), this, &MainWindow::generate);
-  run->addAction(tr("&Cancel"), this, &MainWindow::cancel);
+  // The shortcuts live on the menu's actions, where the menu shows them; on the button itself
+  // setShortcut() would replace its Alt+G mnemonic (then typed into the prompt as a "g").
+  QAction* generate = run->addAction(tr("&Generate"), this, &MainWindow::generate);
+  generate->setShortcuts(
+      {QKeySequence(Qt::CTRL | Qt::Key_Return), QKeySequence(Qt::CTRL | Qt::Key_Enter)});
+  QAction* cancel = run->addAction(tr("&Cancel"), this, &MainWindow::cancel);
+  cancel->setShortcut(QKeySequence(Qt::Key_Escape));
   run->addSeparator();
   run->addAction(tr("Use the &demo model"), this, &MainWindow::useDemoModel);
   run->addAction(tr("Copy the &seed"), video_, &VideoSettingsBox::copySeed);
+  undoAction_ = run->addAction(tr("&Undo restore"), this, &MainWindow::undoRestore);
+  undoAction_->setToolTip(tr("Bring back the settings a restore replaced"));
+  undoAction_->setEnabled(false);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Check this machine…"), this, &MainWindow::showMachineCheck);
@@ -430,6 +478,7 @@ GenerationSettings MainWindow::settings() const {
   s.prompt = prompt_->toPlainText();
   s.negativePrompt = negative_->toPlainText();
   s.image = startImage_->path();
+  s.endImage = endImage_->path();
   s.modelFolder = QDir::fromNativeSeparators(modelPanel_->folder());
   video_->fill(s);
   advanced_->fill(s);
@@ -444,17 +493,22 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
   const QString previousNoise = advanced_->noise();
   prompt_->setPlainText(s.prompt);
   negative_->setPlainText(s.negativePrompt);
-  // A clip names its start image by file name only (GenerationSettings::fromClip): it is looked
-  // for beside the clip, never wherever the working folder happens to be.
-  const QString image = !clip.isEmpty() && !s.image.isEmpty() && QFileInfo(s.image).isRelative()
-                            ? QFileInfo(clip).dir().filePath(s.image)
-                            : s.image;
-  if (image.isEmpty()) {
-    startImage_->clear();
-  } else if (!startImage_->setPath(image)) {
-    showMessage(tr("The start image %1 could not be restored: %2")
-                    .arg(QDir::toNativeSeparators(image), startImage_->error()));
-  }
+  // A clip names its start and end images by file name only (GenerationSettings::fromClip):
+  // they are looked for beside the clip, never wherever the working folder happens to be.
+  const auto restoreImage = [&](StartImageBox* box, const QString& name, const QString& what) {
+    const QString image = !clip.isEmpty() && !name.isEmpty() && QFileInfo(name).isRelative()
+                              ? QFileInfo(clip).dir().filePath(name)
+                              : name;
+    if (image.isEmpty()) {
+      box->clear();
+    } else if (!box->setPath(image)) {
+      box->clear();
+      showMessage(tr("The %1 %2 could not be restored: %3")
+                      .arg(what, QDir::toNativeSeparators(image), box->error()));
+    }
+  };
+  restoreImage(startImage_, s.image, tr("start image"));
+  restoreImage(endImage_, s.endImage, tr("end image"));
   // LoRAs with a path (the history, the last session) are listed at once; a clip names its LoRAs
   // by file name only, and they are listed once found.
   const bool findLoras = std::any_of(s.loras.begin(), s.loras.end(),
@@ -564,9 +618,28 @@ void MainWindow::onClipLookedUp(const GenerationSettings& s, const ClipLookup& f
 }
 
 void MainWindow::restoreState() {
-  restoreGeometry(store_->value(QStringLiteral("window/geometry")).toByteArray());
+  const QByteArray geometry = store_->value(QStringLiteral("window/geometry")).toByteArray();
+  placeOnShow_ = geometry.isEmpty() || !restoreGeometry(geometry);
+  if (placeOnShow_) {
+    // Until it is shown, a window laid out for its screen (the splitters share out that width).
+    QScreen* screen = options_.screen ? options_.screen : QGuiApplication::primaryScreen();
+    if (screen != nullptr) {
+      setScreen(screen);
+      setGeometry(firstRunPlacement(screen->availableGeometry()).geometry);
+    }
+  }
   if (!splitter_->restoreState(store_->value(QStringLiteral("window/splitter")).toByteArray())) {
-    splitter_->setSizes({500, 680, 300});
+    // The settings column takes what its inputs need (more on a wide screen), the history a
+    // sixth at most; the player and the plan the rest.
+    const int width = std::max(this->width(), 1280);
+    const int left = std::clamp(width * 36 / 100, kLeftColumnMinWidth, 640);
+    const int right = std::clamp(width / 6, kHistoryMinWidth, 320);
+    splitter_->setSizes({left, std::max(kMiddleMinWidth, width - left - right), right});
+  }
+  if (!middleSplitter_->restoreState(
+          store_->value(QStringLiteral("window/middleSplitter")).toByteArray())) {
+    const int height = std::max(this->height(), 600);
+    middleSplitter_->setSizes({height * 3 / 5, height * 2 / 5});
   }
   const QJsonObject last =
       QJsonDocument::fromJson(store_->value(QStringLiteral("last/settings")).toByteArray())
@@ -585,6 +658,7 @@ void MainWindow::restoreState() {
 void MainWindow::saveState() {
   store_->setValue(QStringLiteral("window/geometry"), saveGeometry());
   store_->setValue(QStringLiteral("window/splitter"), splitter_->saveState());
+  store_->setValue(QStringLiteral("window/middleSplitter"), middleSplitter_->saveState());
   store_->setValue(QStringLiteral("last/settings"),
                    QJsonDocument(settings().toJson()).toJson(QJsonDocument::Compact));
   store_->sync();
@@ -615,6 +689,10 @@ void MainWindow::onModelChanged() {
   })
                               : LoraList::Checker());
   video_->setRules(model ? std::optional(model->rules()) : std::nullopt, !keepSettingsForModel_);
+  endImage_->setHint(!model || model->rules().takes_end_image
+                         ? tr("Optional: the frame the video ends on (needs a start image).")
+                         : tr("This model takes no end image (first–last frame: Wan 2.2 A14B "
+                              "I2V)."));
   keepSettingsForModel_ = false;
   presetPanel_->setModel(model);
   updatePlanInputs();
@@ -704,7 +782,7 @@ void MainWindow::updateGenerateButton() {
     planLine_->setText(QStringLiteral("⚠ ") + reason);
   }
   if (state_ == State::kIdle && !reason.isEmpty()) {
-    status_->setText(tr("Can't generate yet: %1").arg(reason));
+    status_->setText(tr("Not ready (the reason is above the Generate button)"));
   } else if (state_ == State::kIdle) {
     status_->setText(tr("Ready"));
   }
@@ -717,7 +795,8 @@ void MainWindow::generate() {
   clearMessage();
   const QString blocked = generateBlockedReason();
   if (!blocked.isEmpty()) {
-    showMessage(blocked);
+    // Already in view, in the line above the button: said once, not again in a banner.
+    lastMessage_ = blocked;
     return;
   }
   if (prompt_->toPlainText().trimmed().isEmpty()) {
@@ -776,8 +855,8 @@ void MainWindow::cancel() {
 void MainWindow::setState(State state) {
   state_ = state;
   const bool idle = state == State::kIdle;
-  for (QWidget* w : std::initializer_list<QWidget*>{prompt_, negative_, startImage_, modelPanel_,
-                                                    loraList_, presetPanel_}) {
+  for (QWidget* w : std::initializer_list<QWidget*>{prompt_, negative_, startImage_, endImage_,
+                                                    modelPanel_, loraList_, presetPanel_}) {
     w->setEnabled(idle);
   }
   video_->setEditable(idle);
@@ -823,10 +902,7 @@ void MainWindow::onStep(const StepInfo& info) {
   progress_->setRange(0, info.steps);
   progress_->setValue(info.step);
   if (state_ == State::kCancelling) return;
-  const QString text = tr("step %1/%2 · %3/step · ETA %4")
-                           .arg(info.step)
-                           .arg(info.steps)
-                           .arg(durationText(info.secondsPerStep), durationText(info.etaSeconds));
+  const QString text = stepProgressText(info);
   setProgressText(text, text);
 }
 
@@ -909,6 +985,7 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
     resolved.modelFolder = s.modelFolder;
     resolved.seedMode = s.seedMode;
     resolved.image = s.image;
+    resolved.endImage = s.endImage;
     resolved.noise = s.noise;
     resolved.saveNoise = s.saveNoise;
     resolved.saveLatents = s.saveLatents;
@@ -942,6 +1019,25 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
   historyPanel_->reload();
 }
 
+void MainWindow::restoreRun(const GenerationSettings& settings, const QString& video) {
+  undo_ = this->settings();
+  GenerationSettings run = settings;
+  run.seedMode = SeedMode::kFixed;  // a restored run is made again, not a new one rolled
+  applySettings(run, video);
+  undoAction_->setEnabled(true);
+  statusBar()->showMessage(tr("The settings of %1 are restored, its seed fixed (Run → Undo "
+                              "restore brings back the previous ones).")
+                               .arg(QFileInfo(video).fileName()),
+                           8000);
+}
+
+void MainWindow::undoRestore() {
+  if (!undo_ || state_ != State::kIdle) return;
+  const GenerationSettings previous = *std::exchange(undo_, std::nullopt);
+  applySettings(previous);
+  undoAction_->setEnabled(false);
+}
+
 bool MainWindow::openVideo(const QString& path) {
   QString why;
   const auto s = GenerationSettings::fromVideo(path, &why, defaultNegative_);
@@ -949,10 +1045,8 @@ bool MainWindow::openVideo(const QString& path) {
     showMessage(why);
     return false;
   }
-  applySettings(*s, path);
+  restoreRun(*s, path);
   showVideo(path);
-  statusBar()->showMessage(tr("Settings restored from %1").arg(QDir::toNativeSeparators(path)),
-                           6000);
   return true;
 }
 
@@ -1001,6 +1095,7 @@ void MainWindow::useDistilledSampler(int steps) {
   s.sampler = QStringLiteral("distill4");
   s.steps = steps;
   s.guideScale = 1;
+  s.lowNoiseGuideScale = 1;  // both experts' (kept only for two-expert models)
   s.shift = 5;
   video_->apply(s);
   updatePlanInputs();
@@ -1043,8 +1138,7 @@ void MainWindow::openFolder() {
 void MainWindow::showMessage(const QString& message) {
   lastMessage_ = message;
   message_->setText(QStringLiteral("⚠ ") + message);
-  message_->show();
-  statusBar()->showMessage(message, 8000);
+  message_->show();  // beside the Generate button, outside the scroll: in view, and said once
 }
 
 void MainWindow::clearMessage() {
@@ -1116,6 +1210,16 @@ void MainWindow::dropEvent(QDropEvent* event) {
     startImage_->setPath(path);
   }
   event->acceptProposedAction();
+}
+
+void MainWindow::showEvent(QShowEvent* event) {
+  if (std::exchange(placeOnShow_, false)) {
+    QScreen* screen = options_.screen ? options_.screen : this->screen();
+    const FirstRunPlacement place = firstRunPlacement(screen->availableGeometry());
+    setGeometry(place.geometry);
+    if (place.maximized) setWindowState(windowState() | Qt::WindowMaximized);
+  }
+  QMainWindow::showEvent(event);
 }
 
 void MainWindow::changeEvent(QEvent* event) {

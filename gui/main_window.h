@@ -1,5 +1,8 @@
-// Ferry's main window: the prompt, the start image, the model and the video settings on the left;
-// the preview / player and the live VRAM and RAM charts in the middle; the history on the right.
+// Ferry's main window: the model, the prompt, the start and end frames, the video settings, the
+// LoRAs and the Generate button on the left; the preview / player above the memory plan and the
+// live VRAM and RAM charts in the middle; the history on the right. On its first start it fills
+// the screen it opens on (a laptop's 1280×720 included: the primary controls need no scrolling),
+// and it opens as it was left after that.
 // The engine runs on a worker QThread (GenerationWorker); everything here reacts to its queued
 // signals, so the window never waits for the engine.
 #pragma once
@@ -14,10 +17,12 @@
 #include "gui/generation_settings.h"
 #include "gui/generation_worker.h"
 
+class QAction;
 class QLabel;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
+class QScreen;
 class QSettings;
 class QSplitter;
 
@@ -41,7 +46,21 @@ struct MainWindowOptions {
   std::optional<offload::MachineInfo> machine;  // empty: measured
   bool firstRunCheck = true;                    // show the machine check on the first start
   bool askBeforeClosing = true;
+  QScreen* screen = nullptr;  // the screen to open on the first time; null: the primary one
 };
+
+// Where the window opens the first time on a screen whose free area is `available`: maximised on
+// laptop and desktop screens up to 2200 px wide, a centred 1920×1200 or smaller beyond (a
+// settings column stretched across a 4K screen helps nobody). `maximized` says which.
+struct FirstRunPlacement {
+  QRect geometry;
+  bool maximized = false;
+};
+FirstRunPlacement firstRunPlacement(const QRect& available);
+
+// The status bar's line for a denoising step: "step 3/20 · 1.2 s/step · ETA 20 s", led by the
+// expert that ran it for two-expert models ("High-noise expert · step 3/20 · …").
+QString stepProgressText(const StepInfo& info);
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -59,6 +78,12 @@ class MainWindow : public QMainWindow {
   // any, then in the one chosen now; the noise file it was made from beside the clip or where the
   // last one was loaded. restoreNotice() then says what was found and what was not.
   void applySettings(const GenerationSettings& settings, const QString& clip = QString());
+  // Puts back the settings of a past run (a history item, a Ferry MP4) so that Generate makes it
+  // again: its seed fixed (never "random each time"), its model files, LoRAs, preset and sampler.
+  // What the window showed before can be had back with undoRestore().
+  void restoreRun(const GenerationSettings& settings, const QString& video);
+  bool canUndoRestore() const { return undo_.has_value(); }
+  void undoRestore();
   // Restores the settings a Ferry MP4 carries and shows it; false with a message when it cannot.
   bool openVideo(const QString& path);
   // Plays a video in the window's player (decoded on the engine thread), settings untouched.
@@ -84,6 +109,7 @@ class MainWindow : public QMainWindow {
   LoraList* loraList() const { return loraList_; }
   AdvancedBox* advancedBox() const { return advanced_; }
   StartImageBox* startImage() const { return startImage_; }
+  StartImageBox* endImage() const { return endImage_; }
   FramePlayer* player() const { return player_; }
   HistoryPanel* historyPanel() const { return historyPanel_; }
   MemoryChart* vramChart() const { return vramChart_; }
@@ -109,6 +135,7 @@ class MainWindow : public QMainWindow {
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
   void changeEvent(QEvent* event) override;
+  void showEvent(QShowEvent* event) override;
 
  private:
   void buildUi();
@@ -165,6 +192,7 @@ class MainWindow : public QMainWindow {
   QPlainTextEdit* prompt_ = nullptr;
   QPlainTextEdit* negative_ = nullptr;
   StartImageBox* startImage_ = nullptr;
+  StartImageBox* endImage_ = nullptr;
   ModelPanel* modelPanel_ = nullptr;
   LoraList* loraList_ = nullptr;
   PresetPanel* presetPanel_ = nullptr;
@@ -186,9 +214,13 @@ class MainWindow : public QMainWindow {
   QLabel* status_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QSplitter* splitter_ = nullptr;
+  QSplitter* middleSplitter_ = nullptr;
+  bool placeOnShow_ = false;  // no remembered geometry: placed by firstRunPlacement when shown
   // applySettings() chose a model folder: the model found there keeps the restored settings
   // instead of filling in its defaults.
   bool keepSettingsForModel_ = false;
+  std::optional<GenerationSettings> undo_;  // what the last restoreRun() replaced
+  QAction* undoAction_ = nullptr;
 };
 
 // Where Ferry keeps its per-user data: io::user_data_dir(), or the folder tests pass.

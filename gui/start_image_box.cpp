@@ -19,7 +19,7 @@
 namespace ferry::gui {
 namespace {
 
-constexpr int kThumbnailHeight = 104;
+constexpr int kThumbnailHeight = 72;
 
 bool isVideo(const QString& path) {
   return path.endsWith(QLatin1String(".mp4"), Qt::CaseInsensitive);
@@ -27,39 +27,46 @@ bool isVideo(const QString& path) {
 
 }  // namespace
 
-StartImageBox::StartImageBox(QWidget* parent)
+StartImageBox::StartImageBox(Frame frame, QWidget* parent)
     : QFrame(parent),
+      frame_(frame),
       thumbnail_(new QLabel(this)),
       caption_(new QLabel(this)),
-      browse_(new QPushButton(tr("Choose &image…"), this)),
-      clear_(new QPushButton(tr("C&lear"), this)) {
+      // The start image's buttons have the mnemonics (the window has no letter left for both).
+      browse_(new QPushButton(frame == Frame::kStart ? tr("Choose &image…") : tr("Choose…"), this)),
+      clear_(new QPushButton(frame == Frame::kStart ? tr("C&lear") : tr("Clear"), this)) {
+  const bool start = frame == Frame::kStart;
+  hint_ = start ? tr("Optional. Without one, the video is made from the prompt alone.")
+                : tr("Optional: the frame the video ends on (first–last-frame models).");
   setFrameShape(QFrame::StyledPanel);
   setAcceptDrops(true);
-  setAccessibleName(tr("Start image"));
+  setAccessibleName(start ? tr("Start image") : tr("End image"));
   thumbnail_->setAlignment(Qt::AlignCenter);
-  thumbnail_->setFixedSize(kThumbnailHeight * 16 / 9, kThumbnailHeight);
   thumbnail_->setWordWrap(true);
   thumbnail_->setForegroundRole(QPalette::PlaceholderText);
   caption_->setWordWrap(true);
   caption_->setForegroundRole(QPalette::PlaceholderText);
-  browse_->setAccessibleName(tr("Choose a start image"));
-  clear_->setAccessibleName(tr("Clear the start image"));
+  browse_->setAccessibleName(start ? tr("Choose a start image") : tr("Choose an end image"));
+  clear_->setAccessibleName(start ? tr("Clear the start image") : tr("Clear the end image"));
 
-  auto* title = new QLabel(tr("Start image"), this);
+  auto* title = new QLabel(start ? tr("Start image") : tr("End image"), this);
   QFont bold = title->font();
   bold.setBold(true);
   title->setFont(bold);
+  // Title, thumbnail, caption and buttons stacked: two boxes (start and end frame) fit side by
+  // side in the settings column.
+  thumbnail_->setMinimumWidth(kThumbnailHeight * 4 / 3);
+  thumbnail_->setFixedHeight(kThumbnailHeight);
+  thumbnail_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(browse_);
   buttons->addWidget(clear_);
   buttons->addStretch();
-  auto* side = new QVBoxLayout;
-  side->addWidget(title);
-  side->addWidget(caption_, 1);
-  side->addLayout(buttons);
-  auto* layout = new QHBoxLayout(this);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(title);
   layout->addWidget(thumbnail_);
-  layout->addLayout(side, 1);
+  layout->addWidget(caption_);
+  layout->addLayout(buttons);
 
   connect(browse_, &QPushButton::clicked, this, &StartImageBox::browse);
   connect(clear_, &QPushButton::clicked, this, &StartImageBox::clear);
@@ -79,7 +86,7 @@ bool StartImageBox::setPath(const QString& path) {
     const QSize size = reader.size();
     if (size.isValid() &&
         (size.width() > media::kMaxImageSide || size.height() > media::kMaxImageSide)) {
-      error_ = tr("%1 is %2×%3 pixels; start images may be at most %4 on a side.")
+      error_ = tr("%1 is %2×%3 pixels; frame images may be at most %4 on a side.")
                    .arg(QDir::toNativeSeparators(path))
                    .arg(size.width())
                    .arg(size.height())
@@ -126,17 +133,22 @@ void StartImageBox::clear() {
   image_ = {};
   thumbnail_->clear();
   thumbnail_->setText(tr("Drop an image here"));
-  caption_->setText(tr("Optional. Without one, the video is made from the prompt alone."));
+  caption_->setText(hint_);
   caption_->setToolTip(QString());
   clear_->setEnabled(false);
-  setAccessibleDescription(tr("no start image"));
+  setAccessibleDescription(frame_ == Frame::kStart ? tr("no start image") : tr("no end image"));
   if (had) emit imageChanged();
 }
 
+void StartImageBox::setHint(const QString& hint) {
+  hint_ = hint;
+  if (path_.isEmpty()) caption_->setText(hint_);
+}
+
 void StartImageBox::browse() {
-  const QString file =
-      QFileDialog::getOpenFileName(this, tr("Start image"), QFileInfo(path_).absolutePath(),
-                                   tr("Images (*.png *.jpg *.jpeg *.webp);;All files (*)"));
+  const QString file = QFileDialog::getOpenFileName(
+      this, frame_ == Frame::kStart ? tr("Start image") : tr("End image"),
+      QFileInfo(path_).absolutePath(), tr("Images (*.png *.jpg *.jpeg *.webp);;All files (*)"));
   if (!file.isEmpty()) setPath(file);
 }
 

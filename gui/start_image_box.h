@@ -1,5 +1,7 @@
-// The optional start image: dropped on the box or browsed for, shown as a thumbnail, cleared with
-// a button. A file that is not an image is refused with a message (the engine's loader decides).
+// An optional frame image, the start image or (first–last-frame models) the end image: dropped on
+// the box or browsed for, shown as a thumbnail, cleared with a button. A file that is not an image
+// is refused with a message (the engine's loader decides). Whether the model takes it is the
+// engine's to say (the request is refused with its reason); the box only shows a hint.
 #pragma once
 
 #include <QFrame>
@@ -14,7 +16,12 @@ class StartImageBox : public QFrame {
   Q_OBJECT
 
  public:
-  explicit StartImageBox(QWidget* parent = nullptr);
+  enum class Frame { kStart, kEnd };
+  explicit StartImageBox(Frame frame = Frame::kStart, QWidget* parent = nullptr);
+
+  Frame frame() const { return frame_; }
+  // What the empty box says (the model's answer to whether it takes this frame).
+  void setHint(const QString& hint);
 
   QString path() const { return path_; }
   QSize imageSize() const { return size_; }
@@ -37,6 +44,8 @@ class StartImageBox : public QFrame {
   void browse();
   void showThumbnail();
 
+  Frame frame_;
+  QString hint_;
   QString path_;
   QSize size_;
   QImage image_;

@@ -89,9 +89,9 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   shift_->setToolTip(tr("The noise schedule's shift (the model's default is usually best)"));
   auto* samplingRow = new QHBoxLayout;
   samplingRow->addWidget(steps_);
-  auto* cfgLabel = new QLabel(tr("&CFG"));
-  cfgLabel->setBuddy(cfg_);
-  samplingRow->addWidget(cfgLabel);
+  cfgLabel_ = new QLabel(tr("&CFG"));
+  cfgLabel_->setBuddy(cfg_);
+  samplingRow->addWidget(cfgLabel_);
   samplingRow->addWidget(cfg_);
   auto* shiftLabel = new QLabel(tr("&Shift"));
   shiftLabel->setBuddy(shift_);
@@ -105,7 +105,24 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   sampler_->setAccessibleName(tr("Sampler"));
   auto* samplerLabel = new QLabel(tr("Sa&mpler:"));
   samplerLabel->setBuddy(sampler_);
-  form->addRow(samplerLabel, sampler_);
+  // The low-noise expert's guide scale shares the sampler's row: shown for two-expert models.
+  cfgLow_ = new QDoubleSpinBox;
+  cfgLow_->setRange(0, 50);
+  cfgLow_->setSingleStep(0.5);
+  cfgLow_->setDecimals(1);
+  cfgLow_->setAccessibleName(tr("Guidance scale (CFG) of the low-noise expert"));
+  cfgLow_->setToolTip(
+      tr("The low-noise expert denoises the last steps (the details); CFG is the high-noise "
+         "expert's, for the first steps (the layout and motion)"));
+  cfgLowLabel_ = new QLabel(tr("Lo&w-noise CFG"));
+  cfgLowLabel_->setBuddy(cfgLow_);
+  auto* samplerRow = new QHBoxLayout;
+  samplerRow->addWidget(sampler_, 1);
+  samplerRow->addWidget(cfgLowLabel_);
+  samplerRow->addWidget(cfgLow_);
+  cfgLowLabel_->hide();
+  cfgLow_->hide();
+  form->addRow(samplerLabel, samplerRow);
 
   seed_ = new QLineEdit;
   seed_->setValidator(
@@ -171,9 +188,15 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
                             .arg(2 * framesStep_ + 1));
     steps_->setRange(1, rules->max_steps);
     cfg_->setRange(0, rules->max_guide_scale);
+    cfgLow_->setRange(0, rules->max_guide_scale);
     shift_->setRange(0.1, rules->max_shift);
   }
   rules_ = rules;
+  cfgLabel_->setText(twoExperts() ? tr("&CFG high") : tr("&CFG"));
+  cfg_->setAccessibleName(twoExperts() ? tr("Guidance scale (CFG) of the high-noise expert")
+                                       : tr("Guidance scale (CFG)"));
+  cfgLowLabel_->setVisible(twoExperts());
+  cfgLow_->setVisible(twoExperts());
   fillSizes(rules);
   fillSamplers(rules);
   if (rules && applyDefaults) {
@@ -186,6 +209,7 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
     frames_->setValue(rules->frames);
     steps_->setValue(rules->steps);
     cfg_->setValue(rules->guide_scale);
+    if (rules->two_experts) cfgLow_->setValue(rules->low_noise_guide_scale);
     shift_->setValue(rules->shift);
     sampler_->setCurrentIndex(
         std::max(0, sampler_->findData(QString::fromStdString(rules->sampler))));
@@ -210,10 +234,12 @@ void VideoSettingsBox::onSamplerChosen() {
   if (const auto* d = recipe(sampler)) {
     steps_->setValue(d->steps);
     cfg_->setValue(d->guide_scale);
+    cfgLow_->setValue(d->guide_scale);  // a recipe's guidance is both experts'
     shift_->setValue(d->shift);
   } else if (recipe(left) != nullptr) {
     steps_->setValue(rules_->steps);
     cfg_->setValue(rules_->guide_scale);
+    cfgLow_->setValue(rules_->low_noise_guide_scale);
     shift_->setValue(rules_->shift);
   }
 }
@@ -230,6 +256,8 @@ void VideoSettingsBox::apply(const GenerationSettings& s) {
   if (s.frames > 0) frames_->setValue(s.frames);
   if (s.steps > 0) steps_->setValue(s.steps);
   if (s.guideScale > 0) cfg_->setValue(s.guideScale);
+  // Kept while hidden: a restored two-expert clip's value waits for its model's rules.
+  if (s.lowNoiseGuideScale > 0) cfgLow_->setValue(s.lowNoiseGuideScale);
   if (s.shift > 0) shift_->setValue(s.shift);
   int sampler = sampler_->findData(s.sampler);
   if (sampler < 0 && !s.sampler.isEmpty()) {  // the model's rules are not in yet: kept as given
@@ -253,6 +281,7 @@ void VideoSettingsBox::fill(GenerationSettings& s) const {
   s.fps = fps_->value();
   s.steps = steps_->value();
   s.guideScale = cfg_->value();
+  s.lowNoiseGuideScale = twoExperts() ? cfgLow_->value() : 0;
   s.shift = shift_->value();
   s.sampler = sampler_->currentData().toString();
   s.seed = seed();
@@ -288,7 +317,7 @@ SeedMode VideoSettingsBox::seedMode() const {
 void VideoSettingsBox::setEditable(bool editable) {
   editable_ = editable;
   for (QWidget* w : std::initializer_list<QWidget*>{size_, frames_, duration_, fps_, steps_, cfg_,
-                                                    shift_, sampler_, seed_, seedMode_}) {
+                                                    cfgLow_, shift_, sampler_, seed_, seedMode_}) {
     w->setEnabled(editable);
   }
   updateSizeInputs();

@@ -1,7 +1,8 @@
 // The video's settings: size (the model's sizes plus custom), frames or duration, fps, steps,
-// guidance (CFG), shift, sampler and the seed (fixed, random or +1 each time; copyable). What the
-// inputs allow, the sizes offered, the samplers and the defaults all come from the model's
-// models::RequestRules: the engine decides, the box asks.
+// guidance (CFG; for two-expert models the high-noise expert's, with a second "Low-noise CFG"
+// field for the low-noise expert, hidden otherwise), shift, sampler and the seed (fixed, random or
+// +1 each time; copyable). What the inputs allow, the sizes offered, the samplers and the defaults
+// all come from the model's models::RequestRules: the engine decides, the box asks.
 #pragma once
 
 #include <QGroupBox>
@@ -61,6 +62,7 @@ class VideoSettingsBox : public QGroupBox {
   void updateSizeInputs();
   void updateDuration();
   void updateNote();
+  bool twoExperts() const { return rules_ && rules_->two_experts; }
 
   QComboBox* size_;
   QSpinBox* width_;
@@ -71,6 +73,9 @@ class VideoSettingsBox : public QGroupBox {
   QSpinBox* fps_;
   QSpinBox* steps_;
   QDoubleSpinBox* cfg_;
+  QLabel* cfgLabel_;
+  QDoubleSpinBox* cfgLow_;  // the low-noise expert's (two-expert models only)
+  QLabel* cfgLowLabel_;
   QDoubleSpinBox* shift_;
   QComboBox* sampler_;
   std::optional<models::RequestRules> rules_;

@@ -23,6 +23,7 @@ GenerationSettings sample() {
   s.prompt = QStringLiteral("a lighthouse in a storm, waves breaking — 灯塔");
   s.negativePrompt = QStringLiteral("blurry");
   s.image = QStringLiteral("/photos/start.png");
+  s.endImage = QStringLiteral("/photos/end.png");
   s.modelFolder = QStringLiteral("/models/wan2.2-ti2v-5b");
   s.width = 1280;
   s.height = 704;
@@ -30,6 +31,7 @@ GenerationSettings sample() {
   s.fps = 24;
   s.steps = 30;
   s.guideScale = 4.5;
+  s.lowNoiseGuideScale = 3;
   s.shift = 7;
   s.sampler = QStringLiteral("euler");
   s.seed = (quint64{1} << 40) + 3;
@@ -66,6 +68,20 @@ class HistoryTest : public QObject {
   void settings_survive_their_json() {
     const GenerationSettings s = sample();
     QCOMPARE(GenerationSettings::fromJson(s.toJson()), s);
+  }
+
+  void the_end_image_and_the_low_noise_guide_scale_reach_the_request() {
+    const auto r = sample().toRequest(QStringLiteral("/out/a.mp4"));
+    QVERIFY(r.end_image.has_value());
+    QCOMPARE(*r.end_image, std::filesystem::path("/photos/end.png"));
+    QVERIFY(r.low_noise_guide_scale.has_value());
+    QCOMPARE(*r.low_noise_guide_scale, 3.0f);
+    GenerationSettings one = sample();
+    one.endImage.clear();
+    one.lowNoiseGuideScale = 0;  // the model's default (one expert: none)
+    const auto plain = one.toRequest(QStringLiteral("/out/a.mp4"));
+    QVERIFY(!plain.end_image.has_value());
+    QVERIFY(!plain.low_noise_guide_scale.has_value());
   }
 
   void the_advanced_settings_reach_the_request() {
@@ -250,6 +266,8 @@ class HistoryTest : public QObject {
         {QStringLiteral("model_folder"), QStringLiteral("\\\\attacker\\share\\models")},
         {QStringLiteral("noise"), QStringLiteral("/home/victim/.ssh/id_rsa")},
         {QStringLiteral("image"), QStringLiteral("start.png")},
+        {QStringLiteral("end_image"), QStringLiteral("end.png")},
+        {QStringLiteral("low_noise_guide_scale"), 3.5},
         {QStringLiteral("model_files"),
          QJsonArray{QStringLiteral("C:\\Users\\me\\models\\wan\\dit.safetensors"),
                     QStringLiteral("/home/me/models/wan/vae.safetensors")}},
@@ -267,6 +285,8 @@ class HistoryTest : public QObject {
     QVERIFY2(s->modelFolder.isEmpty(), qPrintable(s->modelFolder));
     QVERIFY2(s->noise.isEmpty(), qPrintable(s->noise));
     QCOMPARE(s->image, QStringLiteral("start.png"));
+    QCOMPARE(s->endImage, QStringLiteral("end.png"));
+    QCOMPARE(s->lowNoiseGuideScale, 3.5);
     QCOMPARE(s->modelFiles.size(), 2);
     QCOMPARE(s->modelFiles[0].name, QStringLiteral("dit.safetensors"));
     QCOMPARE(s->modelFiles[1].name, QStringLiteral("vae.safetensors"));
@@ -279,16 +299,18 @@ class HistoryTest : public QObject {
   }
 
   void a_clip_naming_a_file_outside_its_folder_is_refused_with_a_message() {
-    for (const char* image : {"../../secret.png", "/etc/passwd", "C:x.png", "NUL.png",
-                              "start.png:hidden", "start.png."}) {
-      QJsonObject j{{QStringLiteral("prompt"), QStringLiteral("x")},
-                    {QStringLiteral("image"), QString::fromUtf8(image)}};
-      QString why;
-      const auto s = GenerationSettings::fromClip(QJsonDocument(j).toJson(),
-                                                  QStringLiteral("shared.mp4"), &why);
-      QVERIFY2(!s.has_value(), image);
-      QVERIFY2(why.contains(QLatin1String("shared.mp4")), qPrintable(why));
-      QVERIFY2(why.contains(QLatin1String("refused")), qPrintable(why));
+    for (const char* key : {"image", "end_image"}) {
+      for (const char* image : {"../../secret.png", "/etc/passwd", "C:x.png", "NUL.png",
+                                "start.png:hidden", "start.png."}) {
+        QJsonObject j{{QStringLiteral("prompt"), QStringLiteral("x")},
+                      {QString::fromLatin1(key), QString::fromUtf8(image)}};
+        QString why;
+        const auto s = GenerationSettings::fromClip(QJsonDocument(j).toJson(),
+                                                    QStringLiteral("shared.mp4"), &why);
+        QVERIFY2(!s.has_value(), image);
+        QVERIFY2(why.contains(QLatin1String("shared.mp4")), qPrintable(why));
+        QVERIFY2(why.contains(QLatin1String("refused")), qPrintable(why));
+      }
     }
     QJsonObject j{
         {QStringLiteral("prompt"), QStringLiteral("x")},

@@ -5,12 +5,18 @@
 // near where it was and nothing written.
 #include "gui/main_window.h"
 
+#include <QAbstractScrollArea>
 #include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
 #include <QListWidget>
 #include <QMimeData>
 #include <QProcess>
+#include <QStatusBar>
 #include <QtTest/QtTest>
 
+#include "core/media/video_reader.h"
 #include "gui/advanced_box.h"
 #include "gui/frame_player.h"
 #include "gui/history.h"
@@ -234,6 +240,57 @@ class MainWindowTest : public QObject {
     QVERIFY(w.lastMessage().contains(QLatin1String("notes.png")));
   }
 
+  // Issue 23 item 3: a problem is said once where the user looks (beside the Generate button, in
+  // view however the settings scroll), not again in the status bar for 8 s.
+  void a_problem_is_said_once_and_in_view() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.show();
+    w.resize(1280, 650);
+    GenerationSettings s = demoSettings(2);
+    s.modelFolder = data.filePath(QStringLiteral("no-such-folder"));
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    const QString reason = w.generateBlockedReason();
+    QVERIFY(!reason.isEmpty());
+    w.generate();
+    QCOMPARE(w.lastMessage(), reason);
+    const auto saying = [&w](const QString& text) {
+      int n = 0;
+      for (QLabel* label : w.findChildren<QLabel*>()) {
+        if (label->isVisible() && label->text().contains(text)) ++n;
+      }
+      return n;
+    };
+    QVERIFY(!w.statusBar()->currentMessage().contains(reason));
+    QVERIFY2(!w.statusText().contains(reason), qPrintable(w.statusText()));
+    // The model panel's line (the field) and the line above the button: no third copy.
+    QVERIFY2(saying(reason) <= 2, qPrintable(QString::number(saying(reason))));
+
+    // A bad start image: the message beside the button, wholly in view.
+    w.applySettings(demoSettings(2));
+    QVERIFY(settle(w));
+    const QString text = data.filePath(QStringLiteral("notes.png"));
+    QFile f(text);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("this is not an image\n");
+    f.close();
+    QVERIFY(!w.startImage()->setPath(text));
+    QLabel* banner = nullptr;
+    for (QLabel* label : w.findChildren<QLabel*>()) {
+      if (label->accessibleName() == QLatin1String("Message")) banner = label;
+    }
+    QVERIFY(banner != nullptr);
+    QVERIFY(banner->isVisible());
+    QVERIFY(banner->text().contains(QLatin1String("notes.png")));
+    const QRect inWindow(banner->mapTo(&w, QPoint()), banner->size());
+    QVERIFY(w.rect().contains(inWindow));
+    for (QWidget* p = banner->parentWidget(); p != nullptr && p != &w; p = p->parentWidget()) {
+      QVERIFY2(qobject_cast<QAbstractScrollArea*>(p) == nullptr, "the banner scrolls away");
+    }
+    QVERIFY(!w.statusBar()->currentMessage().contains(QLatin1String("notes.png")));
+  }
+
   void odd_sizes_and_frame_counts_are_refused_with_the_rule() {
     QTemporaryDir data;
     MainWindow w(options(data, cpuMachine()));
@@ -422,6 +479,97 @@ class MainWindowTest : public QObject {
     restored.seedMode = s.seedMode;
     QCOMPARE(restored, s);
     QTRY_COMPARE_WITH_TIMEOUT(w.player()->frameCount(), 5, 30000);
+  }
+
+  void a_clip_restores_its_start_and_end_images_from_beside_it() {
+    QTemporaryDir data;
+    QTemporaryDir clips;
+    QImage image(48, 32, QImage::Format_RGB888);
+    image.fill(Qt::darkYellow);
+    QVERIFY(image.save(clips.filePath(QStringLiteral("first.png"))));
+    QVERIFY(image.save(clips.filePath(QStringLiteral("last.png"))));
+    MainWindow w(options(data, cpuMachine()));
+    w.applySettings(demoSettings(1));
+    QVERIFY(settle(w));
+    QJsonObject json = demoSettings(1).toJson();
+    json[QStringLiteral("image")] = QStringLiteral("first.png");
+    json[QStringLiteral("end_image")] = QStringLiteral("last.png");
+    json[QStringLiteral("low_noise_guide_scale")] = 3.0;
+    const QString clip = clips.filePath(QStringLiteral("a14b.mp4"));
+    QString why;
+    const auto s = GenerationSettings::fromClip(QJsonDocument(json).toJson(), clip, &why);
+    QVERIFY2(s.has_value(), qPrintable(why));
+    QCOMPARE(s->lowNoiseGuideScale, 3.0);
+    w.applySettings(*s, clip);
+    QCOMPARE(w.settings().image, clips.filePath(QStringLiteral("first.png")));
+    QCOMPARE(w.settings().endImage, clips.filePath(QStringLiteral("last.png")));
+    // An end image gone from beside the clip is named, and the box is left empty.
+    QVERIFY(QFile::remove(clips.filePath(QStringLiteral("last.png"))));
+    w.applySettings(*s, clip);
+    QVERIFY2(w.lastMessage().contains(QLatin1String("last.png")), qPrintable(w.lastMessage()));
+    QVERIFY(w.settings().endImage.isEmpty());
+  }
+
+  void restoring_a_run_makes_it_again_frame_for_frame() {
+    // Issue 23 item 2: a run made with "random each time", restored from the history or from its
+    // MP4, and generated again, gives the same frames (the seed restored fixed, not rolled anew).
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    GenerationSettings s = demoSettings(2);
+    s.seedMode = SeedMode::kRandom;
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QTRY_COMPARE_WITH_TIMEOUT(w.historyPanel()->count(), 1, 30000);
+    const QString first = w.lastVideo();
+    const auto frames = [](const QString& video) {
+      return ferry::media::read_video_frames(toPath(video), 100);
+    };
+    const auto original = frames(first);
+    QCOMPARE(original.size(), std::size_t{5});
+
+    GenerationSettings other = demoSettings(1);
+    other.prompt = QStringLiteral("something else");
+    other.seed = 1;
+    w.applySettings(other);
+    QVERIFY(settle(w));
+    // The history: the item's settings, seed fixed; undo brings back what was replaced.
+    emit w.historyPanel()->list()->itemActivated(w.historyPanel()->list()->item(0));
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings().seedMode, SeedMode::kFixed);
+    QVERIFY(w.canUndoRestore());
+    w.undoRestore();
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings(), other);
+    emit w.historyPanel()->list()->itemActivated(w.historyPanel()->list()->item(0));
+    QVERIFY(settle(w));
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QVERIFY(w.lastVideo() != first);
+    const auto again = frames(w.lastVideo());
+    QCOMPARE(again.size(), original.size());
+    for (std::size_t i = 0; i < original.size(); ++i) {
+      QVERIFY2(again[i].rgb == original[i].rgb, qPrintable(QStringLiteral("frame %1").arg(i)));
+    }
+
+    // The MP4 alone (dropped on the window, or opened) does the same.
+    QTRY_COMPARE_WITH_TIMEOUT(w.historyPanel()->count(), 2, 30000);
+    w.applySettings(other);
+    QVERIFY(settle(w));
+    QVERIFY(w.openVideo(first));
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings().seedMode, SeedMode::kFixed);
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    const auto fromClip = frames(w.lastVideo());
+    QCOMPARE(fromClip.size(), original.size());
+    for (std::size_t i = 0; i < original.size(); ++i) {
+      QVERIFY2(fromClip[i].rgb == original[i].rgb, qPrintable(QStringLiteral("frame %1").arg(i)));
+    }
   }
 
   // ---- replays (the Advanced section) and restoring clips on another machine ----

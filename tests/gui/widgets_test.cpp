@@ -6,8 +6,10 @@
 #include <QAbstractButton>
 #include <QAbstractSpinBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QMenuBar>
 #include <QPlainTextEdit>
 #include <QSlider>
@@ -17,6 +19,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include "core/error.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/wan/dit_layout.h"
 #include "gui/frame_player.h"
@@ -314,6 +317,234 @@ class WidgetsTest : public QObject {
     box.fill(s);
     QCOMPARE(s.steps, modelSteps);
     QCOMPARE(s.guideScale, static_cast<double>(demo->rules().guide_scale));
+  }
+
+  // ---- two-expert models and first–last frame (issue 17), fed the rules such a model publishes
+  // ----
+
+  void a_two_expert_model_gets_a_low_noise_cfg_that_reaches_the_request() {
+    const auto engine = session(laptopMachine());
+    ferry::models::RequestRules rules = engine->find({toPath(demoFolder())})->rules();
+    QVERIFY(!rules.two_experts);
+    VideoSettingsBox box;
+    box.show();
+    box.setRules(rules, true);
+    QDoubleSpinBox* low = nullptr;
+    for (QDoubleSpinBox* spin : box.findChildren<QDoubleSpinBox*>()) {
+      if (spin->accessibleName().contains(QLatin1String("low-noise"))) low = spin;
+    }
+    QVERIFY(low != nullptr);
+    QVERIFY(!low->isVisible());  // one expert: one CFG
+    GenerationSettings s;
+    box.fill(s);
+    QCOMPARE(s.lowNoiseGuideScale, 0.0);
+    QVERIFY(!s.toRequest(QStringLiteral("/out/a.mp4")).low_noise_guide_scale.has_value());
+
+    rules.two_experts = true;
+    rules.expert_boundary = 0.9;
+    rules.guide_scale = 4;
+    rules.low_noise_guide_scale = 3;
+    box.setRules(rules, true);
+    QVERIFY(low->isVisible());
+    box.fill(s);
+    QCOMPARE(s.guideScale, 4.0);
+    QCOMPARE(s.lowNoiseGuideScale, 3.0);  // the model's default
+    low->setValue(2.5);
+    box.fill(s);
+    const auto request = s.toRequest(QStringLiteral("/out/a.mp4"));
+    QCOMPARE(request.guide_scale.value_or(0), 4.0f);
+    QCOMPARE(request.low_noise_guide_scale.value_or(0), 2.5f);
+
+    // A restored two-expert clip's value waits, hidden, for its model's rules.
+    VideoSettingsBox restored;
+    GenerationSettings clip = s;
+    clip.lowNoiseGuideScale = 3.5;
+    restored.apply(clip);
+    restored.setRules(rules, false);
+    GenerationSettings back;
+    restored.fill(back);
+    QCOMPARE(back.lowNoiseGuideScale, 3.5);
+  }
+
+  void the_end_image_box_reaches_the_request_and_the_engine_says_if_the_model_takes_one() {
+    QTemporaryDir data;
+    MainWindowOptions o;
+    o.dataFolder = data.path();
+    o.machine = cpuMachine();
+    o.firstRunCheck = false;
+    MainWindow w(o);
+    w.show();
+    // Beside the start image, in the same row.
+    QVERIFY(w.endImage()->isVisible());
+    QCOMPARE(w.endImage()->frame(), StartImageBox::Frame::kEnd);
+    QCOMPARE(w.endImage()->geometry().top(), w.startImage()->geometry().top());
+    QVERIFY(w.endImage()->geometry().left() > w.startImage()->geometry().right());
+    QImage image(64, 64, QImage::Format_RGB888);
+    image.fill(Qt::darkCyan);
+    const QString start = data.filePath(QStringLiteral("start.png"));
+    const QString end = data.filePath(QStringLiteral("end.png"));
+    QVERIFY(image.save(start));
+    QVERIFY(image.save(end));
+    GenerationSettings s;
+    s.prompt = QStringLiteral("a door opening");
+    s.modelFolder = demoFolder();
+    s.width = s.height = 64;
+    s.frames = 5;
+    s.steps = 1;
+    s.preset = QStringLiteral("cpu");
+    s.image = start;
+    s.endImage = end;
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings().endImage, end);
+    QVERIFY(w.endImage()->accessibleDescription().contains(QLatin1String("end.png")));
+    // The demo (TI2V-5B) takes no end image: the engine's refusal is the reason Generate is off.
+    QVERIFY(!w.generateEnabled());
+    QVERIFY2(w.generateBlockedReason().contains(QLatin1String("end image")),
+             qPrintable(w.generateBlockedReason()));
+    w.endImage()->clear();
+    QVERIFY(settle(w));
+    QVERIFY2(w.generateEnabled(), qPrintable(w.generateBlockedReason()));
+    QVERIFY(w.settings().endImage.isEmpty());
+  }
+
+  void the_progress_names_the_expert_of_each_step() {
+    ferry::pipeline::StepProgress p;
+    p.step = 3;
+    p.steps = 20;
+    p.seconds_per_step = 2;
+    p.eta_seconds = 34;
+    p.stats.phase = "high-noise expert";
+    const StepInfo info = stepInfo(p);
+    QCOMPARE(info.phase, QStringLiteral("high-noise expert"));
+    QVERIFY2(stepProgressText(info).startsWith(QStringLiteral("High-noise expert · step 3/20 · ")),
+             qPrintable(stepProgressText(info)));
+    p.stats.phase.clear();
+    QVERIFY(stepProgressText(stepInfo(p)).startsWith(QStringLiteral("step 3/20 · ")));
+
+    // As the window shows it, in the status bar and the title.
+    QTemporaryDir data;
+    MainWindowOptions o;
+    o.dataFolder = data.path();
+    o.machine = cpuMachine();
+    o.firstRunCheck = false;
+    MainWindow w(o);
+    p.step = 12;
+    p.stats.phase = "low-noise expert";
+    emit w.worker()->step(stepInfo(p));
+    QVERIFY2(w.statusText().startsWith(QStringLiteral("Low-noise expert · step 12/20")),
+             qPrintable(w.statusText()));
+    QVERIFY(w.windowTitle().startsWith(QStringLiteral("Low-noise expert · step 12/20")));
+  }
+
+  // Issue 23 item 6: Alt+G is the Generate button's (it used to be typed into the prompt as a
+  // "g": the button's setShortcut(Ctrl+Return) replaced its mnemonic), and the Run menu shows
+  // Ctrl+Enter and Esc.
+  void alt_g_generates_and_the_run_menu_shows_the_shortcuts() {
+    QTemporaryDir data;
+    MainWindowOptions o;
+    o.dataFolder = data.path();
+    o.machine = cpuMachine();
+    o.firstRunCheck = false;
+    o.askBeforeClosing = false;
+    MainWindow w(o);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowActive(&w));
+    GenerationSettings s;
+    s.prompt = QStringLiteral("a lighthouse");
+    s.modelFolder = demoFolder();
+    s.width = s.height = 64;
+    s.frames = 5;
+    s.steps = 1;
+    s.preset = QStringLiteral("cpu");
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    QVERIFY(w.generateEnabled());
+    QPlainTextEdit* prompt = nullptr;
+    for (QPlainTextEdit* e : w.findChildren<QPlainTextEdit*>()) {
+      if (e->accessibleName() == QLatin1String("Prompt")) prompt = e;
+    }
+    QVERIFY(prompt != nullptr);
+    prompt->setFocus();
+    QSignalSpy ended(&w, &MainWindow::generationEnded);
+    QTest::keyClick(prompt, Qt::Key_G, Qt::AltModifier);
+    QCOMPARE(prompt->toPlainText(), QStringLiteral("a lighthouse"));
+    // A mnemonic clicks the button as a mouse would (animateClick: a moment later).
+    QTRY_VERIFY_WITH_TIMEOUT(w.state() != MainWindow::State::kIdle || ended.count() == 1, 5000);
+    QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 60000);
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+
+    QMenu* run = nullptr;
+    for (QAction* a : w.menuBar()->actions()) {
+      if (a->text() == QLatin1String("&Run")) run = a->menu();
+    }
+    QVERIFY(run != nullptr);
+    QMap<QString, QKeySequence> shortcuts;
+    for (QAction* a : run->actions()) shortcuts[a->text()] = a->shortcut();
+    QCOMPARE(shortcuts.value(QStringLiteral("&Generate")), QKeySequence(Qt::CTRL | Qt::Key_Return));
+    QCOMPARE(shortcuts.value(QStringLiteral("&Cancel")), QKeySequence(Qt::Key_Escape));
+  }
+
+  // Issue 23 item 7: a 10×4000 start image gives a valid size or a clear refusal in view, never
+  // "the video will be 0 × 10240". The size rule is the engine's (resolve()); the window shows
+  // what it says.
+  void an_extreme_aspect_start_image_gives_a_valid_size_or_a_refusal_in_view() {
+    QTemporaryDir data;
+    QImage image(10, 4000, QImage::Format_RGB888);
+    image.fill(Qt::gray);
+    const QString sliver = data.filePath(QStringLiteral("sliver.png"));
+    QVERIFY(image.save(sliver));
+    const auto engine = session(cpuMachine());
+    GenerationSettings s;
+    s.prompt = QStringLiteral("a tower");
+    s.modelFolder = demoFolder();
+    s.width = s.height = 64;
+    s.frames = 5;
+    s.steps = 1;
+    s.preset = QStringLiteral("cpu");
+    s.image = sliver;
+    // A zero side in view, as "0 × 1280" or "0x1280".
+    static const QRegularExpression zeroSide(
+        QStringLiteral("(^|[^0-9])0 ?[×x] ?[0-9]|[0-9] ?[×x] ?0($|[^0-9])"));
+    // Until the engine's size rule is fixed (the lead's resolve(), issue 23 item 7) it gives a
+    // zero side, or refuses naming one: then the window cannot do better than the engine.
+    QString engineSays;
+    try {
+      const auto r = engine->validate(*engine->find({toPath(demoFolder())}),
+                                      s.toRequest(data.filePath(QStringLiteral("x.mp4"))));
+      engineSays = QStringLiteral("%1x%2").arg(r.width).arg(r.height);
+    } catch (const ferry::Error& e) {
+      engineSays = QString::fromUtf8(e.what());
+    }
+    if (zeroSide.match(engineSays).hasMatch()) {
+      QSKIP(qPrintable(QStringLiteral("the engine's size rule gives a zero side for a 10x4000 "
+                                      "image (%1): the window's part is checked once the "
+                                      "engine's fix is merged")
+                           .arg(engineSays)));
+    }
+    MainWindowOptions o;
+    o.dataFolder = data.path();
+    o.machine = cpuMachine();
+    o.firstRunCheck = false;
+    MainWindow w(o);
+    w.show();
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings().image, sliver);
+    for (QLabel* label : w.findChildren<QLabel*>()) {
+      if (!label->isVisibleTo(&w)) continue;
+      QVERIFY2(!zeroSide.match(label->text()).hasMatch(), qPrintable(label->text()));
+    }
+    if (!w.generateEnabled()) {
+      // A refusal: said in view, beside the Generate button.
+      const QString reason = w.generateBlockedReason();
+      QVERIFY(!reason.isEmpty());
+      bool shown = false;
+      for (QLabel* label : w.findChildren<QLabel*>()) {
+        if (label->isVisibleTo(&w) && label->text().contains(reason)) shown = true;
+      }
+      QVERIFY2(shown, qPrintable(reason));
+    }
   }
 
   void every_input_has_a_name_and_no_two_mnemonics_collide() {
