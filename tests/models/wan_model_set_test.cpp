@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/io/safetensors_writer.h"
 #include "core/models/wan/model_set.h"
+#include "core/models/wan/parts.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::wan {
@@ -240,6 +241,29 @@ TEST(ModelSet, TellsAnExpertOrALoraForOneByItsPath) {
             ExpertRole::kUnknown);  // a lone diffusers transformer/ is any model's
   EXPECT_EQ(expert_role("models/transformer_2/diffusion_pytorch_model.safetensors"),
             ExpertRole::kLowNoise);
+}
+
+// LightX2V's A14B LoRAs come in pairs, one per expert; each expert takes its own and those that
+// name neither. A one-expert model takes every LoRA (a wrong one is refused by its shapes).
+TEST(ModelSet, EachExpertTakesItsOwnLorasAndTheSharedOnes) {
+  const std::vector<LoraChoice> loras = {
+      {"loras/wan2.2_i2v_A14b_high_noise_lora_rank64_lightx2v_4step_1022.safetensors", 1.0f},
+      {"loras/wan2.2_i2v_A14b_low_noise_lora_rank64_lightx2v_4step_1022.safetensors", 1.0f},
+      {"loras/style.safetensors", 0.7f}};
+  ModelSet two;
+  two.dit = "high_noise_model/diffusion_pytorch_model.safetensors";
+  two.low_noise_dit = "low_noise_model/diffusion_pytorch_model.safetensors";
+  const std::vector<LoraChoice> high = expert_loras(loras, two, 0);
+  const std::vector<LoraChoice> low = expert_loras(loras, two, 1);
+  ASSERT_EQ(high.size(), 2u);
+  EXPECT_EQ(high[0], loras[0]);
+  EXPECT_EQ(high[1], loras[2]);
+  ASSERT_EQ(low.size(), 2u);
+  EXPECT_EQ(low[0], loras[1]);
+  EXPECT_EQ(low[1], loras[2]);
+  ModelSet one;
+  one.dit = "wan2.2_ti2v_5B_fp16.safetensors";
+  EXPECT_EQ(expert_loras(loras, one, 0), loras);
 }
 
 }  // namespace
