@@ -7,7 +7,7 @@ built-in demo model set (core/pipeline/demo_model.h), for tests/pipeline/pipelin
     tools/reference/.venv/bin/python tools/reference/make_pipeline_reference.py /tmp/x/demo-model
 
 The demo folder is Ferry's (the three single files write_demo_model writes); the script first
-checks each file's data section against the content hash tests/pipeline/demo_model_test.cpp pins
+checks each file's data section against the content hash tests/models/wan_demo_model_test.cpp pins
 (FNV-1a 64), so the reference is made from exactly the bytes the test writes.
 
 The pipeline, piece by piece as the official code runs it (wan22 textimage2video.py `t2v`/`i2v`):
@@ -76,7 +76,7 @@ from wan_reference import wan_module  # noqa: E402
 
 ROOT = dit.ROOT
 OUT = os.path.join(ROOT, "tests", "data", "pipeline")
-DEMO_TEST = os.path.join(ROOT, "tests", "pipeline", "demo_model_test.cpp")
+DEMO_TEST = os.path.join(ROOT, "tests", "models", "wan_demo_model_test.cpp")
 FILES = ["umt5_demo.safetensors", "wan2.2_ti2v_demo.safetensors", "wan2.2_vae_demo.safetensors"]
 
 SEED = 20261202
@@ -118,7 +118,7 @@ def check_demo(folder):
         header = int.from_bytes(raw[:8], "little")
         got = f"{fnv1a64(raw[8 + header:]):016x}"
         if got != want:
-            sys.exit(f"{name}: content hash {got}, demo_model_test.cpp pins {want}: not the demo "
+            sys.exit(f"{name}: content hash {got}, wan_demo_model_test.cpp pins {want}: not the demo "
                      f"this checkout writes")
     print("demo files match the pinned content hashes")
 
