@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <system_error>
@@ -55,7 +57,8 @@ std::filesystem::path data_path(std::string_view relative) {
 
 void write_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write test file " + path.string());
 }
 
@@ -88,6 +91,22 @@ bool resize_file(const std::filesystem::path& path, std::uint64_t size, std::str
   std::filesystem::resize_file(path, size, ec);
   if (ec && error != nullptr) *error = ec.message();
   return !ec;
+}
+
+Difference difference(std::span<const float> ours, std::span<const float> theirs) {
+  Difference d;
+  if (ours.size() != theirs.size()) {
+    throw Error(ErrorCode::kInternal, "difference: " + std::to_string(ours.size()) +
+                                          " values against " + std::to_string(theirs.size()));
+  }
+  double sq = 0;
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    const double e = std::abs(static_cast<double>(ours[i]) - theirs[i]);
+    d.max = std::max(d.max, std::isfinite(e) ? e : INFINITY);
+    sq += e * e;
+  }
+  d.rms = std::sqrt(sq / static_cast<double>(std::max<std::size_t>(ours.size(), 1)));
+  return d;
 }
 
 }  // namespace ferry::test

@@ -40,6 +40,13 @@ void write_file(const std::filesystem::path& path, std::span<const std::byte> by
 void write_file(const std::filesystem::path& path, std::string_view text);
 std::vector<std::byte> read_file(const std::filesystem::path& path);
 
+// How far `ours` is from `theirs`, element by element (a parity test's figures): the largest
+// absolute difference (infinite when one is not finite) and the root mean square. Sizes must match.
+struct Difference {
+  double max = 0, rms = 0;
+};
+Difference difference(std::span<const float> ours, std::span<const float> theirs);
+
 // Deterministic bytes: byte i of a stream seeded with `seed`.
 std::vector<std::byte> pattern_bytes(std::size_t n, std::uint32_t seed = 1);
 

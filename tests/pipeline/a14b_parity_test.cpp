@@ -122,23 +122,8 @@ const fs::path& demo_text_encoder() {
   return file;
 }
 
-struct Difference {
-  double max = 0, rms = 0;
-};
-
-Difference difference(std::span<const float> ours, std::span<const float> theirs) {
-  Difference d;
-  EXPECT_EQ(ours.size(), theirs.size());
-  const std::size_t n = std::min(ours.size(), theirs.size());
-  double sq = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double e = std::abs(static_cast<double>(ours[i]) - theirs[i]);
-    d.max = std::max(d.max, std::isfinite(e) ? e : INFINITY);
-    sq += e * e;
-  }
-  d.rms = std::sqrt(sq / static_cast<double>(std::max<std::size_t>(n, 1)));
-  return d;
-}
+using test::Difference;
+using test::difference;
 
 struct Output {
   std::vector<float> latent;
