@@ -457,6 +457,60 @@ TEST_F(H3TextEncoder, RefusesAFileWithFewerThan50Layers) {
   }
 }
 
+// Cuts the model file short once the encoder has acquired `at` layers (from the caller's thread,
+// while the IO thread reads ahead).
+struct Truncation {
+  std::filesystem::path path;
+  std::uint64_t size = 0;
+  int at = 0;
+  int acquired = 0;
+  bool shrunk = false;
+  std::string refused;
+  static void stage(offload::StreamStage s, void* context) {
+    auto* t = static_cast<Truncation*>(context);
+    if (s != offload::StreamStage::kCompute || ++t->acquired != t->at) return;
+    t->shrunk = test::resize_file(t->path, t->size, &t->refused);
+  }
+};
+
+// The model file cut short in the middle of a pass (a drive unplugged, a download replaced): the
+// pass ends in Error(kIo) naming the file, read mapped or direct, not a crash.
+TEST_F(H3TextEncoder, AFileTruncatedMidEncodeIsAnIoError) {
+  for (auto method : {offload::ReadMethod::kMapped, offload::ReadMethod::kDirect}) {
+    SCOPED_TRACE(method == offload::ReadMethod::kMapped ? "mapped" : "direct");
+    test::ScratchDir dir;
+    const auto path = rewrite(dir, [](const std::string&) { return false; });
+    const auto set = io::TensorSet::open(path);
+    const auto weights = TextEncoderWeights::from(set);
+    // Everything from the first byte of the last layer's tensors on is cut after 10 layers.
+    const auto& last = weights.model_layout().groups.back().weights;
+    Truncation truncation;
+    truncation.path = path;
+    truncation.size = last.front().tensor->offset;
+    for (const auto& wr : last) truncation.size = std::min(truncation.size, wr.tensor->offset);
+    truncation.at = 10;
+    TextEncodeOptions options;
+    options.streamer.stage_hook = &Truncation::stage;
+    options.streamer.hook_context = &truncation;
+    TextEncoderInput in;
+    in.ids = {5, 6, 7};
+    ErrorCode code = ErrorCode::kInternal;
+    std::string message;
+    try {
+      encode(test::model_backend(), weights,
+             plan_for(weights.model_layout(), Placement::kDisk, method), in, options);
+      ADD_FAILURE() << "an encode over a truncated file succeeded";
+    } catch (const Error& e) {
+      code = e.code();
+      message = e.what();
+    }
+    if (!truncation.shrunk)
+      GTEST_SKIP() << "the OS refused to shrink the open file: " << truncation.refused;
+    EXPECT_EQ(code, ErrorCode::kIo) << message;
+    EXPECT_NE(message.find("encoder.safetensors"), std::string::npos) << message;
+  }
+}
+
 TEST_F(H3TextEncoder, RefusesAFileThatIsNotATextEncoder) {
   const auto set = io::TensorSet::open(test::data_path("umt5/encoder/official.safetensors"));
   EXPECT_EQ(test::error_code_of([&] { TextEncoderWeights::from(set); }), ErrorCode::kBadModelFile);
