@@ -409,20 +409,27 @@ TEST_F(H3TextEncoder, CancelStopsBeforeTheNextLayer) {
             ErrorCode::kCancelled);
 }
 
-// A copy of the tiny release file without the tensors `drop` matches.
+// A copy of the tiny release file without the tensors `drop` matches; the tensor named `to_int8`
+// (if any) stored as int8 zeros of the same shape, as ComfyUI's int8 ConvRot files store Linears.
 std::filesystem::path rewrite(const test::ScratchDir& dir,
-                              const std::function<bool(const std::string&)>& drop) {
+                              const std::function<bool(const std::string&)>& drop,
+                              const std::string& to_int8 = "") {
   const auto src = io::TensorSet::open(test::data_path("h3/text_encoder/tiny/release.safetensors"));
   std::vector<io::TensorSpec> specs;
   std::vector<const io::TensorSet::Entry*> entries;
   for (const auto& e : src.entries()) {
     if (drop(e.tensor->name)) continue;
-    specs.push_back({e.tensor->name, e.tensor->dtype, e.tensor->shape});
+    const DType dtype = e.tensor->name == to_int8 ? DType::kI8 : e.tensor->dtype;
+    specs.push_back({e.tensor->name, dtype, e.tensor->shape});
     entries.push_back(&e);
   }
   const auto path = dir / "encoder.safetensors";
   io::write_safetensors(path, specs, {},
                         [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+                          if (specs[i].dtype == DType::kI8) {
+                            std::fill(out.begin(), out.end(), std::byte{0});
+                            return;
+                          }
                           entries[i]->file->map(*entries[i]->tensor).copy_to(offset, out);
                         });
   return path;
@@ -508,6 +515,21 @@ TEST_F(H3TextEncoder, AFileTruncatedMidEncodeIsAnIoError) {
       GTEST_SKIP() << "the OS refused to shrink the open file: " << truncation.refused;
     EXPECT_EQ(code, ErrorCode::kIo) << message;
     EXPECT_NE(message.find("encoder.safetensors"), std::string::npos) << message;
+  }
+}
+
+// ComfyUI's int8 ConvRot text encoder: named as unsupported, not as a broken file.
+TEST_F(H3TextEncoder, RefusesInt8ConvRotWeightsAsUnsupported) {
+  test::ScratchDir dir;
+  const auto set = io::TensorSet::open(rewrite(
+      dir, [](const std::string&) { return false; },
+      "model.language_model.layers.2.mlp.up_proj.weight"));
+  try {
+    TextEncoderWeights::from(set);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("layers.2.mlp.up_proj.weight"), std::string::npos);
   }
 }
 
