@@ -377,7 +377,7 @@ int run(int gemm_reps, double budget_s) {
     const Tensor k = view(k_all, shape);
     const Tensor v = view(v_all, shape);
     const Tensor o = view(o_all, shape);
-    const auto call = [&] { backend.attention(q, k, v, scale, nullptr, o); };
+    const auto call = [&] { backend.attention(q, k, v, scale, nullptr, false, o); };
     const double warm = time_calls(stream, 1, call)[0];
     const int reps =
         std::clamp(static_cast<int>(std::min(3.0, budget_s - warm) / warm), kMinReps, 20);

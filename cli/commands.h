@@ -2,6 +2,8 @@
 // ferry::Error for anything the user must hear about (main turns it into one line + exit code).
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,8 @@ namespace ferry::cli {
 
 int run_inspect(const std::vector<std::string>& args);
 int run_synth(const std::vector<std::string>& args);
+// `synth --set KIND --out DIR [--blocks N]` (synth_set.cpp): a whole header-only model set.
+int run_synth_set(const std::string& kind, const std::filesystem::path& out, std::uint64_t blocks);
 int run_plan(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 int run_demo(const std::vector<std::string>& args);

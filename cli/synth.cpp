@@ -1,7 +1,8 @@
 // `ferry-cli synth`: writes a Wan DiT checkpoint in the official key layout with random weights
 // (deterministic for a seed), for benchmarks and for trying the tools without a real model; with
 // --lora-rank, a LoRA for such a DiT (or for the DiT of --like FILE) instead: rank-R factors on
-// every block Linear, official names with the `diffusion_model.` prefix, alpha = R.
+// every block Linear, official names with the `diffusion_model.` prefix, alpha = R. With --set,
+// a whole header-only model set instead (synth_set.cpp).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -40,7 +41,23 @@ float uniform(std::uint64_t seed, std::uint64_t tensor, std::uint64_t element) {
 }  // namespace
 
 int run_synth(const std::vector<std::string>& argv) {
-  const Args args(argv, {"config", "blocks", "dtype", "seed", "out", "lora-rank", "like"}, {});
+  const Args args(argv, {"config", "blocks", "dtype", "seed", "out", "lora-rank", "like", "set"},
+                  {});
+  if (const auto set = args.value("set")) {
+    const auto out = args.value("out");
+    for (const char* other : {"config", "dtype", "seed", "lora-rank", "like"}) {
+      if (args.value(other)) {
+        throw Error(ErrorCode::kBadArgument,
+                    "--" + std::string(other) + " does not apply to --set (a set has its own)");
+      }
+    }
+    if (!out || !args.positional().empty()) {
+      throw Error(ErrorCode::kBadArgument,
+                  "usage: ferry-cli synth --set KIND --out DIR [--blocks N]");
+    }
+    return run_synth_set(*set, io::detail::path_from_utf8(*out),
+                         static_cast<std::uint64_t>(args.integer_or("blocks", 0, 1, 64)));
+  }
   std::string config_name = args.value_or("config", "ti2v-5b");
   const models::wan::DitConfig* base = models::wan::find_dit_config(config_name);
   models::wan::DitConfig like;
@@ -57,7 +74,8 @@ int run_synth(const std::vector<std::string>& argv) {
   if (!out || !args.positional().empty()) {
     throw Error(ErrorCode::kBadArgument,
                 "usage: ferry-cli synth --out FILE.safetensors [--config ti2v-5b | --like "
-                "DIT.safetensors] [--blocks N] [--dtype bf16|f32] [--seed N] [--lora-rank R]");
+                "DIT.safetensors] [--blocks N] [--dtype bf16|f32] [--seed N] [--lora-rank R], or "
+                "ferry-cli synth --set KIND --out DIR [--blocks N]");
   }
   models::wan::DitConfig config = *base;
   config.layers = static_cast<std::uint64_t>(

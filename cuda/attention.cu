@@ -64,8 +64,12 @@ __global__ void __launch_bounds__(flash::kBlockThreads) flash_attention_kernel(A
   const auto* k = static_cast<const std::uint16_t*>(a.k);
   const auto* v = static_cast<const std::uint16_t*>(a.v);
   const std::int64_t head = blockIdx.y;
+  const std::int64_t kv_head = head / (a.heads / a.kv_heads);
   const std::int64_t q0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
-  const std::int64_t token_stride = a.heads * kDim;  // elements from one token to the next
+  const std::int64_t token_stride = a.heads * kDim;  // q: elements from one token to the next
+  const std::int64_t kv_stride = a.kv_heads * kDim;  // k and v
+  // Causal: keys past the block's last query are masked for every row; the loop stops there.
+  const std::int64_t key_end = a.causal ? min(a.keys, q0 + kRows) : a.keys;
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -101,7 +105,7 @@ __global__ void __launch_bounds__(flash::kBlockThreads) flash_attention_kernel(A
   float m_run[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8
   float l_run[2] = {0.0f, 0.0f};            // running sum of exp(score - m_run)
 
-  for (std::int64_t t0 = 0; t0 < a.keys; t0 += kCols) {
+  for (std::int64_t t0 = 0; t0 < key_end; t0 += kCols) {
     __syncthreads();  // the previous tile (or the staged Q) is no longer read
     // K: 16-byte chunks along dims, a row per 16 threads (coalesced).
     for (int idx = tid; idx < kCols * kChunks; idx += kBlockThreads) {
@@ -109,7 +113,7 @@ __global__ void __launch_bounds__(flash::kBlockThreads) flash_attention_kernel(A
       const int c = idx % kChunks;
       uint4 val = make_uint4(0, 0, 0, 0);
       if (t0 + j < a.keys)
-        val = *reinterpret_cast<const uint4*>(k + (t0 + j) * token_stride + head * kDim + c * 8);
+        val = *reinterpret_cast<const uint4*>(k + (t0 + j) * kv_stride + kv_head * kDim + c * 8);
       *reinterpret_cast<uint4*>(ks + j * kKStride + c * 8) = val;
     }
     // V, transposed: two chunks (one 32-byte sector) per key, 16 keys per warp, so the
@@ -119,7 +123,7 @@ __global__ void __launch_bounds__(flash::kBlockThreads) flash_attention_kernel(A
       const int j = (idx / 2) % kCols;
       uint4 val = make_uint4(0, 0, 0, 0);
       if (t0 + j < a.keys)
-        val = *reinterpret_cast<const uint4*>(v + (t0 + j) * token_stride + head * kDim + c * 8);
+        val = *reinterpret_cast<const uint4*>(v + (t0 + j) * kv_stride + kv_head * kDim + c * 8);
       const std::uint32_t words[4] = {val.x, val.y, val.z, val.w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
@@ -148,7 +152,9 @@ __global__ void __launch_bounds__(flash::kBlockThreads) flash_attention_kernel(A
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const std::int64_t key = t0 + nt * 8 + 2 * t + (e & 1);
-        const float score = key < a.keys ? s[nt][e] * a.scale : -INFINITY;
+        const std::int64_t query = q0 + warp * 16 + g + 8 * (e / 2);
+        const bool visible = key < a.keys && (!a.causal || key <= query);
+        const float score = visible ? s[nt][e] * a.scale : -INFINITY;
         s[nt][e] = score;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], score);
       }
@@ -236,8 +242,12 @@ __global__ void __launch_bounds__(tiled::kThreads) tiled_attention_kernel(Attent
   const int lane = threadIdx.x % kLanes;
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kRows + row;
   const std::int64_t head = blockIdx.y;
+  const std::int64_t kv_head = head / (a.heads / a.kv_heads);
   const std::int64_t dim = a.dim;
   const bool active = i < a.len;
+  // Causal: no row of this block sees keys past its last query.
+  const std::int64_t block_end = static_cast<std::int64_t>(blockIdx.x + 1) * kRows;
+  const std::int64_t key_end = a.causal ? min(a.keys, block_end) : a.keys;
 
   float qr[kPer], acc[kPer];
 #pragma unroll
@@ -249,11 +259,12 @@ __global__ void __launch_bounds__(tiled::kThreads) tiled_attention_kernel(Attent
   float m_run = -INFINITY;
   float l_run = 0.0f;
 
-  for (std::int64_t j0 = 0; j0 < a.keys; j0 += kKeys) {
-    const int n = a.keys - j0 < kKeys ? static_cast<int>(a.keys - j0) : kKeys;
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kKeys) {
+    const int n = key_end - j0 < kKeys ? static_cast<int>(key_end - j0) : kKeys;
     __syncthreads();
     for (std::int64_t idx = threadIdx.x; idx < n * dim; idx += kThreads) {
-      chunk[idx] = load_f32(a.k, a.k_dtype, ((j0 + idx / dim) * a.heads + head) * dim + idx % dim);
+      chunk[idx] =
+          load_f32(a.k, a.k_dtype, ((j0 + idx / dim) * a.kv_heads + kv_head) * dim + idx % dim);
     }
     __syncthreads();
 
@@ -276,7 +287,7 @@ __global__ void __launch_bounds__(tiled::kThreads) tiled_attention_kernel(Attent
       }
       part = __shfl_sync(0xFFFFFFFFu, part, 0, kLanes);
       float score = -INFINITY;
-      if (jj < n) {
+      if (jj < n && (!a.causal || j0 + jj <= i)) {
         score = part * a.scale;
         if (a.rel != nullptr) {
           const int bucket = codec::t5_bucket(j0 + jj - i, a.log16);
@@ -300,7 +311,8 @@ __global__ void __launch_bounds__(tiled::kThreads) tiled_attention_kernel(Attent
 
     __syncthreads();
     for (std::int64_t idx = threadIdx.x; idx < n * dim; idx += kThreads) {
-      chunk[idx] = load_f32(a.v, a.v_dtype, ((j0 + idx / dim) * a.heads + head) * dim + idx % dim);
+      chunk[idx] =
+          load_f32(a.v, a.v_dtype, ((j0 + idx / dim) * a.kv_heads + kv_head) * dim + idx % dim);
     }
     __syncthreads();
 #pragma unroll
@@ -362,7 +374,8 @@ void log_kernel(const char* kernel, const AttentionArgs& a) {
   if (!kernel_log_enabled()) return;
   log_once(
       std::string("attention: ") + kernel + " kernel, L " + std::to_string(a.len) + " S " +
-      std::to_string(a.keys) + " H " + std::to_string(a.heads) + " D " + std::to_string(a.dim) +
+      std::to_string(a.keys) + " H " + std::to_string(a.heads) + " Hk " +
+      std::to_string(a.kv_heads) + " D " + std::to_string(a.dim) + (a.causal ? " causal" : "") +
       ", q " + float_name(a.q_dtype) + " k " + float_name(a.k_dtype) + " v " +
       float_name(a.v_dtype) + " o " + float_name(a.o_dtype) +
       (a.rel != nullptr ? ", T5 relative bias" : "") +

@@ -1,4 +1,6 @@
-// Attention without the L×S score matrix: o[L,H,D] = softmax(q·kᵀ·scale + bias)·v per head, an
+// Attention without the L×S score matrix: o[L,H,D] = softmax(q·kᵀ·scale + bias)·v per head (key
+// and value heads shared by groups of H/Hk query heads; optionally causal, query i seeing keys
+// 0…i, the key loop stopping at the block's last query), an
 // exact online softmax in f32 (running max and sum; each new tile rescales what was accumulated
 // by exp(old max - new max)). Two kernels:
 // - flash: bf16 q, k, v with head_dim 128, no bias, sm_80+: 64 queries × 64 keys per tile on
@@ -28,8 +30,10 @@ struct AttentionArgs {
   std::int64_t len = 0;    // L (queries)
   std::int64_t keys = 0;   // S
   std::int64_t heads = 0;  // H
+  std::int64_t kv_heads = 0;  // Hk (divides H): k and v are [S, Hk, D]
   std::int64_t dim = 0;    // D
   float scale = 1.0f;
+  bool causal = false;        // L = S; key j visible to query i when j ≤ i
   const void* rel = nullptr;  // T5 table [32, H], or nullptr
   DType rel_dtype = DType::kF32;
   float log16 = 0.0f;  // static_cast<float>(std::log(16.0)), for the bucket function

@@ -385,9 +385,9 @@ void CudaBackend::convert(const Tensor& x, const Tensor& y) {
 // ---- attention ----
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                            const Tensor* relative_bias, const Tensor& o) {
+                            const Tensor* relative_bias, bool causal, const Tensor& o) {
   const char* op = "attention";
-  const auto [len, keys, heads, dim] = check_attention(q, k, v, relative_bias, o);
+  const auto [len, keys, heads, dim, kv_heads] = check_attention(q, k, v, relative_bias, causal, o);
   if (relative_bias != nullptr) require_input(*relative_bias, op, "relative_bias");
   require_input(q, op, "q");
   require_input(k, op, "k");
@@ -415,8 +415,10 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, f
   a.len = len;
   a.keys = keys;
   a.heads = heads;
+  a.kv_heads = kv_heads;
   a.dim = dim;
   a.scale = scale;
+  a.causal = causal;
   if (relative_bias != nullptr) {
     a.rel = relative_bias->data;
     a.rel_dtype = relative_bias->dtype;
@@ -427,6 +429,16 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, f
   } else {
     launch_tiled_attention(a, stream_);
   }
+}
+
+void CudaBackend::rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const char* op = "rope_halves";
+  const auto [len, heads, dim] = check_rope_halves(x, cos, sin);
+  require_output(x, op, "x");
+  require_input(cos, op, "cos");
+  require_input(sin, op, "sin");
+  launch_rope_halves(x.data, x.dtype, cos.data, cos.dtype, sin.data, sin.dtype, len, heads, dim,
+                     stream_);
 }
 
 void CudaBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {

@@ -46,7 +46,37 @@ __global__ void rope_apply_kernel(void* x, DType xt, std::int64_t heads, std::in
   }
 }
 
+// A thread per (token, pair), looping over heads.
+__global__ void rope_halves_kernel(void* x, DType xt, const void* cos, DType ct, const void* sin,
+                                   DType st, std::int64_t len, std::int64_t heads,
+                                   std::int64_t dim) {
+  const std::int64_t half = dim / 2;
+  FERRY_GRID_STRIDE(i, len * half) {
+    const std::int64_t n = i / half;
+    const std::int64_t j = i % half;
+    const float c = load_f32(cos, ct, i);
+    const float s = load_f32(sin, st, i);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t e = (n * heads + h) * dim + j;
+      const float a = load_f32(x, xt, e);
+      const float b = load_f32(x, xt, e + half);
+      store_f32(x, xt, e, __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
+      store_f32(x, xt, e + half, __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)));
+    }
+  }
+}
+
 }  // namespace
+
+void launch_rope_halves(void* x, DType xt, const void* cos, DType ct, const void* sin, DType st,
+                        std::int64_t len, std::int64_t heads, std::int64_t dim,
+                        cudaStream_t stream) {
+  const std::int64_t n = len * (dim / 2);
+  if (n <= 0 || heads <= 0) return;
+  rope_halves_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, cos, ct, sin, st, len, heads,
+                                                           dim);
+  check_launch("rope_halves kernel");
+}
 
 std::int64_t rope_table_doubles(const RopeAxes& a) {
   return 2 * (a.frames * a.t_pairs + (a.height + a.width) * a.hw_pairs);

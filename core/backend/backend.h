@@ -147,12 +147,21 @@ class Backend {
   virtual void convert(const Tensor& x, const Tensor& y) = 0;
 
   // ---- attention ----
-  // o[L,H,D] = softmax(q·kᵀ · scale + bias) · v per head, with q[L,H,D], k and v [S,H,D]. The
-  // optional T5 relative-position table rel[32,H] adds rel[bucket(j - i), h] to the score of
-  // query i and key j (bidirectional, 32 buckets, max distance 128: wan.md §A.2). Softmax in
-  // f32; the L×S score matrix is never held whole.
+  // o[L,H,D] = softmax(q·kᵀ · scale + bias) · v per head, with q[L,H,D], k and v [S,Hk,D], Hk
+  // dividing H: query head h reads key/value head ⌊h / (H/Hk)⌋ (grouped-query attention, as
+  // Qwen3's 64 query heads share 8; Hk = H is plain multi-head). The optional T5
+  // relative-position table rel[32,H] adds rel[bucket(j - i), h] to the score of query i and key
+  // j (bidirectional, 32 buckets, max distance 128: wan.md §A.2). `causal` (needs L = S): query i
+  // sees keys 0…i only (a decoder's prefill). Softmax in f32; the L×S score matrix is never held
+  // whole.
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                         const Tensor* relative_bias, const Tensor& o) = 0;
+                         const Tensor* relative_bias, bool causal, const Tensor& o) = 0;
+  // Rotary embedding by halves (Qwen's rotate_half) on x[L,H,D] in place: for every head and
+  // j < D/2 the pair (x[j], x[j + D/2]) is rotated by the angle whose cosine and sine are
+  // cos[l, j] and sin[l, j] ([L, D/2], any float dtype). The caller builds the angles (1-D or
+  // multi-axis positions) and rounds the tables where its reference does; the rotation is f32,
+  // rounded once to x's dtype.
+  virtual void rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) = 0;
   // Wan's 3-D RoPE on x[L,H,D] in place, L = frames · height · width (wan.md §B.7).
   virtual void rope_3d(const Tensor& x, const RopeGrid& grid) = 0;
 

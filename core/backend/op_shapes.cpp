@@ -17,13 +17,17 @@ LinearShape check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, c
 }
 
 AttentionShape check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                               const Tensor* relative_bias, const Tensor& o) {
+                               const Tensor* relative_bias, bool causal, const Tensor& o) {
   const char* op = "attention";
   require(q.shape.rank() == 3 && k.shape.rank() == 3 && v.shape.rank() == 3, op,
           "q, k and v must be [tokens, heads, head_dim]");
-  const AttentionShape s{q.shape[0], k.shape[0], q.shape[1], q.shape[2]};
-  require_shape(k, Shape{s.keys, s.heads, s.dim}, op, "k");
-  require_shape(v, Shape{s.keys, s.heads, s.dim}, op, "v");
+  const AttentionShape s{q.shape[0], k.shape[0], q.shape[1], q.shape[2], k.shape[1]};
+  require(s.kv_heads > 0 ? s.heads % s.kv_heads == 0 : s.heads == 0, op, s.heads,
+          " query heads do not share ", s.kv_heads, " key/value heads evenly");
+  require_shape(k, Shape{s.keys, s.kv_heads, s.dim}, op, "k");
+  require_shape(v, Shape{s.keys, s.kv_heads, s.dim}, op, "v");
+  require(!causal || s.len == s.keys, op, "causal attention needs as many queries as keys, not ",
+          s.len, " and ", s.keys);
   require_shape(o, Shape{s.len, s.heads, s.dim}, op, "o");
   if (relative_bias != nullptr) {
     require_shape(*relative_bias, Shape{32, s.heads}, op, "relative_bias");
@@ -64,6 +68,19 @@ RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid) {
   const std::int64_t hw_real = 2 * (s.dim / 6);
   s.t_pairs = (s.dim - 2 * hw_real) / 2;
   s.hw_pairs = hw_real / 2;
+  return s;
+}
+
+RopeHalvesShape check_rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const char* op = "rope_halves";
+  require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");
+  const RopeHalvesShape s{x.shape[0], x.shape[1], x.shape[2]};
+  require(s.dim % 2 == 0, op, "head_dim ", s.dim, " is odd");
+  require_shape(cos, Shape{s.len, s.dim / 2}, op, "cos");
+  require_shape(sin, Shape{s.len, s.dim / 2}, op, "sin");
+  require_float(x, op, "x");
+  require_float(cos, op, "cos");
+  require_float(sin, op, "sin");
   return s;
 }
 

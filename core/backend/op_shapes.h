@@ -15,10 +15,11 @@ struct LinearShape {
 LinearShape check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y);
 
 struct AttentionShape {
-  std::int64_t len, keys, heads, dim;  // q/o [len,heads,dim], k/v [keys,heads,dim]
+  std::int64_t len, keys, heads, dim;  // q/o [len,heads,dim], k/v [keys,kv_heads,dim]
+  std::int64_t kv_heads;               // divides heads
 };
 AttentionShape check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                               const Tensor* relative_bias, const Tensor& o);
+                               const Tensor* relative_bias, bool causal, const Tensor& o);
 
 struct Conv3dShape {
   std::int64_t ci, t, h, w;      // input
@@ -40,6 +41,11 @@ RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid);
 // has one row per row of the input.
 bool check_row_param(const Tensor& p, std::int64_t rows, std::int64_t cols, const char* op,
                      const char* name);
+
+struct RopeHalvesShape {
+  std::int64_t len, heads, dim;  // x [len, heads, dim]; cos and sin [len, dim / 2]
+};
+RopeHalvesShape check_rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 // Elements of `shape` before `dim` (outer) and after it (inner).
 std::pair<std::int64_t, std::int64_t> split_at(const Shape& shape, int dim);

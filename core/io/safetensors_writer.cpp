@@ -39,8 +39,8 @@ std::string safetensors_header_json(const std::vector<TensorSpec>& tensors,
 }
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorSpec>& tensors,
-                       const std::map<std::string, std::string>& metadata,
-                       const TensorFiller& fill) {
+                       const std::map<std::string, std::string>& metadata, const TensorFiller& fill,
+                       const TensorHoles& holes) {
   std::string header = safetensors_header_json(tensors, metadata);
   header.append((8 - (8 + header.size()) % 8) % 8, ' ');
 
@@ -67,6 +67,12 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
       std::vector<std::byte> chunk(kChunkBytes);
       for (std::size_t i = 0; i < tensors.size() && out; ++i) {
         const std::uint64_t bytes = tensors[i].bytes();
+        if (!fill || (holes && holes(i))) {
+          // Skipped: the next write (or the final size below) leaves a hole the file system
+          // does not allocate.
+          out.seekp(static_cast<std::streamoff>(bytes), std::ios::cur);
+          continue;
+        }
         for (std::uint64_t done = 0; done < bytes && out;) {
           const std::size_t n_chunk =
               static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, chunk.size()));
@@ -79,10 +85,22 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
       out.flush();
       if (!out) throw write_error("writing failed (is the disk full?):");
     }
+    // Holes at the end were only seeked over: the file takes its full size here.
+    std::uint64_t file_bytes = 8 + header.size();
+    for (const TensorSpec& t : tensors) file_bytes += t.bytes();
+    std::error_code size_error;
+    if (std::filesystem::file_size(partial, size_error) != file_bytes) {
+      std::filesystem::resize_file(partial, file_bytes, size_error);
+      if (size_error) {
+        throw Error(ErrorCode::kIo, "cannot extend " + name + ": " + size_error.message());
+      }
+    }
     detail::flush_to_disk(partial);
     std::error_code ec;
     std::filesystem::rename(partial, path, ec);
-    if (ec) throw Error(ErrorCode::kIo, "cannot rename the finished file to " + name + ": " + ec.message());
+    if (ec)
+      throw Error(ErrorCode::kIo,
+                  "cannot rename the finished file to " + name + ": " + ec.message());
   } catch (...) {
     // Whatever failed (the disk, the filler, the rename), nothing half-written stays behind.
     std::error_code ignored;

@@ -651,25 +651,29 @@ struct AttentionCase {
   std::int64_t len, keys, heads, dim;
   DType in, out;
   bool rel;
+  std::int64_t kv_heads = 0;  // 0: as many as query heads
+  bool causal = false;
 };
 
 void run_attention(cpu::CpuBackend& cpu, cuda::CudaBackend& gpu, const AttentionCase& c,
                    const std::string& kernel) {
   const float scale =
       c.rel ? 1.0f : static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.dim)));
+  const std::int64_t kv_heads = c.kv_heads == 0 ? c.heads : c.kv_heads;
   Operand q(c.in, {c.len, c.heads, c.dim});
-  Operand k(c.in, {c.keys, c.heads, c.dim});
-  Operand v(c.in, {c.keys, c.heads, c.dim});
+  Operand k(c.in, {c.keys, kv_heads, c.dim});
+  Operand v(c.in, {c.keys, kv_heads, c.dim});
   Operand rel(c.in, {32, c.heads}, Fill::kRandom, -3.0f, 3.0f);
   Operand o(c.out, {c.len, c.heads, c.dim}, Fill::kOutput);
-  cpu.attention(q.cpu, k.cpu, v.cpu, scale, c.rel ? &rel.cpu : nullptr, o.cpu);
-  gpu.attention(q.gpu, k.gpu, v.gpu, scale, c.rel ? &rel.gpu : nullptr, o.gpu);
+  cpu.attention(q.cpu, k.cpu, v.cpu, scale, c.rel ? &rel.cpu : nullptr, c.causal, o.cpu);
+  gpu.attention(q.gpu, k.gpu, v.gpu, scale, c.rel ? &rel.gpu : nullptr, c.causal, o.gpu);
   const double threshold =
       c.in == DType::kF32 && c.out == DType::kF32 ? kF32Attention : kSixteenBit;
   expect_parity(gpu,
                 kernel + " L" + std::to_string(c.len) + " S" + std::to_string(c.keys) + " H" +
-                    std::to_string(c.heads) + " D" + std::to_string(c.dim) + " " + dt(c.in) +
-                    (c.rel ? " t5-bias" : ""),
+                    std::to_string(c.heads) + " Hk" + std::to_string(kv_heads) + " D" +
+                    std::to_string(c.dim) + " " + dt(c.in) + (c.rel ? " t5-bias" : "") +
+                    (c.causal ? " causal" : ""),
                 threshold, {&o, &q, &k, &v, &rel});
 }
 
@@ -700,6 +704,26 @@ TEST_F(BackendParity, tiled_attention_matches_for_other_head_dims_and_f32) {
   for (const AttentionCase& c : cases) run_attention(cpu(), gpu(), c, "tiled");
 }
 
+// Qwen3-VL's decoder prefill: key/value heads shared by groups of query heads (64/8 in the 32B
+// model), causal; both kernels, sizes that leave partial query and key tiles.
+TEST_F(BackendParity, causal_grouped_query_attention_matches) {
+  const AttentionCase cases[] = {
+      {77, 77, 8, 128, DType::kBF16, DType::kBF16, false, 1, true},
+      {150, 150, 16, 128, DType::kBF16, DType::kBF16, false, 2, true},
+      {150, 150, 4, 128, DType::kBF16, DType::kBF16, false, 2, false},
+      {1, 1, 2, 128, DType::kBF16, DType::kBF16, false, 1, true},
+  };
+  for (const AttentionCase& c : cases) {
+    run_attention(cpu(), gpu(), c, "flash");
+    run_attention(cpu(), gpu_tiled(), c, "tiled");
+  }
+  const AttentionCase tiled_cases[] = {
+      {37, 37, 6, 8, DType::kF32, DType::kF32, false, 3, true},
+      {70, 70, 2, 64, DType::kBF16, DType::kBF16, false, 1, true},
+  };
+  for (const AttentionCase& c : tiled_cases) run_attention(cpu(), gpu(), c, "tiled");
+}
+
 TEST_F(BackendParity, t5_relative_bias_attention_matches_over_every_bucket) {
   // 150 positions: distances up to ±149 reach every bucket in both directions.
   const AttentionCase cases[] = {
@@ -715,9 +739,30 @@ TEST_F(BackendParity, attention_without_keys_writes_zeros) {
   Operand k(DType::kF32, {0, 2, 64});
   Operand v(DType::kF32, {0, 2, 64});
   Operand o(DType::kF32, {5, 2, 64}, Fill::kOutput);
-  cpu().attention(q.cpu, k.cpu, v.cpu, 0.125f, nullptr, o.cpu);
-  gpu().attention(q.gpu, k.gpu, v.gpu, 0.125f, nullptr, o.gpu);
+  cpu().attention(q.cpu, k.cpu, v.cpu, 0.125f, nullptr, false, o.cpu);
+  gpu().attention(q.gpu, k.gpu, v.gpu, 0.125f, nullptr, false, o.gpu);
   expect_parity(gpu(), "S = 0", kExact, {&o, &q});
+}
+
+// Qwen's rotation by halves with bf16 tables (as the Qwen3-VL text model rounds them) and f32
+// ones (the vision tower's).
+TEST_F(BackendParity, rope_halves_matches_in_place) {
+  for (const DType t : {DType::kF32, DType::kBF16}) {
+    for (const auto& [len, heads, dim] :
+         {std::tuple{std::int64_t{7}, std::int64_t{3}, std::int64_t{128}},
+          {1, 1, 2},
+          {33, 2, 72}}) {
+      Operand x(t, {len, heads, dim}, Fill::kRandom, -4.0f, 4.0f);
+      Operand c(t, {len, dim / 2}, Fill::kRandom, -1.0f, 1.0f);
+      Operand s(t, {len, dim / 2}, Fill::kRandom, -1.0f, 1.0f);
+      x.written();
+      cpu().rope_halves(x.cpu, c.cpu, s.cpu);
+      gpu().rope_halves(x.gpu, c.gpu, s.gpu);
+      expect_parity(gpu(),
+                    dt(t) + " rope_halves L" + std::to_string(len) + " D" + std::to_string(dim),
+                    t == DType::kF32 ? 1e-6 : one_rounding(t), {&x, &c, &s});
+    }
+  }
 }
 
 TEST_F(BackendParity, rope_3d_matches_in_place) {

@@ -299,24 +299,29 @@ TEST(CpuElementwise, activations_softmax_add_mul_convert) {
 std::vector<double> naive_attention(const std::vector<float>& q, const std::vector<float>& k,
                                     const std::vector<float>& v, std::int64_t len,
                                     std::int64_t keys, std::int64_t heads, std::int64_t dim,
-                                    double scale, const std::vector<float>* rel) {
+                                    double scale, const std::vector<float>* rel,
+                                    std::int64_t kv_heads = 0, bool causal = false) {
+  if (kv_heads == 0) kv_heads = heads;
   std::vector<double> o(static_cast<std::size_t>(len * heads * dim));
   for (std::int64_t h = 0; h < heads; ++h) {
+    const std::int64_t kvh = h / (heads / kv_heads);
     for (std::int64_t i = 0; i < len; ++i) {
       std::vector<double> s(static_cast<std::size_t>(keys));
       for (std::int64_t j = 0; j < keys; ++j) {
         double dot = 0;
         for (std::int64_t d = 0; d < dim; ++d) {
-          dot += double(q[(i * heads + h) * dim + d]) * k[(j * heads + h) * dim + d];
+          dot += double(q[(i * heads + h) * dim + d]) * k[(j * kv_heads + kvh) * dim + d];
         }
         s[j] = dot * scale + (rel ? (*rel)[t5_relative_bucket(j - i) * heads + h] : 0.0);
+        if (causal && j > i) s[j] = -INFINITY;
       }
       const double top = *std::max_element(s.begin(), s.end());
       double sum = 0;
       for (double& x : s) sum += (x = std::exp(x - top));
       for (std::int64_t d = 0; d < dim; ++d) {
         double acc = 0;
-        for (std::int64_t j = 0; j < keys; ++j) acc += s[j] / sum * v[(j * heads + h) * dim + d];
+        for (std::int64_t j = 0; j < keys; ++j)
+          acc += s[j] / sum * v[(j * kv_heads + kvh) * dim + d];
         o[(i * heads + h) * dim + d] = acc;
       }
     }
@@ -334,9 +339,69 @@ TEST(CpuAttention, matches_naive_softmax_attention_across_query_blocks) {
   HostTensor v(DType::kF32, {keys, heads, dim}, vv);
   HostTensor o(DType::kF32, {len, heads, dim});
   const float scale = 1.0f / std::sqrt(float(dim));
-  backend().attention(q.t, k.t, v.t, scale, nullptr, o.t);
+  backend().attention(q.t, k.t, v.t, scale, nullptr, false, o.t);
   expect_close(o.values(), naive_attention(qv, kv, vv, len, keys, heads, dim, scale, nullptr), 1e-5,
                "attention");
+}
+
+// Qwen3's decoder attention: 6 query heads sharing 2 key/value heads (heads 0-2 read kv head 0),
+// causal, over more rows than one query block so blocks see different key counts.
+TEST(CpuAttention, shares_kv_heads_across_query_groups_and_masks_future_keys) {
+  const std::int64_t len = 75, heads = 6, kv_heads = 2, dim = 16;
+  const auto qv = random_values(len * heads * dim, 30);
+  const auto kv = random_values(len * kv_heads * dim, 31);
+  const auto vv = random_values(len * kv_heads * dim, 32);
+  HostTensor q(DType::kF32, {len, heads, dim}, qv);
+  HostTensor k(DType::kF32, {len, kv_heads, dim}, kv);
+  HostTensor v(DType::kF32, {len, kv_heads, dim}, vv);
+  HostTensor o(DType::kF32, {len, heads, dim});
+  const float scale = 0.25f;
+  backend().attention(q.t, k.t, v.t, scale, nullptr, true, o.t);
+  expect_close(o.values(),
+               naive_attention(qv, kv, vv, len, len, heads, dim, scale, nullptr, kv_heads, true),
+               1e-5, "causal gqa attention");
+  backend().attention(q.t, k.t, v.t, scale, nullptr, false, o.t);
+  expect_close(o.values(),
+               naive_attention(qv, kv, vv, len, len, heads, dim, scale, nullptr, kv_heads, false),
+               1e-5, "gqa attention");
+  // Heads that do not group evenly, and a causal mask over unequal lengths, are caller bugs.
+  HostTensor k5(DType::kF32, {len, 4, dim});
+  EXPECT_THROW(backend().attention(q.t, k5.t, k5.t, scale, nullptr, false, o.t), Error);
+  HostTensor q2(DType::kF32, {len - 1, heads, dim});
+  HostTensor o2(DType::kF32, {len - 1, heads, dim});
+  EXPECT_THROW(backend().attention(q2.t, k.t, v.t, scale, nullptr, true, o2.t), Error);
+}
+
+// Rotation by halves: (x[j], x[j + D/2]) turned by the table's angle of row l, every head alike.
+TEST(CpuRope, rope_halves_rotates_each_half_pair_by_its_row_angle) {
+  const std::int64_t len = 5, heads = 3, dim = 8, half = dim / 2;
+  const auto xv = random_values(len * heads * dim, 40);
+  std::vector<float> cv(len * half), sv(len * half);
+  for (std::int64_t l = 0; l < len; ++l) {
+    for (std::int64_t j = 0; j < half; ++j) {
+      const double angle = 0.7 * double(l) + 0.3 * double(j);
+      cv[l * half + j] = static_cast<float>(std::cos(angle));
+      sv[l * half + j] = static_cast<float>(std::sin(angle));
+    }
+  }
+  HostTensor x(DType::kF32, {len, heads, dim}, xv);
+  HostTensor c(DType::kF32, {len, half}, cv);
+  HostTensor s(DType::kF32, {len, half}, sv);
+  backend().rope_halves(x.t, c.t, s.t);
+  std::vector<double> want(xv.size());
+  for (std::int64_t l = 0; l < len; ++l) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t j = 0; j < half; ++j) {
+        const std::size_t a = (l * heads + h) * dim + j, b = a + half;
+        const double co = cv[l * half + j], si = sv[l * half + j];
+        want[a] = xv[a] * co - xv[b] * si;
+        want[b] = xv[b] * co + xv[a] * si;
+      }
+    }
+  }
+  expect_close(x.values(), want, 1e-6, "rope_halves");
+  HostTensor wrong(DType::kF32, {len, half + 1});
+  EXPECT_THROW(backend().rope_halves(x.t, wrong.t, s.t), Error);
 }
 
 TEST(CpuAttention, adds_the_t5_relative_position_bias_without_scaling) {
@@ -350,7 +415,7 @@ TEST(CpuAttention, adds_the_t5_relative_position_bias_without_scaling) {
   HostTensor v(DType::kF32, {len, heads, dim}, vv);
   HostTensor r(DType::kF32, {32, heads}, rel);
   HostTensor o(DType::kF32, {len, heads, dim});
-  backend().attention(q.t, k.t, v.t, 1.0f, &r.t, o.t);
+  backend().attention(q.t, k.t, v.t, 1.0f, &r.t, false, o.t);
   expect_close(o.values(), naive_attention(qv, kv, vv, len, len, heads, dim, 1.0, &rel), 1e-5,
                "t5 attention");
 }

@@ -165,9 +165,9 @@ void check_attention(int compute_capability, std::int64_t len, std::int64_t keys
       << "the flash kernel does not take bf16, D = 128 on sm_" << compute_capability;
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-  flash_backend.attention(q.t, k.t, v.t, scale, nullptr, o_flash.t);
+  flash_backend.attention(q.t, k.t, v.t, scale, nullptr, false, o_flash.t);
   flash_backend.synchronize();
-  tiled_backend.attention(q.t, k.t, v.t, scale, nullptr, o_tiled.t);
+  tiled_backend.attention(q.t, k.t, v.t, scale, nullptr, false, o_tiled.t);
   tiled_backend.synchronize();
   const auto flash = download<std::uint16_t>(flash_backend, o_flash.t);
   const auto tiled = download<std::uint16_t>(flash_backend, o_tiled.t);

@@ -1,5 +1,6 @@
-// The CPU backend's attention (query blocks against whole K and V per head, f32 softmax) and
-// Wan's 3-D RoPE (angles in f64, as the reference computes them).
+// The CPU backend's attention (query blocks against whole K and V per head, f32 softmax; key/value
+// heads shared by groups of query heads; an optional causal mask), Qwen's rotary embedding by
+// halves, and Wan's 3-D RoPE (angles in f64, as the reference computes them).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -17,11 +18,14 @@ using namespace detail;
 // ---- attention ----
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                           const Tensor* relative_bias, const Tensor& o) {
-  const auto [len, keys, heads, dim] = check_attention(q, k, v, relative_bias, o);
+                           const Tensor* relative_bias, bool causal, const Tensor& o) {
+  const auto [len, keys, heads, dim, kv_heads] = check_attention(q, k, v, relative_bias, causal, o);
+  if (heads == 0) return;
+  const std::int64_t group = heads / kv_heads;  // query heads per key/value head
 
-  // Per head: K and V gathered into contiguous f32 [S, D]; query blocks of kBlock rows each
-  // hold only a [kBlock, S] score block.
+  // Per key/value head: K and V gathered into contiguous f32 [S, D], then each query head of its
+  // group in query blocks of kBlock rows, each holding only a [kBlock, S] score block. Causal
+  // blocks compute the scores of the keys their last row sees and mask the rest.
   constexpr std::int64_t kBlock = 32;
   float* kh = grow(scratch_a_, static_cast<std::size_t>(keys * dim));
   float* vh = grow(scratch_b_, static_cast<std::size_t>(keys * dim));
@@ -32,9 +36,12 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, fl
   const auto s = static_cast<std::size_t>(keys);
 
   for (std::int64_t h = 0; h < heads; ++h) {
-    for (std::int64_t j = 0; j < keys; ++j) {
-      load(k, (j * heads + h) * dim, dim, kh + j * dim);
-      load(v, (j * heads + h) * dim, dim, vh + j * dim);
+    const std::int64_t kv = h / group;
+    if (h % group == 0) {
+      for (std::int64_t j = 0; j < keys; ++j) {
+        load(k, (j * kv_heads + kv) * dim, dim, kh + j * dim);
+        load(v, (j * kv_heads + kv) * dim, dim, vh + j * dim);
+      }
     }
     const auto blocks = static_cast<std::size_t>((len + kBlock - 1) / kBlock);
     pool_.parallel_for(blocks, 1, [&](std::size_t b, std::size_t e) {
@@ -44,23 +51,54 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, fl
       for (std::size_t block = b; block < e; ++block) {
         const std::int64_t i0 = static_cast<std::int64_t>(block) * kBlock;
         const std::int64_t rows = std::min(kBlock, len - i0);
+        const std::int64_t seen = causal ? i0 + rows : keys;  // keys any row of the block sees
         for (std::int64_t i = 0; i < rows; ++i) load(q, ((i0 + i) * heads + h) * dim, dim, qb + i * dim);
         const auto mm = static_cast<std::size_t>(rows);
-        gemm_f32(mm, s, d, scale, qb, d, kh, d, true, 0.0f, scores, s, pool_);
+        const auto n = static_cast<std::size_t>(seen);
+        gemm_f32(mm, n, d, scale, qb, d, kh, d, true, 0.0f, scores, s, pool_);
         for (std::int64_t i = 0; i < rows; ++i) {
           float* row = scores + i * keys;
           if (relative_bias != nullptr) {
-            for (std::int64_t j = 0; j < keys; ++j) {
+            for (std::int64_t j = 0; j < seen; ++j) {
               row[j] += rel[static_cast<std::size_t>(t5_relative_bucket(j - (i0 + i)) * heads + h)];
             }
           }
-          softmax_row(row, keys);
+          if (causal) {
+            for (std::int64_t j = i0 + i + 1; j < seen; ++j) row[j] = -INFINITY;
+          }
+          softmax_row(row, seen);
         }
-        gemm_f32(mm, d, s, 1.0f, scores, s, vh, d, false, 0.0f, out, d, pool_);
+        gemm_f32(mm, d, n, 1.0f, scores, s, vh, d, false, 0.0f, out, d, pool_);
         for (std::int64_t i = 0; i < rows; ++i) store(out + i * dim, o, ((i0 + i) * heads + h) * dim, dim);
       }
     });
   }
+}
+
+void CpuBackend::rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const auto [len, heads, dim] = check_rope_halves(x, cos, sin);
+  const std::int64_t half = dim / 2;
+  pool_.parallel_for(
+      static_cast<std::size_t>(len), grain_for(heads * dim), [&](std::size_t b, std::size_t e) {
+        float* v = row_buffer(0, static_cast<std::size_t>(heads * dim));
+        float* c = row_buffer(1, static_cast<std::size_t>(half));
+        float* sn = row_buffer(2, static_cast<std::size_t>(half));
+        for (auto n = static_cast<std::int64_t>(b); n < static_cast<std::int64_t>(e); ++n) {
+          load(x, n * heads * dim, heads * dim, v);
+          load(cos, n * half, half, c);
+          load(sin, n * half, half, sn);
+          for (std::int64_t h = 0; h < heads; ++h) {
+            float* head = v + h * dim;
+            for (std::int64_t j = 0; j < half; ++j) {
+              const float a = head[j];
+              const float b2 = head[j + half];
+              head[j] = a * c[j] - b2 * sn[j];
+              head[j + half] = b2 * c[j] + a * sn[j];
+            }
+          }
+          store(v, x, n * heads * dim, heads * dim);
+        }
+      });
 }
 
 void CpuBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {

@@ -49,7 +49,8 @@ class CpuBackend final : public Backend {
   void softmax(const Tensor& x, const Tensor& y) override;
   void convert(const Tensor& x, const Tensor& y) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                 const Tensor* relative_bias, const Tensor& o) override;
+                 const Tensor* relative_bias, bool causal, const Tensor& o) override;
+  void rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) override;
   void rope_3d(const Tensor& x, const RopeGrid& grid) override;
   void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dParams& params,
               const Tensor& y) override;

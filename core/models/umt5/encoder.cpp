@@ -64,7 +64,7 @@ void self_attention(Backend& backend, memory::Arena& arena, const EncoderConfig&
   backend.linear(a, w.tensor(kAttnK), nullptr, k.reshaped(flat), scales[kAttnK]);
   backend.linear(a, w.tensor(kAttnV), nullptr, v.reshaped(flat), scales[kAttnV]);
   const Tensor o = arena.allocate(DType::kBF16, Shape{len, c.heads, c.head_dim});
-  backend.attention(q, k, v, 1.0f, &w.tensor(kRelativeBias), o);
+  backend.attention(q, k, v, 1.0f, &w.tensor(kRelativeBias), /*causal=*/false, o);
   const Tensor projected = arena.allocate(DType::kBF16, Shape{len, c.dim});
   backend.linear(o.reshaped(flat), w.tensor(kAttnO), nullptr, projected, scales[kAttnO]);
   backend.gated_add(h, projected, nullptr);

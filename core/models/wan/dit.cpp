@@ -722,7 +722,7 @@ void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& 
   backend_.convert(t.r, t.k);
   lin(t.a, BlockTensor::kSelfVWeight, t.v);
   backend_.attention(heads_view(t.q), heads_view(t.k), heads_view(t.v), attn_scale, nullptr,
-                     heads_view(t.o));
+                     /*causal=*/false, heads_view(t.o));
   lin(t.o, BlockTensor::kSelfOWeight, t.q);
   // From here the residual stream is f32 (bf16 + f32 gate product).
   if (first) backend_.convert(x0, s.x);
@@ -739,7 +739,7 @@ void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& 
   backend_.convert(t.cr, t.ck);
   lin(s.ctx, BlockTensor::kCrossVWeight, t.cv);
   backend_.attention(heads_view(t.q), heads_view(t.ck), heads_view(t.cv), attn_scale, nullptr,
-                     heads_view(t.o));
+                     /*causal=*/false, heads_view(t.o));
   lin(t.o, BlockTensor::kCrossOWeight, t.q);
   backend_.gated_add(s.x, t.q, nullptr);
 

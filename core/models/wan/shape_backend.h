@@ -39,8 +39,9 @@ class ShapeBackend final : public Backend {
   void silu(const Tensor&, const Tensor&) override {}
   void softmax(const Tensor&, const Tensor&) override {}
   void convert(const Tensor&, const Tensor&) override {}
-  void attention(const Tensor&, const Tensor&, const Tensor&, float, const Tensor*,
+  void attention(const Tensor&, const Tensor&, const Tensor&, float, const Tensor*, bool,
                  const Tensor&) override {}
+  void rope_halves(const Tensor&, const Tensor&, const Tensor&) override {}
   void rope_3d(const Tensor&, const RopeGrid&) override {}
   void conv3d(const Tensor&, const Tensor&, const Tensor*, const Conv3dParams&,
               const Tensor&) override {}

@@ -302,7 +302,7 @@ void attention(Run& r, const Name& p, const Tensor& x) {
     const auto frame = [&](const Tensor& a) {
       return a.rows(t * len, (t + 1) * len).reshaped(head);
     };
-    r.be.attention(frame(q), frame(k), frame(v), scale, nullptr, frame(o));
+    r.be.attention(frame(q), frame(k), frame(v), scale, nullptr, /*causal=*/false, frame(o));
   }
   const Tensor proj = r.alloc(q.shape);
   r.be.linear(o, r.weight(p + "proj.weight").reshaped(Shape{d.c, d.c}), &r.weight(p + "proj.bias"),
