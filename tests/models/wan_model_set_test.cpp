@@ -243,6 +243,19 @@ TEST(ModelSet, TellsAnExpertOrALoraForOneByItsPath) {
             ExpertRole::kLowNoise);
 }
 
+// city96's umT5 GGUF (llama.cpp's T5 names: token_embd, enc.blk.N) is a text encoder with its
+// tokenizer inside: a folder of GGUF parts is a model set (it was ignored: "no umT5 text encoder").
+TEST(ModelSet, FindsCity96sUmt5Gguf) {
+  test::ScratchDir dir;
+  write_dit(dir / "wan2.2_i2v_high_noise_14B_Q4_K_M.safetensors", 36, 16);
+  write_dit(dir / "wan2.2_i2v_low_noise_14B_Q4_K_M.safetensors", 36, 16);
+  copy_fixture("umt5/encoder/umt5-Q8_0.gguf", dir / "umt5-xxl-encoder-Q8_0.gguf");
+  copy_fixture("wan/vae/wan21_tiny.safetensors", dir / "wan_2.1_vae.safetensors");
+  const ModelSet m = find_model_set({dir.path()});
+  EXPECT_EQ(m.text_encoder.filename(), "umt5-xxl-encoder-Q8_0.gguf");
+  EXPECT_TRUE(m.tokenizer_embedded());
+}
+
 // LightX2V's A14B LoRAs come in pairs, one per expert; each expert takes its own and those that
 // name neither. A one-expert model takes every LoRA (a wrong one is refused by its shapes).
 TEST(ModelSet, EachExpertTakesItsOwnLorasAndTheSharedOnes) {

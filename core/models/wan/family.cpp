@@ -122,6 +122,19 @@ std::string_view dit_stage_name(const ModelSet& set, int expert) {
   return expert == 0 ? kHighNoiseStage : kLowNoiseStage;
 }
 
+offload::ModelLayout expert_model_layout(const WanParts& parts, int expert, int width, int height,
+                                         int frames, std::int64_t ffn_chunk_tokens) {
+  offload::ModelLayout layout =
+      dit_model_layout(parts.expert(expert), width, height, frames, ffn_chunk_tokens);
+  const ModelSet& set = parts.set();
+  if (set.two_experts()) {
+    const DitConfig& c = set.dit_config;
+    layout.name = "Wan DiT " + std::string(c.name) + ", " + std::string(dit_stage_name(set, expert)) +
+                  " (" + std::to_string(c.layers) + " blocks, D=" + std::to_string(c.dim) + ")";
+  }
+  return layout;
+}
+
 std::vector<LoraChoice> expert_loras(const std::vector<LoraChoice>& loras, const ModelSet& set,
                                      int expert) {
   if (!set.two_experts()) return loras;
@@ -167,7 +180,7 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
   const int experts = set_.two_experts() ? 2 : 1;
   for (int e = 0; e < experts; ++e) {
     offload::ModelLayout dit =
-        dit_model_layout(expert(e), r.width, r.height, r.frames, preset.ffn_chunk_tokens);
+        expert_model_layout(*this, e, r.width, r.height, r.frames, preset.ffn_chunk_tokens);
     const lora::LoraBinding loras = bind_dit_loras(
         expert_loras(r.request.loras, set_, e), expert(e), dit,
         dit_tokens(set_.dit_config, r.width, r.height, r.frames), preset.ffn_chunk_tokens);

@@ -31,8 +31,9 @@ Part classify(const io::TensorSet& set) {
   for (const auto& e : set.entries()) {
     const std::string_view n = e.tensor->name;
     patch |= ends_with(n, "patch_embedding.weight");
-    text |=
-        n == "token_embedding.weight" || n == "shared.weight" || n == "encoder.embed_tokens.weight";
+    // city96's umT5 GGUFs name the embedding token_embd (llama.cpp's T5 names).
+    text |= n == "token_embedding.weight" || n == "shared.weight" ||
+            n == "encoder.embed_tokens.weight" || n == "token_embd.weight";
     vae |= n == "decoder.conv1.weight" || n == "decoder.conv_in.weight" ||
            n == "encoder.conv1.weight" || n == "encoder.conv_in.weight";
   }

@@ -82,8 +82,8 @@ class ExpertWeights {
  public:
   ExpertWeights(const WanParts& parts, const ResolvedRequest& r, const GenerationPlan& plan,
                 int expert, int passes, RunContext& ctx, std::int64_t branches, bool ti2v_image)
-      : layout_(dit_model_layout(parts.expert(expert), r.width, r.height, r.frames,
-                                 ctx.preset.ffn_chunk_tokens)),
+      : layout_(expert_model_layout(parts, expert, r.width, r.height, r.frames,
+                                    ctx.preset.ffn_chunk_tokens)),
         loras_(bind_dit_loras(expert_loras(r.request.loras, parts.set(), expert),
                               parts.expert(expert), layout_, tokens(parts, r),
                               ctx.preset.ffn_chunk_tokens)),
