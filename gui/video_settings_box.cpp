@@ -16,6 +16,8 @@
 #include <cmath>
 #include <utility>
 
+#include "gui/snapping_spin_box.h"
+
 namespace ferry::gui {
 
 VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), parent) {
@@ -23,11 +25,11 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
   size_ = new QComboBox;
   size_->setAccessibleName(tr("Size"));
-  width_ = new QSpinBox;
-  height_ = new QSpinBox;
-  for (QSpinBox* box : {width_, height_}) {
+  width_ = new SnappingSpinBox;
+  height_ = new SnappingSpinBox;
+  for (SnappingSpinBox* box : {width_, height_}) {
     box->setRange(16, 4096);
-    box->setSingleStep(16);
+    box->setGrid(16, 0, tr("a multiple of %1").arg(16));
     box->setSuffix(tr(" px"));
   }
   width_->setAccessibleName(tr("Width"));
@@ -46,9 +48,9 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   sizeNote_->hide();
   form->addRow(QString(), sizeNote_);
 
-  frames_ = new QSpinBox;
+  frames_ = new SnappingSpinBox;
   frames_->setRange(1, 1001);
-  frames_->setSingleStep(4);
+  frames_->setGrid(4, 1, tr("%1k+1").arg(4));
   frames_->setAccessibleName(tr("Frames"));
   frames_->setToolTip(tr("Frames of the form 4k+1 (81, 121, …)"));
   duration_ = new QDoubleSpinBox;
@@ -71,6 +73,17 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   auto* framesLabel = new QLabel(tr("Fr&ames:"));
   framesLabel->setBuddy(frames_);
   form->addRow(framesLabel, lengthRow);
+  snapNote_ = new QLabel;
+  snapNote_->setWordWrap(true);
+  snapNote_->setAccessibleName(tr("Snapped value"));
+  snapNote_->hide();
+  form->addRow(QString(), snapNote_);
+  for (SnappingSpinBox* box : {width_, height_, frames_}) {
+    connect(box, &SnappingSpinBox::snapped, this, [this](const QString& note) {
+      snapNote_->setText(note);
+      snapNote_->show();
+    });
+  }
 
   steps_ = new QSpinBox;
   steps_->setRange(1, 1000);
@@ -175,13 +188,13 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
                                 bool applyDefaults) {
   if (rules) {
     // The engine's limits: the inputs never offer what it would refuse.
-    for (QSpinBox* box : {width_, height_}) {
+    for (SnappingSpinBox* box : {width_, height_}) {
       box->setRange(rules->min_size, rules->max_size);
-      box->setSingleStep(rules->size_multiple);
+      box->setGrid(rules->size_multiple, 0, tr("a multiple of %1").arg(rules->size_multiple));
     }
     framesStep_ = std::max(1, rules->frames_step);
     frames_->setRange(1, rules->max_frames);
-    frames_->setSingleStep(framesStep_);
+    frames_->setGrid(framesStep_, 1, tr("%1k+1").arg(framesStep_));
     frames_->setToolTip(tr("Frames of the form %1k+1 (%2, %3, …)")
                             .arg(framesStep_)
                             .arg(framesStep_ + 1)
@@ -192,6 +205,7 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
     shift_->setRange(0.1, rules->max_shift);
   }
   rules_ = rules;
+  snapNote_->hide();
   cfgLabel_->setText(twoExperts() ? tr("&CFG high") : tr("&CFG"));
   cfg_->setAccessibleName(twoExperts() ? tr("Guidance scale (CFG) of the high-noise expert")
                                        : tr("Guidance scale (CFG)"));
@@ -246,6 +260,7 @@ void VideoSettingsBox::onSamplerChosen() {
 
 void VideoSettingsBox::apply(const GenerationSettings& s) {
   updating_ = true;
+  snapNote_->hide();
   if (s.width > 0 && s.height > 0) {
     const int index = size_->findData(QSize(s.width, s.height));
     size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
@@ -308,6 +323,10 @@ quint64 VideoSettingsBox::seed() const {
 
 void VideoSettingsBox::setSeed(quint64 seed) {
   seed_->setText(QString::number(std::min(seed, kMaxSeed)));
+}
+
+QString VideoSettingsBox::snapNote() const {
+  return snapNote_->isVisibleTo(this) ? snapNote_->text() : QString();
 }
 
 SeedMode VideoSettingsBox::seedMode() const {

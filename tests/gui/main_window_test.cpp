@@ -12,7 +12,9 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QMimeData>
+#include <QPlainTextEdit>
 #include <QProcess>
+#include <QPushButton>
 #include <QStatusBar>
 #include <QtTest/QtTest>
 
@@ -169,6 +171,15 @@ QString makeClip(const QString& modelFolder, const QString& video, const QString
   ferry::pipeline::CancelToken cancel;
   engine->run(*engine->find(request.model), request, sink, cancel);
   return video;
+}
+
+// The seconds of "ETA 12.5 s" or "ETA 2 min 05 s" in a status line; -1 when it has none.
+double etaIn(const QString& status) {
+  static const QRegularExpression eta(QStringLiteral("ETA (?:(\\d+) min (\\d+) s|(\\d+\\.\\d) s)"));
+  const auto m = eta.match(status);
+  if (!m.hasMatch()) return -1;
+  if (!m.captured(3).isEmpty()) return m.captured(3).toDouble();
+  return m.captured(1).toInt() * 60 + m.captured(2).toInt();
 }
 
 bool waitForIdle(MainWindow& w, int ms = 120000) {
@@ -479,6 +490,72 @@ class MainWindowTest : public QObject {
     restored.seedMode = s.seedMode;
     QCOMPARE(restored, s);
     QTRY_COMPARE_WITH_TIMEOUT(w.player()->frameCount(), 5, 30000);
+  }
+
+  // Issue 23 item 5: the status bar's ETA is the whole job's. At the last denoising step the
+  // decode is still ahead (the old ETA read 0 there, then the decode ran under a busy bar), the
+  // decode stage itself shows a time left, and the end says how long the whole job took. A second
+  // run of the same size knows its whole time before its first step, from the first's stages.
+  void the_eta_counts_the_decode_and_the_end_says_the_elapsed_time() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.applySettings(demoSettings(3));
+    QVERIFY(settle(w));
+    QString atLastStep, atDecode, atText;
+    connect(w.worker(), &GenerationWorker::step, this, [&](const StepInfo& info) {
+      if (info.step == info.steps) atLastStep = w.statusText();
+    });
+    connect(w.worker(), &GenerationWorker::stageChanged, this, [&](int stage, const QString&) {
+      if (stage == static_cast<int>(ferry::pipeline::Stage::kDecode)) atDecode = w.statusText();
+      if (stage == static_cast<int>(ferry::pipeline::Stage::kText)) atText = w.statusText();
+    });
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QVERIFY2(etaIn(atLastStep) > 0, qPrintable(atLastStep));
+    QVERIFY2(atDecode.startsWith(QStringLiteral("Decoding the video…")), qPrintable(atDecode));
+    QVERIFY2(etaIn(atDecode) > 0, qPrintable(atDecode));
+    QVERIFY2(etaIn(atText) < 0, qPrintable(atText));  // the first run: nothing measured yet
+    static const QRegularExpression done(QStringLiteral("^Done in (\\d+\\.\\d) s: "));
+    QVERIFY2(done.match(w.statusText()).hasMatch(), qPrintable(w.statusText()));
+
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(etaIn(atText) > 0, qPrintable(atText));
+    QVERIFY2(done.match(w.statusText()).hasMatch(), qPrintable(w.statusText()));
+  }
+
+  // Issue 23 item 8: the model's default negative prompt is text to edit (typing "blurry" adds
+  // to it instead of silently replacing it), with a one-click reset; left as shown, the request
+  // leaves it to the engine's default.
+  void the_default_negative_prompt_is_editable_text_with_a_reset() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.applySettings(demoSettings(2));
+    QVERIFY(settle(w));
+    QPlainTextEdit* negative = nullptr;
+    for (QPlainTextEdit* e : w.findChildren<QPlainTextEdit*>()) {
+      if (e->accessibleName() == QLatin1String("Negative prompt")) negative = e;
+    }
+    QPushButton* reset = nullptr;
+    for (QPushButton* b : w.findChildren<QPushButton*>()) {
+      if (b->accessibleName() == QLatin1String("Reset the negative prompt")) reset = b;
+    }
+    QVERIFY(negative != nullptr);
+    QVERIFY(reset != nullptr);
+    const QString official = negative->toPlainText();
+    QVERIFY2(official.size() > 20, qPrintable(official));
+    QVERIFY(!reset->isEnabled());
+    QVERIFY(w.settings().negativePrompt.isEmpty());
+
+    negative->moveCursor(QTextCursor::End);
+    QTest::keyClicks(negative, QStringLiteral(", blurry"));
+    QCOMPARE(w.settings().negativePrompt, official + QStringLiteral(", blurry"));
+    QVERIFY(reset->isEnabled());
+    QTest::mouseClick(reset, Qt::LeftButton);
+    QCOMPARE(negative->toPlainText(), official);
+    QVERIFY(w.settings().negativePrompt.isEmpty());
+    QVERIFY(!reset->isEnabled());
   }
 
   void a_clip_restores_its_start_and_end_images_from_beside_it() {
