@@ -773,6 +773,8 @@ void MainWindow::updateGenerateButton() {
   generate_->setToolTip(reason.isEmpty() ? tr("Make the video (Ctrl+Enter)") : reason);
   generate_->setAccessibleDescription(reason);
   const auto& plan = presetPanel_->plan();
+  const bool modelMissing = !reason.isEmpty() && reason == modelPanel_->problem() &&
+                            !modelPanel_->scanning() && !modelPanel_->model();
   if (presetPanel_->fits() && plan) {
     planLine_->setStyleSheet(QString());
     const auto target = presetPanel_->target();
@@ -792,11 +794,17 @@ void MainWindow::updateGenerateButton() {
       planLine_->setStyleSheet(QStringLiteral("color: #b8860b;"));
     }
     planLine_->setText(text);
+  } else if (modelMissing) {
+    // Said once, by the model panel at the top (in view at 1280×720), not again here.
+    planLine_->clear();
   } else {
     planLine_->setStyleSheet(QStringLiteral("color: #d9534f;"));
     planLine_->setText(QStringLiteral("⚠ ") + reason);
   }
-  if (state_ == State::kIdle && !reason.isEmpty()) {
+  planLine_->setVisible(!planLine_->text().isEmpty());
+  if (state_ == State::kIdle && modelMissing) {
+    status_->setText(tr("Not ready: choose a model at the top"));
+  } else if (state_ == State::kIdle && !reason.isEmpty()) {
     status_->setText(tr("Not ready (the reason is above the Generate button)"));
   } else if (state_ == State::kIdle) {
     status_->setText(tr("Ready"));

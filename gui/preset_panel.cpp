@@ -231,7 +231,8 @@ void PresetPanel::showPlan() {
     verdict = QStringLiteral("⚠ ") + refusal_;
     verdict_->setStyleSheet(QStringLiteral("color: #d9534f;"));
   }
-  if (!note_.isEmpty()) verdict += QLatin1Char(' ') + note_;
+  if (!model_) verdict.clear();  // the model panel says there is none; nothing to plan yet
+  if (!note_.isEmpty()) verdict += (verdict.isEmpty() ? QString() : QStringLiteral(" ")) + note_;
   if (fits_ && resolved_) {
     for (const std::string& warning : resolved_->warnings) {
       verdict += QStringLiteral("\n⚠ ") + QString::fromStdString(warning);

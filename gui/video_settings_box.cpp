@@ -181,7 +181,23 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   connect(copySeed_, &QPushButton::clicked, this, &VideoSettingsBox::copySeed);
   fillSizes(std::nullopt);
   fillSamplers(std::nullopt);
-  updateDuration();
+  showValues(false);
+}
+
+void VideoSettingsBox::showValues(bool shown) {
+  if (shown == hasValues_) return;
+  hasValues_ = shown;
+  const bool was = updating_;
+  updating_ = true;
+  for (QAbstractSpinBox* box : std::initializer_list<QAbstractSpinBox*>{
+           width_, height_, frames_, duration_, fps_, steps_, cfg_, cfgLow_, shift_}) {
+    // QAbstractSpinBox shows the special text at the minimum: the fields wait there.
+    box->setSpecialValueText(shown ? QString() : QStringLiteral("—"));
+    if (shown) continue;
+    if (auto* spin = qobject_cast<QSpinBox*>(box)) spin->setValue(spin->minimum());
+    if (auto* spin = qobject_cast<QDoubleSpinBox*>(box)) spin->setValue(spin->minimum());
+  }
+  updating_ = was;
 }
 
 void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules,
@@ -213,7 +229,9 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
   cfgLow_->setVisible(twoExperts());
   fillSizes(rules);
   fillSamplers(rules);
-  if (rules && applyDefaults) {
+  // A model found for fields that show nothing yet takes its defaults whatever was asked.
+  if (rules && (applyDefaults || !hasValues_)) {
+    showValues(true);
     updating_ = true;
     const int index = size_->findData(QSize(rules->width, rules->height));
     size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
@@ -261,6 +279,7 @@ void VideoSettingsBox::onSamplerChosen() {
 void VideoSettingsBox::apply(const GenerationSettings& s) {
   updating_ = true;
   snapNote_->hide();
+  if (s.width > 0 || s.frames > 0 || s.steps > 0) showValues(true);
   if (s.width > 0 && s.height > 0) {
     const int index = size_->findData(QSize(s.width, s.height));
     size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
@@ -290,6 +309,10 @@ void VideoSettingsBox::apply(const GenerationSettings& s) {
 }
 
 void VideoSettingsBox::fill(GenerationSettings& s) const {
+  s.sampler = sampler_->currentData().toString();
+  s.seed = seed();
+  s.seedMode = seedMode();
+  if (!hasValues_) return;  // nothing shown: zeros, which keep what a later apply() finds
   s.width = width_->value();
   s.height = height_->value();
   s.frames = frames_->value();
@@ -298,9 +321,6 @@ void VideoSettingsBox::fill(GenerationSettings& s) const {
   s.guideScale = cfg_->value();
   s.lowNoiseGuideScale = twoExperts() ? cfgLow_->value() : 0;
   s.shift = shift_->value();
-  s.sampler = sampler_->currentData().toString();
-  s.seed = seed();
-  s.seedMode = seedMode();
 }
 
 void VideoSettingsBox::setResolvedSize(QSize size) {

@@ -66,6 +66,9 @@ class VideoSettingsBox : public QGroupBox {
   void updateSizeInputs();
   void updateDuration();
   void updateNote();
+  // Without a model's defaults or restored settings the fields show "—", not made-up values
+  // (32×32 px, 1 frame, CFG 0); with `shown` they show their values again.
+  void showValues(bool shown);
   bool twoExperts() const { return rules_ && rules_->two_experts; }
 
   QComboBox* size_;
@@ -92,6 +95,7 @@ class VideoSettingsBox : public QGroupBox {
   int framesStep_ = 4;
   bool editable_ = true;
   bool updating_ = false;
+  bool hasValues_ = true;  // showValues(false) in the constructor
 };
 
 }  // namespace ferry::gui

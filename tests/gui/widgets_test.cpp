@@ -385,14 +385,12 @@ class WidgetsTest : public QObject {
 
     type(frames, QStringLiteral("80"));
     QCOMPARE(frames->value(), 81);
-    QVERIFY2(note().contains(QLatin1String("80")) &&
-                 note().contains(QLatin1String("81")),
+    QVERIFY2(note().contains(QLatin1String("80")) && note().contains(QLatin1String("81")),
              qPrintable(note()));
 
     type(frames, QStringLiteral("99999"));
     QCOMPARE(frames->value(), 201);
-    QVERIFY2(note().contains(QLatin1String("99999")) &&
-                 note().contains(QLatin1String("201")) &&
+    QVERIFY2(note().contains(QLatin1String("99999")) && note().contains(QLatin1String("201")) &&
                  note().contains(QLatin1String("most")),
              qPrintable(note()));
 
