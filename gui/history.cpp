@@ -147,8 +147,8 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   open_->setToolTip(tr("Play this video in the window's player"));
   // Two rows: the panel is a narrow side column (a sixth of a 1280 px window).
   auto* buttons = new QGridLayout;
-  buttons->addWidget(restore_, 0, 0);
-  buttons->addWidget(open_, 0, 1);
+  buttons->addWidget(restore_, 0, 0, 1, 2);
+  buttons->addWidget(open_, 1, 0);
   buttons->addWidget(remove_, 1, 1);
   buttons->setColumnStretch(2, 1);
   auto* layout = new QVBoxLayout(this);

@@ -959,9 +959,10 @@ void MainWindow::onStep(const StepInfo& engineInfo) {
   // The status bar's ETA is the whole job's: the decode and the write after the last step too.
   StepInfo info = engineInfo;
   if (const double left = stageProgress_->remaining(); left >= 0) info.etaSeconds = left;
-  ramChart_->addSample(info.step, info.ramPeakBytes);
+  const double seconds = stageProgress_->elapsed();  // the charts' time axis
+  ramChart_->addSample(info.step, info.ramPeakBytes, seconds);
   if (info.vramBytes != 0 || vramChart_->budget() != 0) {
-    vramChart_->addSample(info.step, info.vramPeakBytes);
+    vramChart_->addSample(info.step, info.vramPeakBytes, seconds);
   }
   stepTime_->setText(tr("Step time: %1 (mean %2/step) · read %3 · waiting for weights %4")
                          .arg(durationText(info.stepSeconds), durationText(info.secondsPerStep),
