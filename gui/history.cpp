@@ -229,6 +229,7 @@ QString HistoryPanel::settingsText() const {
 void HistoryPanel::showDetails() {
   const HistoryItem* item = current();
   details_->setPlainText(item ? describe(item->settings) : QString());
+  details_->setVisible(item != nullptr);  // an empty history lends the list its room
 }
 
 void HistoryPanel::updateButtons() {
