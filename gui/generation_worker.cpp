@@ -50,6 +50,9 @@ GenerationOutcome outcomeOf(const pipeline::GenerationResult& result) {
   outcome.steps = s.steps;
   outcome.seed = s.request.seed;
   outcome.peakDeviceBytes = result.peak_device_bytes;
+  for (const offload::StageStats& stage : result.stages) {
+    outcome.stageSeconds.push_back({QString::fromStdString(stage.stage), stage.seconds});
+  }
   QFile sidecar(outcome.sidecar);
   if (sidecar.open(QIODevice::ReadOnly))
     outcome.settingsJson = QString::fromUtf8(sidecar.readAll());

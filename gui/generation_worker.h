@@ -55,6 +55,9 @@ struct GenerationOutcome {
   int width = 0, height = 0, frames = 0, fps = 0, steps = 0;
   quint64 seed = 0;
   quint64 peakDeviceBytes = 0;
+  // Each stage's seconds as the engine measured them ("text", "image", "denoise", "decode"; the
+  // decode's with the write), kept per model, preset and size for the next run's estimate.
+  QVector<QPair<QString, double>> stageSeconds;
 };
 
 class GenerationWorker : public QObject {

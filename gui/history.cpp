@@ -8,6 +8,7 @@
 #include <QJsonObject>
 #include <QListWidget>
 #include <QMessageBox>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSaveFile>
 #include <QVBoxLayout>
@@ -16,6 +17,45 @@ namespace ferry::gui {
 namespace {
 
 constexpr int kThumbnailWidth = 160;
+
+// A history item's settings as a user reads them, one per line; what was left to the model says
+// so.
+QString describe(const GenerationSettings& s) {
+  const auto orDefault = [](const QString& value) {
+    return value.isEmpty() ? QObject::tr("the model's default") : value;
+  };
+  QStringList lines;
+  lines << QObject::tr("Prompt: %1").arg(s.prompt);
+  lines << QObject::tr("Negative prompt: %1").arg(orDefault(s.negativePrompt));
+  if (!s.image.isEmpty())
+    lines << QObject::tr("Start image: %1").arg(QFileInfo(s.image).fileName());
+  if (!s.endImage.isEmpty())
+    lines << QObject::tr("End image: %1").arg(QFileInfo(s.endImage).fileName());
+  if (!s.modelFolder.isEmpty())
+    lines << QObject::tr("Model: %1").arg(QDir::toNativeSeparators(s.modelFolder));
+  lines << QObject::tr("Size: %1 × %2 px, %3 frames at %4 fps")
+               .arg(s.width)
+               .arg(s.height)
+               .arg(s.frames)
+               .arg(s.fps);
+  QString cfg = QString::number(s.guideScale, 'g', 3);
+  if (s.lowNoiseGuideScale > 0)
+    cfg += QObject::tr(" (low-noise %1)").arg(s.lowNoiseGuideScale, 0, 'g', 3);
+  lines << QObject::tr("Steps %1 · CFG %2 · shift %3 · sampler %4")
+               .arg(s.steps)
+               .arg(cfg)
+               .arg(s.shift, 0, 'g', 3)
+               .arg(orDefault(s.sampler));
+  lines << QObject::tr("Seed: %1 · preset %2").arg(s.seed).arg(s.preset);
+  for (const LoraSetting& l : s.loras) {
+    lines << QObject::tr("LoRA: %1 × %2%3")
+                 .arg(l.name.isEmpty() ? QFileInfo(l.path).fileName() : l.name)
+                 .arg(l.strength, 0, 'g', 3)
+                 .arg(l.enabled ? QString() : QObject::tr(" (off)"));
+  }
+  if (!s.noise.isEmpty()) lines << QObject::tr("Noise file: %1").arg(QFileInfo(s.noise).fileName());
+  return lines.join(QLatin1Char('\n'));
+}
 
 }  // namespace
 
@@ -86,7 +126,8 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
     : QWidget(parent),
       store_(store),
       list_(new QListWidget(this)),
-      restore_(new QPushButton(tr("Use settings"), this)),
+      details_(new QPlainTextEdit(this)),
+      restore_(new QPushButton(tr("Use these settings"), this)),
       open_(new QPushButton(tr("Play here"), this)),
       remove_(new QPushButton(tr("Remo&ve"), this)) {
   list_->setIconSize(QSize(kThumbnailWidth / 2, kThumbnailWidth * 9 / 32));
@@ -95,16 +136,24 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   list_->setAccessibleName(tr("History of generations"));
   list_->setToolTip(
       tr("Click an item to play it; double-click it (or press Enter) to use its settings"));
-  restore_->setToolTip(tr("Put every setting of this video back in the window"));
+  restore_->setToolTip(
+      tr("Put every setting of this video back in the window (Run ▸ Undo restore brings back "
+         "what was there)"));
+  // A click shows what made the video here, read-only; nothing in the window changes until
+  // "Use these settings".
+  details_->setReadOnly(true);
+  details_->setAccessibleName(tr("Settings of the chosen video"));
+  details_->setMaximumHeight(details_->fontMetrics().lineSpacing() * 8 + 12);
   open_->setToolTip(tr("Play this video in the window's player"));
   // Two rows: the panel is a narrow side column (a sixth of a 1280 px window).
   auto* buttons = new QGridLayout;
-  buttons->addWidget(restore_, 0, 0);
-  buttons->addWidget(open_, 0, 1);
+  buttons->addWidget(restore_, 0, 0, 1, 2);
+  buttons->addWidget(open_, 1, 0);
   buttons->addWidget(remove_, 1, 1);
   buttons->setColumnStretch(2, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(list_, 1);
+  layout->addWidget(details_);
   layout->addLayout(buttons);
 
   auto restore = [this] {
@@ -133,6 +182,7 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
     reload();
   });
   connect(list_, &QListWidget::currentRowChanged, this, &HistoryPanel::updateButtons);
+  connect(list_, &QListWidget::currentRowChanged, this, &HistoryPanel::showDetails);
   reload();
 }
 
@@ -160,6 +210,7 @@ void HistoryPanel::reload() {
   }
   if (!items_.isEmpty()) list_->setCurrentRow(0);
   updateButtons();
+  showDetails();
 }
 
 int HistoryPanel::count() const {
@@ -169,6 +220,16 @@ int HistoryPanel::count() const {
 const HistoryItem* HistoryPanel::current() const {
   const int row = list_->currentRow();
   return row >= 0 && row < items_.size() ? &items_[row] : nullptr;
+}
+
+QString HistoryPanel::settingsText() const {
+  return details_->toPlainText();
+}
+
+void HistoryPanel::showDetails() {
+  const HistoryItem* item = current();
+  details_->setPlainText(item ? describe(item->settings) : QString());
+  details_->setVisible(item != nullptr);  // an empty history lends the list its room
 }
 
 void HistoryPanel::updateButtons() {

@@ -13,6 +13,7 @@
 #include "gui/history_item.h"
 
 class QListWidget;
+class QPlainTextEdit;
 class QPushButton;
 
 namespace ferry::gui {
@@ -43,6 +44,8 @@ class HistoryPanel : public QWidget {
   void reload();
   QListWidget* list() const { return list_; }
   int count() const;
+  // The chosen item's settings as the read-only view under the list shows them.
+  QString settingsText() const;
 
  signals:
   // `video`: the item's video, beside which a noise file it was made from is looked for.
@@ -52,10 +55,12 @@ class HistoryPanel : public QWidget {
  private:
   const HistoryItem* current() const;
   void updateButtons();
+  void showDetails();
 
   HistoryStore* store_;
   QList<HistoryItem> items_;
   QListWidget* list_;
+  QPlainTextEdit* details_;  // the chosen item's settings, read-only
   QPushButton* restore_;
   QPushButton* open_;
   QPushButton* remove_;

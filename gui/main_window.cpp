@@ -43,12 +43,14 @@
 #include "gui/clip_lookup.h"
 #include "gui/frame_player.h"
 #include "gui/history.h"
+#include "gui/job_estimate.h"
 #include "gui/latest_query.h"
 #include "gui/lora_list.h"
 #include "gui/machine_check.h"
 #include "gui/memory_chart.h"
 #include "gui/model_panel.h"
 #include "gui/preset_panel.h"
+#include "gui/stage_progress.h"
 #include "gui/start_image_box.h"
 #include "gui/video_settings_box.h"
 
@@ -60,15 +62,6 @@ constexpr int kPlayerMaxWidth = 1280;
 constexpr int kLeftColumnMinWidth = 460;
 constexpr int kMiddleMinWidth = 420;
 constexpr int kHistoryMinWidth = 200;
-
-QString durationText(double seconds) {
-  if (seconds < 60) return QObject::tr("%1 s").arg(seconds, 0, 'f', 1);
-  const int s = static_cast<int>(seconds);
-  if (seconds < 3600) {
-    return QObject::tr("%1 min %2 s").arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
-  }
-  return QObject::tr("%1 h %2 min").arg(s / 3600).arg(s / 60 % 60, 2, 10, QLatin1Char('0'));
-}
 
 }  // namespace
 
@@ -210,19 +203,27 @@ void MainWindow::buildUi() {
   auto* promptLabel = new QLabel(tr("&Prompt"));
   promptLabel->setBuddy(prompt_);
   negative_ = new QPlainTextEdit;
-  negative_->setPlaceholderText(tr("Empty: the model's official default"));
-  negative_->setToolTip(
-      tr("What the video should not look like. Left empty, Ferry uses the "
-         "model's official default (shown greyed once the model is found)."));
+  // The model's default is shown as text to edit once a model is found (typing "blurry" adds to
+  // it instead of replacing it unseen); "Reset" brings it back.
+  negative_->setPlaceholderText(tr("The model's default, once a model is chosen"));
+  negative_->setToolTip(tr("What the video should not look like."));
   negative_->setAccessibleName(tr("Negative prompt"));
-  negative_->setAccessibleDescription(tr("Empty: the model's official default negative prompt"));
   negative_->setTabChangesFocus(true);
   negative_->setFixedHeight(negative_->fontMetrics().lineSpacing() * 2 + 12);
   auto* negativeLabel = new QLabel(tr("&Negative prompt"));
   negativeLabel->setBuddy(negative_);
+  resetNegative_ = new QPushButton(tr("Reset to default"));
+  resetNegative_->setToolTip(tr("Put back the model's default negative prompt"));
+  resetNegative_->setAccessibleName(tr("Reset the negative prompt"));
+  resetNegative_->setFlat(true);
+  resetNegative_->setEnabled(false);
+  auto* negativeRow = new QHBoxLayout;
+  negativeRow->addWidget(negativeLabel);
+  negativeRow->addStretch();
+  negativeRow->addWidget(resetNegative_);
   promptForm->addWidget(promptLabel);
   promptForm->addWidget(prompt_, 2);
-  promptForm->addWidget(negativeLabel);
+  promptForm->addLayout(negativeRow);
   promptForm->addWidget(negative_, 1);
   leftLayout->addWidget(promptBox);
 
@@ -294,6 +295,8 @@ void MainWindow::buildUi() {
   topLayout->setContentsMargins(0, 0, 0, 0);
   player_ = new FramePlayer;
   topLayout->addWidget(player_, 1);
+  stageProgress_ = new StageProgress;
+  topLayout->addWidget(stageProgress_);
   auto* resultRow = new QHBoxLayout;
   openFile_ = new QPushButton(tr("Play in system player"));
   openFile_->setToolTip(tr("Open the video in the system's player"));
@@ -362,6 +365,12 @@ void MainWindow::buildUi() {
   // image, video settings, LoRAs, Generate, Cancel, then the player, the preset and the history.
 
   connect(prompt_, &QPlainTextEdit::textChanged, this, &MainWindow::updateGenerateButton);
+  connect(negative_, &QPlainTextEdit::textChanged, this, [this] {
+    resetNegative_->setEnabled(!defaultNegative_.isEmpty() &&
+                               negative_->toPlainText() != defaultNegative_);
+  });
+  connect(resetNegative_, &QPushButton::clicked, this,
+          [this] { negative_->setPlainText(defaultNegative_); });
   connect(modelPanel_, &ModelPanel::modelChanged, this, &MainWindow::onModelChanged);
   connect(modelPanel_, &ModelPanel::demoRequested, this, &MainWindow::useDemoModel);
   connect(loraList_, &LoraList::lorasChanged, this, &MainWindow::updatePlanInputs);
@@ -476,7 +485,10 @@ void MainWindow::connectWorker() {
 GenerationSettings MainWindow::settings() const {
   GenerationSettings s;
   s.prompt = prompt_->toPlainText();
-  s.negativePrompt = negative_->toPlainText();
+  // The default as shown is "the model's default": the request leaves it to the engine, and a
+  // restore on another model shows that model's.
+  s.negativePrompt =
+      negative_->toPlainText() == defaultNegative_ ? QString() : negative_->toPlainText();
   s.image = startImage_->path();
   s.endImage = endImage_->path();
   s.modelFolder = QDir::fromNativeSeparators(modelPanel_->folder());
@@ -492,7 +504,7 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
   restoreNotice_.clear();
   const QString previousNoise = advanced_->noise();
   prompt_->setPlainText(s.prompt);
-  negative_->setPlainText(s.negativePrompt);
+  negative_->setPlainText(s.negativePrompt.isEmpty() ? defaultNegative_ : s.negativePrompt);
   // A clip names its start and end images by file name only (GenerationSettings::fromClip):
   // they are looked for beside the clip, never wherever the working folder happens to be.
   const auto restoreImage = [&](StartImageBox* box, const QString& name, const QString& what) {
@@ -703,11 +715,14 @@ void MainWindow::onPlanChanged() {
     video_->setResolvedSize(QSize(resolved->width, resolved->height));
     if (resolved->request.negative_prompt.empty() &&
         defaultNegative_ != QString::fromStdString(resolved->negative_prompt)) {
+      // Another model's default: shown in place of the old one unless the user changed it.
+      const QString shown = negative_->toPlainText();
+      const bool wasDefault = shown.isEmpty() || shown == defaultNegative_;
       defaultNegative_ = QString::fromStdString(resolved->negative_prompt);
-      negative_->setPlaceholderText(defaultNegative_);
-      negative_->setToolTip(tr("What the video should not look like. Left empty, Ferry uses the "
-                               "model's official default (shown greyed):\n%1")
+      if (wasDefault) negative_->setPlainText(defaultNegative_);
+      negative_->setToolTip(tr("What the video should not look like. The model's default:\n%1")
                                 .arg(defaultNegative_));
+      resetNegative_->setEnabled(negative_->toPlainText() != defaultNegative_);
     }
   } else {
     video_->setResolvedSize(QSize());
@@ -758,6 +773,8 @@ void MainWindow::updateGenerateButton() {
   generate_->setToolTip(reason.isEmpty() ? tr("Make the video (Ctrl+Enter)") : reason);
   generate_->setAccessibleDescription(reason);
   const auto& plan = presetPanel_->plan();
+  const bool modelMissing = !reason.isEmpty() && reason == modelPanel_->problem() &&
+                            !modelPanel_->scanning() && !modelPanel_->model();
   if (presetPanel_->fits() && plan) {
     planLine_->setStyleSheet(QString());
     const auto target = presetPanel_->target();
@@ -777,11 +794,17 @@ void MainWindow::updateGenerateButton() {
       planLine_->setStyleSheet(QStringLiteral("color: #b8860b;"));
     }
     planLine_->setText(text);
+  } else if (modelMissing) {
+    // Said once, by the model panel at the top (in view at 1280×720), not again here.
+    planLine_->clear();
   } else {
     planLine_->setStyleSheet(QStringLiteral("color: #d9534f;"));
     planLine_->setText(QStringLiteral("⚠ ") + reason);
   }
-  if (state_ == State::kIdle && !reason.isEmpty()) {
+  planLine_->setVisible(!planLine_->text().isEmpty());
+  if (state_ == State::kIdle && modelMissing) {
+    status_->setText(tr("Not ready: choose a model at the top"));
+  } else if (state_ == State::kIdle && !reason.isEmpty()) {
     status_->setText(tr("Not ready (the reason is above the Generate button)"));
   } else if (state_ == State::kIdle) {
     status_->setText(tr("Ready"));
@@ -835,6 +858,7 @@ void MainWindow::generate() {
   vramChart_->clear();
   ramChart_->clear();
   stepTime_->setText(tr("Step time: –"));
+  startStageProgress();
   lastPreview_ = {};
   pending_.reset();
   setState(State::kRunning);
@@ -855,8 +879,9 @@ void MainWindow::cancel() {
 void MainWindow::setState(State state) {
   state_ = state;
   const bool idle = state == State::kIdle;
-  for (QWidget* w : std::initializer_list<QWidget*>{prompt_, negative_, startImage_, endImage_,
-                                                    modelPanel_, loraList_, presetPanel_}) {
+  for (QWidget* w :
+       std::initializer_list<QWidget*>{prompt_, negative_, resetNegative_, startImage_, endImage_,
+                                       modelPanel_, loraList_, presetPanel_}) {
     w->setEnabled(idle);
   }
   video_->setEditable(idle);
@@ -883,17 +908,61 @@ void MainWindow::onStarted(const QString& logPath) {
   progress_->setRange(0, 0);  // busy until the first step says how many
 }
 
-void MainWindow::onStage(int, const QString& name) {
+QString MainWindow::timingKey() const {
+  const pipeline::ModelHandle& model = modelPanel_->model();
+  const auto& resolved = presetPanel_->resolved();
+  const auto target = presetPanel_->target();
+  if (!model || !resolved || !target) return {};
+  // Speed depends on the model, where it runs and the latent's size; not on the prompt or seed.
+  return QStringLiteral("timings/%1-%2-%3x%4x%5")
+      .arg(QString::fromStdString(model->name()), QString::fromStdString(target->preset.name))
+      .arg(resolved->width)
+      .arg(resolved->height)
+      .arg(resolved->frames);
+}
+
+void MainWindow::startStageProgress() {
+  QStringList stages;
+  QVector<bool> streams;
+  if (const auto& plan = presetPanel_->plan()) {
+    for (const models::StagePlan& stage : plan->stages) {
+      stages << QString::fromStdString(stage.stage);
+      streams << stage.streams_blocks();
+    }
+  }
+  runTimingKey_ = timingKey();
+  StageTimes measured;
+  if (!runTimingKey_.isEmpty()) {
+    const QVariantMap stored = store_->value(runTimingKey_).toMap();
+    for (auto it = stored.begin(); it != stored.end(); ++it) measured[it.key()] = it->toDouble();
+  }
+  const auto& resolved = presetPanel_->resolved();
+  stageProgress_->start(
+      JobEstimate(stages, streams, resolved ? resolved->steps : runSettings_.steps, measured));
+}
+
+QString MainWindow::etaSuffix() const {
+  const double left = stageProgress_->remaining();
+  return left < 0 ? QString() : tr(" · ETA %1").arg(durationText(left));
+}
+
+void MainWindow::onStage(int stage, const QString& name) {
+  stageProgress_->enterStage(stage);
   if (state_ == State::kCancelling) return;
   const QString text = name.left(1).toUpper() + name.mid(1) + QStringLiteral("…");
-  setProgressText(text, name);
+  setProgressText(text + etaSuffix(), name);
   if (name != QLatin1String("denoising")) progress_->setRange(0, 0);
 }
 
-void MainWindow::onStep(const StepInfo& info) {
-  ramChart_->addSample(info.step, info.ramPeakBytes);
+void MainWindow::onStep(const StepInfo& engineInfo) {
+  stageProgress_->step(engineInfo);
+  // The status bar's ETA is the whole job's: the decode and the write after the last step too.
+  StepInfo info = engineInfo;
+  if (const double left = stageProgress_->remaining(); left >= 0) info.etaSeconds = left;
+  const double seconds = stageProgress_->elapsed();  // the charts' time axis
+  ramChart_->addSample(info.step, info.ramPeakBytes, seconds);
   if (info.vramBytes != 0 || vramChart_->budget() != 0) {
-    vramChart_->addSample(info.step, info.vramPeakBytes);
+    vramChart_->addSample(info.step, info.vramPeakBytes, seconds);
   }
   stepTime_->setText(tr("Step time: %1 (mean %2/step) · read %3 · waiting for weights %4")
                          .arg(durationText(info.stepSeconds), durationText(info.secondsPerStep),
@@ -917,14 +986,22 @@ void MainWindow::onFinished(const GenerationOutcome& outcome) {
   if (runSettings_.seedMode == SeedMode::kIncrement) {
     video_->setSeed(runSettings_.seed + 1);
   }
+  stageProgress_->finish();
+  if (!runTimingKey_.isEmpty()) {
+    QVariantMap times;
+    const StageTimes measured = measuredTimes(outcome.stageSeconds, outcome.steps);
+    for (auto it = measured.begin(); it != measured.end(); ++it) times[it.key()] = it.value();
+    store_->setValue(runTimingKey_, times);
+  }
   setState(State::kIdle);
-  setProgressText(tr("Done: %1 (%2×%3, %4 frames, seed %5)")
-                      .arg(QDir::toNativeSeparators(outcome.video))
-                      .arg(outcome.width)
-                      .arg(outcome.height)
-                      .arg(outcome.frames)
-                      .arg(outcome.seed),
-                  QString());
+  setProgressText(
+      tr("Done in %1: %2 (%3×%4, %5 frames, seed %6)")
+          .arg(durationText(stageProgress_->elapsed()), QDir::toNativeSeparators(outcome.video))
+          .arg(outcome.width)
+          .arg(outcome.height)
+          .arg(outcome.frames)
+          .arg(outcome.seed),
+      QString());
   player_->showPreview(lastPreview_, tr("loading the video…"));
   QMetaObject::invokeMethod(
       worker_,
@@ -936,6 +1013,7 @@ void MainWindow::onFinished(const GenerationOutcome& outcome) {
 }
 
 void MainWindow::onFailed(const QString& message, int code) {
+  stageProgress_->stop();
   setState(State::kIdle);
   const QString text = static_cast<ErrorCode>(code) == ErrorCode::kDoesNotFit
                            ? tr("This won't fit in memory: %1").arg(message)
@@ -951,6 +1029,7 @@ void MainWindow::onFailed(const QString& message, int code) {
 }
 
 void MainWindow::onCancelled() {
+  stageProgress_->stop();
   setState(State::kIdle);
   setProgressText(tr("Cancelled. Nothing was written."), QString());
   player_->clear(tr("Cancelled."));

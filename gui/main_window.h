@@ -38,6 +38,7 @@ class LoraList;
 class MemoryChart;
 class ModelPanel;
 class PresetPanel;
+class StageProgress;
 class StartImageBox;
 class VideoSettingsBox;
 
@@ -114,6 +115,7 @@ class MainWindow : public QMainWindow {
   HistoryPanel* historyPanel() const { return historyPanel_; }
   MemoryChart* vramChart() const { return vramChart_; }
   MemoryChart* ramChart() const { return ramChart_; }
+  StageProgress* stageProgress() const { return stageProgress_; }
   GenerationWorker* worker() const { return worker_; }
   QString outputFolder() const;
   void setOutputFolder(const QString& folder);
@@ -165,6 +167,11 @@ class MainWindow : public QMainWindow {
   void onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps);
   void onFramesFailed(const QString& video, const QString& message);
   void addToHistory(const QImage& thumbnail);
+  // The settings key of the stage times measured for a model, preset and size.
+  QString timingKey() const;
+  QString etaSuffix() const;
+  void startStageProgress();  // the plan's stages and what earlier runs measured  // " · ETA 1 min
+                              // 05 s", or empty while nothing tells
   void onClipLookedUp(const GenerationSettings& settings, const ClipLookup& found);
   void openFile();
   void openFolder();
@@ -191,6 +198,7 @@ class MainWindow : public QMainWindow {
 
   QPlainTextEdit* prompt_ = nullptr;
   QPlainTextEdit* negative_ = nullptr;
+  QPushButton* resetNegative_ = nullptr;
   StartImageBox* startImage_ = nullptr;
   StartImageBox* endImage_ = nullptr;
   ModelPanel* modelPanel_ = nullptr;
@@ -209,6 +217,8 @@ class MainWindow : public QMainWindow {
   MemoryChart* vramChart_ = nullptr;
   MemoryChart* ramChart_ = nullptr;
   QLabel* stepTime_ = nullptr;
+  StageProgress* stageProgress_ = nullptr;
+  QString runTimingKey_;  // timingKey() of the running job
   HistoryStore* history_ = nullptr;
   HistoryPanel* historyPanel_ = nullptr;
   QLabel* status_ = nullptr;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gui/job_estimate.h"
+
 namespace ferry::gui {
 namespace {
 
@@ -39,8 +41,8 @@ void MemoryChart::setBudget(quint64 bytes) {
   scheduleRefresh();
 }
 
-void MemoryChart::addSample(int step, quint64 bytes) {
-  samples_.push_back({step, bytes});
+void MemoryChart::addSample(int step, quint64 bytes, double seconds) {
+  samples_.push_back({step, bytes, seconds});
   peak_ = std::max(peak_, bytes);
   updateDescription();
   scheduleRefresh();
@@ -67,6 +69,7 @@ void MemoryChart::updateDescription() {
                 .arg(formatBytes(latest()))
                 .arg(samples_.back().step)
                 .arg(formatBytes(peak_));
+    if (timed()) text += tr(" over %1").arg(durationText(samples_.back().seconds));
   }
   if (budget_ != 0) {
     text += tr(", budget %1").arg(formatBytes(budget_));
@@ -76,13 +79,31 @@ void MemoryChart::updateDescription() {
   setToolTip(text);
 }
 
+bool MemoryChart::budgetOnScale() const {
+  return budget_ != 0 && (peak_ == 0 || budget_ <= peak_ * kBudgetOffScale);
+}
+
 quint64 MemoryChart::scaleTop() const {
-  return round_up_scale(std::max(budget_, peak_) + std::max(budget_, peak_) / 10);
+  const quint64 top = budgetOnScale() ? std::max(budget_, peak_) : peak_;
+  return round_up_scale(top + top / 10);
 }
 
 QRect MemoryChart::plotArea() const {
   const int text_height = fontMetrics().height();
-  return rect().adjusted(8, text_height + 8, -8, -8);
+  // Below the plot: the time axis's labels.
+  return rect().adjusted(8, text_height + 8, -8, -8 - text_height);
+}
+
+bool MemoryChart::timed() const {
+  return !samples_.isEmpty() && samples_.front().seconds >= 0 &&
+         samples_.back().seconds > samples_.front().seconds;
+}
+
+QStringList MemoryChart::timeLabels() const {
+  if (!timed()) return {};
+  const double first = samples_.front().seconds;
+  const double last = samples_.back().seconds;
+  return {durationText(first), durationText((first + last) / 2), durationText(last)};
 }
 
 int MemoryChart::yFor(quint64 bytes) const {
@@ -128,16 +149,19 @@ void MemoryChart::paintEvent(QPaintEvent*) {
   }
   p.drawRect(area.adjusted(0, 0, -1, -1));
 
-  // Samples: x spreads the steps seen so far over the width.
+  // Samples: x spreads the run's time so far (the steps, untimed) over the width.
   if (!samples_.isEmpty()) {
-    const int first = samples_.front().step;
-    const int last = std::max(samples_.back().step, first + 1);
-    auto x_for = [&](int step) {
-      return area.left() + (area.width() - 1) * (step - first) / (last - first);
+    const bool byTime = timed();
+    const auto at = [byTime](const Sample& s) { return byTime ? s.seconds : double(s.step); };
+    const double first = at(samples_.front());
+    const double last = std::max(at(samples_.back()), first + 1e-9);
+    auto x_for = [&](const Sample& s) {
+      return area.left() +
+             static_cast<int>(std::lround((area.width() - 1) * (at(s) - first) / (last - first)));
     };
     QPainterPath path;
-    path.moveTo(x_for(samples_.front().step), yFor(samples_.front().bytes));
-    for (const Sample& s : samples_) path.lineTo(x_for(s.step), yFor(s.bytes));
+    path.moveTo(x_for(samples_.front()), yFor(samples_.front().bytes));
+    for (const Sample& s : samples_) path.lineTo(x_for(s), yFor(s.bytes));
     p.setPen(QPen(pal.color(QPalette::Highlight), 2));
     p.drawPath(path);
 
@@ -151,8 +175,25 @@ void MemoryChart::paintEvent(QPaintEvent*) {
     p.drawText(area.adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap, placeholder_);
   }
 
+  // The time axis: the first, middle and last sample's time under the plot.
+  const QStringList times = timeLabels();
+  if (!times.isEmpty()) {
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    const QRect axis(area.left(), area.bottom() + 2, area.width(), fontMetrics().height());
+    p.drawText(axis, Qt::AlignLeft, times[0]);
+    p.drawText(axis, Qt::AlignHCenter, times[1]);
+    p.drawText(axis, Qt::AlignRight, times[2]);
+  }
+
+  // A budget far above the samples: written at the top right, not drawn as a far line.
+  if (budget_ != 0 && !budgetOnScale()) {
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(QRect(area.left() + 4, area.top() + 2, area.width() - 8, fontMetrics().height()),
+               Qt::AlignRight, tr("budget %1, above the scale").arg(formatBytes(budget_)));
+  }
+
   // Budget: a dashed line, red when the peak went over it.
-  if (budget_ != 0) {
+  if (budgetOnScale()) {
     const QColor budget_color = overBudget() ? QColor(220, 40, 40) : QColor(230, 140, 0);
     p.setPen(QPen(budget_color, 2, Qt::DashLine));
     const int y = yFor(budget_);

@@ -1,9 +1,11 @@
-// A live per-step chart of one memory figure (host RAM or VRAM): the samples, the budget line
-// of the chosen preset and the peak, drawn with QPainter. Samples may arrive at any rate; the
+// A live per-step chart of one memory figure (host RAM or VRAM) over the run's time: the samples,
+// the budget line of the chosen preset (written instead when it is far off the scale) and the
+// peak, drawn with QPainter. Samples may arrive at any rate; the
 // widget repaints at most ten times a second.
 #pragma once
 
 #include <QString>
+#include <QStringList>
 #include <QTimer>
 #include <QVector>
 #include <QWidget>
@@ -22,7 +24,16 @@ class MemoryChart : public QWidget {
   void setBudget(quint64 bytes);
   quint64 budget() const { return budget_; }
 
-  void addSample(int step, quint64 bytes);
+  // `seconds`: since the run began; the x axis is time once every sample has one (the step
+  // otherwise).
+  void addSample(int step, quint64 bytes, double seconds = -1);
+  // The time axis's labels under the plot, left to right ("0.0 s", "6.0 s", "12.0 s"); empty
+  // without timed samples.
+  QStringList timeLabels() const;
+  // The budget is far above what was used (more than kBudgetOffScale times the peak): the scale
+  // follows the samples, and the budget is written, not drawn, so that the line is not flat.
+  static constexpr quint64 kBudgetOffScale = 4;
+  bool budgetOnScale() const;
   // Shown in the plot while there are no samples ("no NVIDIA GPU: …"); empty for none.
   void setPlaceholder(const QString& text);
   QString placeholder() const { return placeholder_; }
@@ -51,7 +62,9 @@ class MemoryChart : public QWidget {
   struct Sample {
     int step;
     quint64 bytes;
+    double seconds;  // < 0: untimed
   };
+  bool timed() const;
 
   void scheduleRefresh();
   void updateDescription();

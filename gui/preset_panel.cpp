@@ -200,6 +200,10 @@ void PresetPanel::refresh() {
 
 void PresetPanel::showPlan() {
   stages_->clear();
+  // The cpu preset keeps its resident blocks in host RAM: "On GPU" would be wrong there.
+  const auto where = target();
+  const bool onGpu = !where || where->on_gpu;
+  stages_->headerItem()->setText(1, onGpu ? tr("On GPU") : tr("Kept in RAM"));
   if (plan_) {
     for (const models::StagePlan& s : plan_->stages) {
       auto* item = new QTreeWidgetItem(stages_);
@@ -227,7 +231,8 @@ void PresetPanel::showPlan() {
     verdict = QStringLiteral("⚠ ") + refusal_;
     verdict_->setStyleSheet(QStringLiteral("color: #d9534f;"));
   }
-  if (!note_.isEmpty()) verdict += QLatin1Char(' ') + note_;
+  if (!model_) verdict.clear();  // the model panel says there is none; nothing to plan yet
+  if (!note_.isEmpty()) verdict += (verdict.isEmpty() ? QString() : QStringLiteral(" ")) + note_;
   if (fits_ && resolved_) {
     for (const std::string& warning : resolved_->warnings) {
       verdict += QStringLiteral("\n⚠ ") + QString::fromStdString(warning);
@@ -239,6 +244,8 @@ void PresetPanel::showPlan() {
 
 QString PresetPanel::summaryText() const {
   QStringList lines;
+  const auto where = target();
+  const bool onGpu = !where || where->on_gpu;
   if (plan_) {
     for (const models::StagePlan& s : plan_->stages) {
       if (!s.streams_blocks()) {
@@ -248,7 +255,10 @@ QString PresetPanel::summaryText() const {
                           MemoryChart::formatBytes(s.predicted_ram_peak));
         continue;
       }
-      lines << tr("%1: %2 of %3 blocks on the GPU, %4 in RAM, %5 from disk; VRAM %6, RAM %7")
+      lines << (onGpu ? tr("%1: %2 of %3 blocks on the GPU, %4 in RAM, %5 from disk; VRAM %6, "
+                           "RAM %7")
+                      : tr("%1: %2 of %3 blocks kept in RAM, %4 cached in RAM, %5 from disk; "
+                           "VRAM %6, RAM %7"))
                    .arg(QString::fromStdString(s.stage))
                    .arg(s.resident_groups)
                    .arg(s.groups)

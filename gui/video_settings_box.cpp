@@ -16,6 +16,8 @@
 #include <cmath>
 #include <utility>
 
+#include "gui/snapping_spin_box.h"
+
 namespace ferry::gui {
 
 VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), parent) {
@@ -23,11 +25,11 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
   size_ = new QComboBox;
   size_->setAccessibleName(tr("Size"));
-  width_ = new QSpinBox;
-  height_ = new QSpinBox;
-  for (QSpinBox* box : {width_, height_}) {
+  width_ = new SnappingSpinBox;
+  height_ = new SnappingSpinBox;
+  for (SnappingSpinBox* box : {width_, height_}) {
     box->setRange(16, 4096);
-    box->setSingleStep(16);
+    box->setGrid(16, 0, tr("a multiple of %1").arg(16));
     box->setSuffix(tr(" px"));
   }
   width_->setAccessibleName(tr("Width"));
@@ -46,9 +48,9 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   sizeNote_->hide();
   form->addRow(QString(), sizeNote_);
 
-  frames_ = new QSpinBox;
+  frames_ = new SnappingSpinBox;
   frames_->setRange(1, 1001);
-  frames_->setSingleStep(4);
+  frames_->setGrid(4, 1, tr("%1k+1").arg(4));
   frames_->setAccessibleName(tr("Frames"));
   frames_->setToolTip(tr("Frames of the form 4k+1 (81, 121, …)"));
   duration_ = new QDoubleSpinBox;
@@ -71,6 +73,17 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   auto* framesLabel = new QLabel(tr("Fr&ames:"));
   framesLabel->setBuddy(frames_);
   form->addRow(framesLabel, lengthRow);
+  snapNote_ = new QLabel;
+  snapNote_->setWordWrap(true);
+  snapNote_->setAccessibleName(tr("Snapped value"));
+  snapNote_->hide();
+  form->addRow(QString(), snapNote_);
+  for (SnappingSpinBox* box : {width_, height_, frames_}) {
+    connect(box, &SnappingSpinBox::snapped, this, [this](const QString& note) {
+      snapNote_->setText(note);
+      snapNote_->show();
+    });
+  }
 
   steps_ = new QSpinBox;
   steps_->setRange(1, 1000);
@@ -168,20 +181,36 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   connect(copySeed_, &QPushButton::clicked, this, &VideoSettingsBox::copySeed);
   fillSizes(std::nullopt);
   fillSamplers(std::nullopt);
-  updateDuration();
+  showValues(false);
+}
+
+void VideoSettingsBox::showValues(bool shown) {
+  if (shown == hasValues_) return;
+  hasValues_ = shown;
+  const bool was = updating_;
+  updating_ = true;
+  for (QAbstractSpinBox* box : std::initializer_list<QAbstractSpinBox*>{
+           width_, height_, frames_, duration_, fps_, steps_, cfg_, cfgLow_, shift_}) {
+    // QAbstractSpinBox shows the special text at the minimum: the fields wait there.
+    box->setSpecialValueText(shown ? QString() : QStringLiteral("—"));
+    if (shown) continue;
+    if (auto* spin = qobject_cast<QSpinBox*>(box)) spin->setValue(spin->minimum());
+    if (auto* spin = qobject_cast<QDoubleSpinBox*>(box)) spin->setValue(spin->minimum());
+  }
+  updating_ = was;
 }
 
 void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules,
                                 bool applyDefaults) {
   if (rules) {
     // The engine's limits: the inputs never offer what it would refuse.
-    for (QSpinBox* box : {width_, height_}) {
+    for (SnappingSpinBox* box : {width_, height_}) {
       box->setRange(rules->min_size, rules->max_size);
-      box->setSingleStep(rules->size_multiple);
+      box->setGrid(rules->size_multiple, 0, tr("a multiple of %1").arg(rules->size_multiple));
     }
     framesStep_ = std::max(1, rules->frames_step);
     frames_->setRange(1, rules->max_frames);
-    frames_->setSingleStep(framesStep_);
+    frames_->setGrid(framesStep_, 1, tr("%1k+1").arg(framesStep_));
     frames_->setToolTip(tr("Frames of the form %1k+1 (%2, %3, …)")
                             .arg(framesStep_)
                             .arg(framesStep_ + 1)
@@ -192,6 +221,7 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
     shift_->setRange(0.1, rules->max_shift);
   }
   rules_ = rules;
+  snapNote_->hide();
   cfgLabel_->setText(twoExperts() ? tr("&CFG high") : tr("&CFG"));
   cfg_->setAccessibleName(twoExperts() ? tr("Guidance scale (CFG) of the high-noise expert")
                                        : tr("Guidance scale (CFG)"));
@@ -199,7 +229,9 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
   cfgLow_->setVisible(twoExperts());
   fillSizes(rules);
   fillSamplers(rules);
-  if (rules && applyDefaults) {
+  // A model found for fields that show nothing yet takes its defaults whatever was asked.
+  if (rules && (applyDefaults || !hasValues_)) {
+    showValues(true);
     updating_ = true;
     const int index = size_->findData(QSize(rules->width, rules->height));
     size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
@@ -246,6 +278,8 @@ void VideoSettingsBox::onSamplerChosen() {
 
 void VideoSettingsBox::apply(const GenerationSettings& s) {
   updating_ = true;
+  snapNote_->hide();
+  if (s.width > 0 || s.frames > 0 || s.steps > 0) showValues(true);
   if (s.width > 0 && s.height > 0) {
     const int index = size_->findData(QSize(s.width, s.height));
     size_->setCurrentIndex(index >= 0 ? index : size_->count() - 1);
@@ -275,6 +309,10 @@ void VideoSettingsBox::apply(const GenerationSettings& s) {
 }
 
 void VideoSettingsBox::fill(GenerationSettings& s) const {
+  s.sampler = sampler_->currentData().toString();
+  s.seed = seed();
+  s.seedMode = seedMode();
+  if (!hasValues_) return;  // nothing shown: zeros, which keep what a later apply() finds
   s.width = width_->value();
   s.height = height_->value();
   s.frames = frames_->value();
@@ -283,9 +321,6 @@ void VideoSettingsBox::fill(GenerationSettings& s) const {
   s.guideScale = cfg_->value();
   s.lowNoiseGuideScale = twoExperts() ? cfgLow_->value() : 0;
   s.shift = shift_->value();
-  s.sampler = sampler_->currentData().toString();
-  s.seed = seed();
-  s.seedMode = seedMode();
 }
 
 void VideoSettingsBox::setResolvedSize(QSize size) {
@@ -308,6 +343,10 @@ quint64 VideoSettingsBox::seed() const {
 
 void VideoSettingsBox::setSeed(quint64 seed) {
   seed_->setText(QString::number(std::min(seed, kMaxSeed)));
+}
+
+QString VideoSettingsBox::snapNote() const {
+  return snapNote_->isVisibleTo(this) ? snapNote_->text() : QString();
 }
 
 SeedMode VideoSettingsBox::seedMode() const {

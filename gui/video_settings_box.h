@@ -21,6 +21,8 @@ class QSpinBox;
 
 namespace ferry::gui {
 
+class SnappingSpinBox;
+
 class VideoSettingsBox : public QGroupBox {
   Q_OBJECT
 
@@ -44,6 +46,8 @@ class VideoSettingsBox : public QGroupBox {
   void setSeed(quint64 seed);
   SeedMode seedMode() const;
   void setEditable(bool editable);
+  // What the last typed width, height or frame count was snapped to; empty when nothing was.
+  QString snapNote() const;
 
  public slots:
   void copySeed();
@@ -62,13 +66,17 @@ class VideoSettingsBox : public QGroupBox {
   void updateSizeInputs();
   void updateDuration();
   void updateNote();
+  // Without a model's defaults or restored settings the fields show "—", not made-up values
+  // (32×32 px, 1 frame, CFG 0); with `shown` they show their values again.
+  void showValues(bool shown);
   bool twoExperts() const { return rules_ && rules_->two_experts; }
 
   QComboBox* size_;
-  QSpinBox* width_;
-  QSpinBox* height_;
+  SnappingSpinBox* width_;
+  SnappingSpinBox* height_;
   QLabel* sizeNote_;
-  QSpinBox* frames_;
+  SnappingSpinBox* frames_;
+  QLabel* snapNote_;  // what a typed value was snapped to, until the next change
   QDoubleSpinBox* duration_;
   QSpinBox* fps_;
   QSpinBox* steps_;
@@ -87,6 +95,7 @@ class VideoSettingsBox : public QGroupBox {
   int framesStep_ = 4;
   bool editable_ = true;
   bool updating_ = false;
+  bool hasValues_ = true;  // showValues(false) in the constructor
 };
 
 }  // namespace ferry::gui

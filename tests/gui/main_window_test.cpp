@@ -12,7 +12,9 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QMimeData>
+#include <QPlainTextEdit>
 #include <QProcess>
+#include <QPushButton>
 #include <QStatusBar>
 #include <QtTest/QtTest>
 
@@ -171,6 +173,15 @@ QString makeClip(const QString& modelFolder, const QString& video, const QString
   return video;
 }
 
+// The seconds of "ETA 12.5 s" or "ETA 2 min 05 s" in a status line; -1 when it has none.
+double etaIn(const QString& status) {
+  static const QRegularExpression eta(QStringLiteral("ETA (?:(\\d+) min (\\d+) s|(\\d+\\.\\d) s)"));
+  const auto m = eta.match(status);
+  if (!m.hasMatch()) return -1;
+  if (!m.captured(3).isEmpty()) return m.captured(3).toDouble();
+  return m.captured(1).toInt() * 60 + m.captured(2).toInt();
+}
+
 bool waitForIdle(MainWindow& w, int ms = 120000) {
   QElapsedTimer t;
   t.start();
@@ -238,6 +249,45 @@ class MainWindowTest : public QObject {
     QVERIFY(w.startImage()->path().isEmpty());
     QVERIFY(!w.lastMessage().isEmpty());
     QVERIFY(w.lastMessage().contains(QLatin1String("notes.png")));
+  }
+
+  // Issue 23 item 3: before a model is chosen the video settings show no made-up values (the
+  // old first start showed 32×32 px, 1 frame, CFG 0.0, shift 0.1) and the missing model is said
+  // once, by the model panel at the top, not again above the button and in the preset panel.
+  void before_a_model_no_made_up_values_and_no_model_said_once() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.show();
+    QVERIFY(settle(w));
+    const QStringList fields = {QStringLiteral("Width"),
+                                QStringLiteral("Height"),
+                                QStringLiteral("Frames"),
+                                QStringLiteral("Steps"),
+                                QStringLiteral("Guidance scale (CFG)"),
+                                QStringLiteral("Shift")};
+    const auto shown = [&w](const QString& name) {
+      for (QAbstractSpinBox* spin : w.findChildren<QAbstractSpinBox*>()) {
+        if (spin->accessibleName() == name) return spin->text();
+      }
+      return QStringLiteral("(no field)");
+    };
+    for (const QString& field : fields) {
+      QVERIFY2(shown(field) == QStringLiteral("—"), qPrintable(field + ": " + shown(field)));
+    }
+    static const QRegularExpression noModel(QStringLiteral("(No|Pick a) model folder"));
+    QStringList saying;
+    for (QLabel* label : w.findChildren<QLabel*>()) {
+      if (label->isVisible() && label->text().contains(noModel)) saying << label->text();
+    }
+    QVERIFY2(saying.size() == 1, qPrintable(saying.join(QStringLiteral(" | "))));
+
+    // The demo model's own defaults once it is found.
+    w.useDemoModel();
+    QVERIFY(settle(w));
+    QVERIFY2(shown(QStringLiteral("Width")) != QStringLiteral("—"),
+             qPrintable(shown(QStringLiteral("Width"))));
+    QVERIFY(w.settings().width > 0);
+    QVERIFY(w.settings().steps > 0);
   }
 
   // Issue 23 item 3: a problem is said once where the user looks (beside the Generate button, in
@@ -479,6 +529,129 @@ class MainWindowTest : public QObject {
     restored.seedMode = s.seedMode;
     QCOMPARE(restored, s);
     QTRY_COMPARE_WITH_TIMEOUT(w.player()->frameCount(), 5, 30000);
+  }
+
+  // Issue 23 item 5: the status bar's ETA is the whole job's. At the last denoising step the
+  // decode is still ahead (the old ETA read 0 there, then the decode ran under a busy bar), the
+  // decode stage itself shows a time left, and the end says how long the whole job took. A second
+  // run of the same size knows its whole time before its first step, from the first's stages.
+  void the_eta_counts_the_decode_and_the_end_says_the_elapsed_time() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.applySettings(demoSettings(3));
+    QVERIFY(settle(w));
+    QString atLastStep, atDecode, atText;
+    connect(w.worker(), &GenerationWorker::step, this, [&](const StepInfo& info) {
+      if (info.step == info.steps) atLastStep = w.statusText();
+    });
+    connect(w.worker(), &GenerationWorker::stageChanged, this, [&](int stage, const QString&) {
+      if (stage == static_cast<int>(ferry::pipeline::Stage::kDecode)) atDecode = w.statusText();
+      if (stage == static_cast<int>(ferry::pipeline::Stage::kText)) atText = w.statusText();
+    });
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QVERIFY2(etaIn(atLastStep) > 0, qPrintable(atLastStep));
+    QVERIFY2(atDecode.startsWith(QStringLiteral("Decoding the video…")), qPrintable(atDecode));
+    QVERIFY2(etaIn(atDecode) > 0, qPrintable(atDecode));
+    QVERIFY2(etaIn(atText) < 0, qPrintable(atText));  // the first run: nothing measured yet
+    static const QRegularExpression done(QStringLiteral("^Done in (\\d+\\.\\d) s: "));
+    QVERIFY2(done.match(w.statusText()).hasMatch(), qPrintable(w.statusText()));
+
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QVERIFY2(etaIn(atText) > 0, qPrintable(atText));
+    QVERIFY2(done.match(w.statusText()).hasMatch(), qPrintable(w.statusText()));
+  }
+
+  // Issue 23 item 8: the model's default negative prompt is text to edit (typing "blurry" adds
+  // to it instead of silently replacing it), with a one-click reset; left as shown, the request
+  // leaves it to the engine's default.
+  void the_default_negative_prompt_is_editable_text_with_a_reset() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.applySettings(demoSettings(2));
+    QVERIFY(settle(w));
+    QPlainTextEdit* negative = nullptr;
+    for (QPlainTextEdit* e : w.findChildren<QPlainTextEdit*>()) {
+      if (e->accessibleName() == QLatin1String("Negative prompt")) negative = e;
+    }
+    QPushButton* reset = nullptr;
+    for (QPushButton* b : w.findChildren<QPushButton*>()) {
+      if (b->accessibleName() == QLatin1String("Reset the negative prompt")) reset = b;
+    }
+    QVERIFY(negative != nullptr);
+    QVERIFY(reset != nullptr);
+    const QString official = negative->toPlainText();
+    QVERIFY2(official.size() > 20, qPrintable(official));
+    QVERIFY(!reset->isEnabled());
+    QVERIFY(w.settings().negativePrompt.isEmpty());
+
+    negative->moveCursor(QTextCursor::End);
+    QTest::keyClicks(negative, QStringLiteral(", blurry"));
+    QCOMPARE(w.settings().negativePrompt, official + QStringLiteral(", blurry"));
+    QVERIFY(reset->isEnabled());
+    QTest::mouseClick(reset, Qt::LeftButton);
+    QCOMPARE(negative->toPlainText(), official);
+    QVERIFY(w.settings().negativePrompt.isEmpty());
+    QVERIFY(!reset->isEnabled());
+  }
+
+  // Issue 23 item 4: a click on a history item plays its video and shows its settings
+  // read-only, the window's settings untouched; "Use these settings" puts them back, and Undo
+  // restore brings back what was there.
+  void a_history_click_plays_and_shows_settings_and_use_these_settings_can_be_undone() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.show();
+    GenerationSettings made = demoSettings(1);
+    made.prompt = QStringLiteral("a lighthouse in the fog");
+    made.seed = 777;
+    w.applySettings(made);
+    QVERIFY(settle(w));
+    w.generate();
+    QVERIFY(waitForIdle(w));
+    QTRY_COMPARE_WITH_TIMEOUT(w.historyPanel()->count(), 1, 30000);
+    const QString video = w.lastVideo();
+
+    GenerationSettings other = demoSettings(2);
+    other.prompt = QStringLiteral("a city at night");
+    other.seed = 5;
+    w.applySettings(other);
+    QVERIFY(settle(w));
+    w.player()->clear(QStringLiteral("nothing"));
+    QCOMPARE(w.player()->frameCount(), 0);
+
+    QListWidget* list = w.historyPanel()->list();
+    QListWidgetItem* item = list->item(0);
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(item).center());
+    QTRY_COMPARE_WITH_TIMEOUT(w.player()->frameCount(), 5, 30000);
+    QCOMPARE(w.lastVideo(), video);
+    QCOMPARE(w.settings().prompt, other.prompt);  // a click changes no setting
+    QPlainTextEdit* details = nullptr;
+    for (QPlainTextEdit* e : w.historyPanel()->findChildren<QPlainTextEdit*>()) {
+      if (e->accessibleName() == QLatin1String("Settings of the chosen video")) details = e;
+    }
+    QVERIFY(details != nullptr);
+    QVERIFY(details->isVisible());
+    QVERIFY(details->isReadOnly());
+    QVERIFY2(details->toPlainText().contains(made.prompt), qPrintable(details->toPlainText()));
+    QVERIFY(details->toPlainText().contains(QLatin1String("Seed: 777")));
+
+    QPushButton* use = nullptr;
+    for (QPushButton* b : w.historyPanel()->findChildren<QPushButton*>()) {
+      if (b->text() == QLatin1String("Use these settings")) use = b;
+    }
+    QVERIFY(use != nullptr);
+    QTest::mouseClick(use, Qt::LeftButton);
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings().prompt, made.prompt);
+    QCOMPARE(w.settings().seed, quint64{777});
+    QVERIFY(w.canUndoRestore());
+    w.undoRestore();
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings().prompt, other.prompt);
+    QCOMPARE(w.settings().seed, quint64{5});
   }
 
   void a_clip_restores_its_start_and_end_images_from_beside_it() {

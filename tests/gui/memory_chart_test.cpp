@@ -10,6 +10,7 @@ using ferry::gui::MemoryChart;
 
 namespace {
 
+constexpr quint64 kMiB = quint64{1} << 20;
 constexpr quint64 kGiB = quint64{1} << 30;
 
 class PaintCounter : public QObject {
@@ -102,6 +103,26 @@ class MemoryChartTest : public QObject {
     const QColor highlight = chart.palette().color(QPalette::Highlight);
     QVERIFY(pixels_like(image, chart.yFor(3 * kGiB), highlight, area) > area.width() / 2);
     QVERIFY(chart.scaleTop() > 8 * kGiB);
+  }
+
+  // Issue 23 item 8: a run far under its budget (300 MiB of a 12 GiB budget) is drawn at its own
+  // scale, not as a flat line at the bottom of a scale made for the budget, and the x axis is the
+  // run's time.
+  void a_run_far_under_its_budget_fills_the_chart_over_a_time_axis() {
+    MemoryChart chart("Host RAM");
+    chart.resize(400, 200);
+    chart.setBudget(12 * kGiB);
+    for (int step = 1; step <= 10; ++step) {
+      chart.addSample(step, 300 * kMiB + static_cast<quint64>(step) * 10 * kMiB, step * 2.0);
+    }
+    QVERIFY2(chart.scaleTop() < kGiB, qPrintable(QString::number(chart.scaleTop())));
+    const QRect area = chart.plotArea();
+    QVERIFY(chart.yFor(chart.peak()) < area.top() + area.height() / 3);  // near the top
+    QCOMPARE(chart.timeLabels(), QStringList({QStringLiteral("2.0 s"), QStringLiteral("11.0 s"),
+                                              QStringLiteral("20.0 s")}));
+    QVERIFY2(chart.accessibleDescription().contains(QLatin1String("over 20.0 s")),
+             qPrintable(chart.accessibleDescription()));
+    QVERIFY(chart.accessibleDescription().contains(QLatin1String("budget 12.00 GiB")));
   }
 
   void repaints_at_most_ten_times_a_second() {

@@ -15,6 +15,7 @@
 #include <QSlider>
 #include <QSpinBox>
 #include <QTabWidget>
+#include <QTreeWidget>
 #include <QtTest/QtTest>
 #include <atomic>
 #include <filesystem>
@@ -321,6 +322,113 @@ class WidgetsTest : public QObject {
 
   // ---- two-expert models and first–last frame (issue 17), fed the rules such a model publishes
   // ----
+
+  // Issue 23 item 8: what is typed snaps to the nearest value the engine allows, and the box
+  // says what it became (QSpinBox alone kept a width of 1000, which the engine then refused, and
+  // turned 99999 frames into 999 by dropping the keystroke).
+  void typed_sizes_and_frame_counts_snap_to_the_nearest_allowed_value() {
+    ferry::models::RequestRules rules;
+    rules.size_multiple = 32;
+    rules.min_size = 32;
+    rules.max_size = 2048;
+    rules.frames_step = 4;
+    rules.max_frames = 201;
+    rules.width = 640;
+    rules.height = 352;
+    rules.frames = 41;
+    rules.fps = 16;
+    rules.steps = 20;
+    rules.guide_scale = 5;
+    rules.shift = 5;
+    rules.sampler = "unipc";
+    rules.samplers = {"unipc"};
+    rules.sizes = {{640, 352}};
+    VideoSettingsBox box;
+    box.show();
+    box.setRules(rules, true);
+    QComboBox* size = nullptr;
+    for (QComboBox* c : box.findChildren<QComboBox*>()) {
+      if (c->accessibleName() == QLatin1String("Size")) size = c;
+    }
+    QVERIFY(size != nullptr);
+    size->setCurrentIndex(size->count() - 1);  // custom: width and height typed
+    const auto spin = [&box](const QString& name) -> QSpinBox* {
+      for (QSpinBox* s : box.findChildren<QSpinBox*>()) {
+        if (s->accessibleName() == name) return s;
+      }
+      return nullptr;
+    };
+    QSpinBox* width = spin(QStringLiteral("Width"));
+    QSpinBox* frames = spin(QStringLiteral("Frames"));
+    QVERIFY(width != nullptr && frames != nullptr);
+    QVERIFY(width->isEnabled());
+    // The note under the fields, as the user reads it.
+    const auto note = [&box]() -> QString {
+      for (QLabel* l : box.findChildren<QLabel*>()) {
+        if (l->accessibleName() == QLatin1String("Snapped value") && l->isVisible())
+          return l->text();
+      }
+      return {};
+    };
+    const auto type = [](QSpinBox* field, const QString& text) {
+      field->selectAll();
+      QTest::keyClicks(field, text);
+      QTest::keyClick(field, Qt::Key_Return);
+    };
+
+    type(width, QStringLiteral("1000"));
+    QCOMPARE(width->value(), 992);
+    QVERIFY2(note().contains(QLatin1String("992")), qPrintable(note()));
+    QVERIFY(note().contains(QLatin1String("multiple of 32")));
+    type(width, QStringLiteral("1008"));  // halfway up: the nearer of 992 and 1024 by rounding
+    QCOMPARE(width->value(), 1024);
+
+    type(frames, QStringLiteral("80"));
+    QCOMPARE(frames->value(), 81);
+    QVERIFY2(note().contains(QLatin1String("80")) && note().contains(QLatin1String("81")),
+             qPrintable(note()));
+
+    type(frames, QStringLiteral("99999"));
+    QCOMPARE(frames->value(), 201);
+    QVERIFY2(note().contains(QLatin1String("99999")) && note().contains(QLatin1String("201")) &&
+                 note().contains(QLatin1String("most")),
+             qPrintable(note()));
+
+    type(frames, QStringLiteral("121"));  // allowed: taken as typed, the note gone
+    QCOMPARE(frames->value(), 121);
+    GenerationSettings s;
+    box.fill(s);
+    QCOMPARE(s.width, 1024);
+    QCOMPARE(s.frames, 121);
+  }
+
+  // Issue 23 item 8: under the cpu preset the blocks a stage keeps stay in host RAM, and the plan
+  // table says so instead of "On GPU".
+  void the_plan_table_says_where_the_kept_blocks_are() {
+    PresetPanel panel;
+    const auto engine = session(laptopMachine());
+    panel.setSession(engine);
+    panel.setModel(engine->find({toPath(demoFolder())}));
+    ferry::models::GenerationRequest request;
+    request.prompt = "plan";
+    request.width = request.height = 64;
+    request.frames = 5;
+    request.output = toPath(QDir(QDir::tempPath()).filePath(QStringLiteral("plan.mp4")));
+    panel.setRequest(request);
+    auto* table = panel.findChild<QTreeWidget*>();
+    QVERIFY(table != nullptr);
+    for (const auto& [preset, column] :
+         {std::pair{QStringLiteral("cpu"), QStringLiteral("Kept in RAM")},
+          std::pair{QStringLiteral("laptop-8gb"), QStringLiteral("On GPU")}}) {
+      panel.setPresetName(preset);
+      panel.refresh();
+      QTRY_VERIFY(!panel.planning());
+      QVERIFY2(panel.fits(), qPrintable(panel.refusal()));
+      QCOMPARE(table->headerItem()->text(1), column);
+      QCOMPARE(panel.summaryText().contains(QLatin1String("on the GPU")),
+               preset != QLatin1String("cpu"));
+    }
+  }
 
   void a_two_expert_model_gets_a_low_noise_cfg_that_reaches_the_request() {
     const auto engine = session(laptopMachine());
