@@ -63,14 +63,15 @@ TEST(SafetensorsWriter, rewriting_replaces_the_old_file_whole) {
   EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors.partial"));
 }
 
-// Bytes the file system allocated for `path`; the apparent size where that is not known.
-std::uint64_t allocated_bytes(const std::filesystem::path& path) {
 #ifndef _WIN32
+// Bytes the file system allocated for `path` (POSIX st_blocks; Windows' lane does not check it);
+// the apparent size where stat fails.
+std::uint64_t allocated_bytes(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) return static_cast<std::uint64_t>(st.st_blocks) * 512;
-#endif
   return std::filesystem::file_size(path);
 }
+#endif
 
 std::vector<std::byte> tensor_bytes(const TensorFile& file, const std::string& name) {
   const TensorInfo& t = file.at(name);
