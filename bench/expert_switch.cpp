@@ -1,12 +1,12 @@
 // expert_switch: Wan 2.2 A14B's switch between its experts, in memory (issue 17, "Must show 2").
 // It writes a two-expert model set of synthetic experts with a real model's blocks (Wan 2.1
-// T2V-1.3B's, 10 of its 30 blocks of 1536 wide by default: 0.95 GB of bf16 each; the text width the demo's
-// umT5 gives), the demo's text encoder and the tiny Wan 2.1 VAE next to them, then runs a whole
-// generation through the session API on the CPU backend (the cpu preset with --ram-mib as its RAM
-// budget: below one expert, the DiT streams from disk), and prints per step: the expert, seconds, bytes read, host RSS and commit (at
-// the step's end and its peak inside it); then per expert the plateau (the median RSS of its steps)
-// and the planner's predicted RAM peak for that expert's stage, and the RSS after the switch as a
-// fraction of the plateau before it.
+// T2V-1.3B's, 10 of its 30 blocks of 1536 wide by default: 0.95 GB of bf16 each; the text width the
+// demo's umT5 gives), the demo's text encoder and the tiny Wan 2.1 VAE next to them, then runs a
+// whole generation through the session API on the CPU backend (the cpu preset with --ram-mib as its
+// RAM budget: below one expert, the DiT streams from disk), and prints per step: the expert,
+// seconds, bytes read, host RSS and commit (at the step's end and its peak inside it); then per
+// expert the plateau (the median RSS of its steps) and the planner's predicted RAM peak for that
+// expert's stage, and the RSS after the switch as a fraction of the plateau before it.
 //   ./bench/expert_switch [--dir FOLDER] [--blocks 10] [--steps 8] [--ram-mib 1536] [--keep]
 // The model folder goes in FOLDER (default: a temporary one), the stats in FOLDER/stats.jsonl.
 #include <algorithm>
@@ -126,8 +126,8 @@ int run(const Options& o) {
   std::map<std::string, std::uint64_t> predicted_ram;
   for (const auto& stage : plan.stages) {
     predicted_ram[stage.stage] = stage.predicted_ram_peak;
-    std::printf("plan %-18s weights %8.1f MiB, predicted RAM peak %8.1f MiB\n",
-                stage.stage.c_str(), mib(stage.weight_bytes), mib(stage.predicted_ram_peak));
+    std::printf("plan %-18s weights %8.1f MiB, predicted RAM peak %8.1f MiB\n", stage.stage.c_str(),
+                mib(stage.weight_bytes), mib(stage.predicted_ram_peak));
   }
 
   struct Sink : ferry::pipeline::ProgressSink {
@@ -139,9 +139,9 @@ int run(const Options& o) {
               "RSS MiB", "RSS peak", "commit");
   std::map<std::string, std::vector<double>> rss;
   for (const auto& s : result.steps) {
-    std::printf("%5d %-18s %8.2f %10.1f %10.1f %10.1f %10.1f\n", s.step, s.phase.c_str(),
-                s.seconds, mib(s.bytes_read), mib(s.process.resident_bytes),
-                mib(s.peak_resident_in_step), mib(s.process.commit_bytes));
+    std::printf("%5d %-18s %8.2f %10.1f %10.1f %10.1f %10.1f\n", s.step, s.phase.c_str(), s.seconds,
+                mib(s.bytes_read), mib(s.process.resident_bytes), mib(s.peak_resident_in_step),
+                mib(s.process.commit_bytes));
     rss[s.phase].push_back(mib(s.process.resident_bytes));
   }
   // The first step of each expert is its warm-up (the streamer's slots filling); the plateau is
@@ -157,10 +157,11 @@ int run(const Options& o) {
     double& peak = s.phase == "high-noise expert" ? peak_high : peak_low;
     peak = std::max(peak, mib(s.peak_resident_in_step));
   }
-  std::printf("\nplateau high-noise %.1f MiB (peak %.1f, predicted %.1f), low-noise %.1f MiB "
-              "(peak %.1f, predicted %.1f)\n",
-              high, peak_high, mib(predicted_ram["high-noise expert"]), low, peak_low,
-              mib(predicted_ram["low-noise expert"]));
+  std::printf(
+      "\nplateau high-noise %.1f MiB (peak %.1f, predicted %.1f), low-noise %.1f MiB "
+      "(peak %.1f, predicted %.1f)\n",
+      high, peak_high, mib(predicted_ram["high-noise expert"]), low, peak_low,
+      mib(predicted_ram["low-noise expert"]));
   std::printf("after the switch / before it: %.4f (%+.2f%%)\n", low / high,
               (low / high - 1.0) * 100.0);
   if (!o.keep && o.dir.empty()) fs::remove_all(dir);

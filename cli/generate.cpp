@@ -96,11 +96,10 @@ class TerminalProgress final : public pipeline::ProgressSink {
     std::fprintf(stderr, "%s...\n", std::string(pipeline::stage_name(stage)).c_str());
   }
   void step(const pipeline::StepProgress& p) override {
-    std::string line = (p.stats.phase.empty() ? "" : p.stats.phase + ", ") + "step " +
-                       std::to_string(p.step) + "/" + std::to_string(p.steps) + " · " +
-                       duration_text(p.seconds_per_step) + "/step · ETA " +
-                       duration_text(p.eta_seconds) + " · RAM " +
-                       human_bytes(p.stats.process.resident_bytes);
+    std::string line =
+        (p.stats.phase.empty() ? "" : p.stats.phase + ", ") + "step " + std::to_string(p.step) +
+        "/" + std::to_string(p.steps) + " · " + duration_text(p.seconds_per_step) + "/step · ETA " +
+        duration_text(p.eta_seconds) + " · RAM " + human_bytes(p.stats.process.resident_bytes);
     if (device_) line += " · VRAM " + human_bytes(p.stats.device.used_bytes);
     if (tty_) {
       std::fprintf(stderr, "\r%-100s", line.c_str());
@@ -205,10 +204,9 @@ pipeline::GenerationRequest request_from(const Args& args) {
 }
 
 const std::set<std::string> kGenerateOptions = {
-    "model",   "prompt",   "negative", "image", "end-image",  "width",      "height",
-    "frames",  "fps",      "steps",    "cfg",   "cfg-low",    "shift",      "sampler",
-    "seed",    "preset",   "out",      "stats", "vram-mib",   "ram-mib",    "noise",
-    "save-noise", "save-latents", "lora"};
+    "model", "prompt", "negative", "image",   "end-image", "width",      "height",       "frames",
+    "fps",   "steps",  "cfg",      "cfg-low", "shift",     "sampler",    "seed",         "preset",
+    "out",   "stats",  "vram-mib", "ram-mib", "noise",     "save-noise", "save-latents", "lora"};
 const std::set<std::string> kGenerateFlags = {"save-text-states"};
 
 void print_step_table(const pipeline::GenerationResult& result, bool device) {

@@ -5,9 +5,9 @@
 // prints the same for scripts: every stage, every group's placement, the peaks, in bytes. Exit
 // code 3 when a stage does not fit.
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <filesystem>
 #include <vector>
 
 #include "cli/args.h"
@@ -106,16 +106,16 @@ nlohmann::json plan_json(const pipeline::Session& session, const models::ModelPa
 }  // namespace
 
 int run_plan(const std::vector<std::string>& argv) {
-  const Args args(
-      argv,
-      {"model", "preset", "width", "height", "frames", "image", "end-image", "vram-mib", "ram-mib",
-       "lora"},
-      {"json"});
+  const Args args(argv,
+                  {"model", "preset", "width", "height", "frames", "image", "end-image", "vram-mib",
+                   "ram-mib", "lora"},
+                  {"json"});
   const auto model_path = args.value("model");
   if (!model_path || !args.positional().empty()) {
     throw Error(ErrorCode::kBadArgument,
                 "usage: ferry-cli plan --model PATH [--preset NAME] [--width W --height H "
-                "--frames F] [--image FILE [--end-image FILE]] [--lora FILE[:S]]... [--vram-mib N --ram-mib N] "
+                "--frames F] [--image FILE [--end-image FILE]] [--lora FILE[:S]]... [--vram-mib N "
+                "--ram-mib N] "
                 "[--json]");
   }
   const pipeline::Session session(session_options(args));

@@ -25,7 +25,7 @@ struct GenerationRequest {
   std::vector<std::filesystem::path> model;  // a folder, or the parts' files
   std::string prompt;
   std::string negative_prompt;                 // empty: the family's default
-  std::optional<std::filesystem::path> image;      // start image (PNG, JPEG, WebP)
+  std::optional<std::filesystem::path> image;  // start image (PNG, JPEG, WebP)
   std::optional<std::filesystem::path> end_image;  // end image (first–last frame), same formats
   // 0 (or unset) takes the model's default.
   int width = 0;

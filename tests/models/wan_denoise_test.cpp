@@ -329,9 +329,9 @@ TEST(WanExperts, eachExpertRunsTheStepsTheOfficialBoundaryGivesIt) {
     SamplerKind sampler;
     int high;
   } cases[] = {
-      {40, 12.0, 0.875, SamplerKind::kUniPC, 26},  // T2V: steps 0–25 high (t 877, then 865)
-      {40, 5.0, 0.900, SamplerKind::kUniPC, 15},   // I2V: steps 0–14 high (902, then 892)
-      {40, 3.0, 0.900, SamplerKind::kUniPC, 10},   // I2V at 480p's shift 3
+      {40, 12.0, 0.875, SamplerKind::kUniPC, 26},   // T2V: steps 0–25 high (t 877, then 865)
+      {40, 5.0, 0.900, SamplerKind::kUniPC, 15},    // I2V: steps 0–14 high (902, then 892)
+      {40, 3.0, 0.900, SamplerKind::kUniPC, 10},    // I2V at 480p's shift 3
       {4, 5.0, 0.875, SamplerKind::kDistilled, 2},  // Lightning / LightX2V: 2 + 2
       {4, 5.0, 0.900, SamplerKind::kDistilled, 2},
       {4, 5.0, 0.0, SamplerKind::kUniPC, 4},  // one expert

@@ -232,8 +232,9 @@ TEST(ModelSet, TellsAnExpertOrALoraForOneByItsPath) {
   EXPECT_EQ(expert_role("x/high_noise_model/diffusion_pytorch_model.safetensors.index.json"),
             ExpertRole::kHighNoise);
   EXPECT_EQ(expert_role("HighNoise/Wan2.2-T2V-A14B-HighNoise-Q4_K_M.gguf"), ExpertRole::kHighNoise);
-  EXPECT_EQ(expert_role("loras/wan2.2_i2v_A14b_low_noise_lora_rank64_lightx2v_4step_1022.safetensors"),
-            ExpertRole::kLowNoise);
+  EXPECT_EQ(
+      expert_role("loras/wan2.2_i2v_A14b_low_noise_lora_rank64_lightx2v_4step_1022.safetensors"),
+      ExpertRole::kLowNoise);
   EXPECT_EQ(expert_role("loras/wan2.2_t2v_lightx2v_4steps_lora_v1.1_high_noise.safetensors"),
             ExpertRole::kHighNoise);
   EXPECT_EQ(expert_role("loras/style.safetensors"), ExpertRole::kUnknown);

@@ -258,8 +258,10 @@ TEST(A14bRequest, OutputSizeFollowsTheOfficialI2vRule) {
     int iw, ih;
     std::int64_t area;
     int w, h;
-  } cases[] = {{1920, 1080, 1280 * 720, 1280, 720}, {1024, 768, 1280 * 720, 1104, 816},
-               {1080, 1920, 1280 * 720, 720, 1280}, {72, 54, 64 * 64, 64, 48},
+  } cases[] = {{1920, 1080, 1280 * 720, 1280, 720},
+               {1024, 768, 1280 * 720, 1104, 816},
+               {1080, 1920, 1280 * 720, 720, 1280},
+               {72, 54, 64 * 64, 64, 48},
                // sqrt(832·480·480/832) is 479.99999…: the official rule gives 464, not 480.
                {832, 480, 832 * 480, 832, 464}};
   for (const Case& c : cases) {
@@ -330,9 +332,9 @@ TEST(A14bRequest, RefusesWhatTheModelDoesNotTake) {
     return std::string();
   };
   // I2V without a start image; an end image on TI2V; --cfg-low on a one-expert model.
-  EXPECT_NE(refused([&] { resolve(request(dir), a14b(kI2V_A14B), std::nullopt); })
-                .find("start image"),
-            std::string::npos);
+  EXPECT_NE(
+      refused([&] { resolve(request(dir), a14b(kI2V_A14B), std::nullopt); }).find("start image"),
+      std::string::npos);
   GenerationRequest end = request(dir);
   end.image = dir / "a.png";
   end.end_image = dir / "b.png";

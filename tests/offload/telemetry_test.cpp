@@ -71,8 +71,7 @@ TEST(Telemetry, steps_carry_the_phase_set_before_them_and_say_it_in_their_line) 
     written.push_back(j.value("phase", std::string("(none)")));
   }
   // A step without a phase has no key: the lines of one-expert models stay as they were.
-  EXPECT_EQ(written,
-            (std::vector<std::string>{"(none)", "high-noise expert", "low-noise expert"}));
+  EXPECT_EQ(written, (std::vector<std::string>{"(none)", "high-noise expert", "low-noise expert"}));
 }
 
 TEST(Telemetry, a_peak_between_step_boundaries_is_caught_by_the_sampler) {

@@ -46,8 +46,9 @@ namespace wan = models::wan;
 // ---- Bounds ----
 //
 // The floor (the reference's `floor`, make_a14b_reference.py): how far the official loop's final
-// latent moves (max, rms) when (a) its initial noise is perturbed by ±1e-6 (worst of 4), and (b) its
-// umT5 runs in f32 rather than bf16 (the size of Ferry's text drift, see pipeline_parity_test.cpp):
+// latent moves (max, rms) when (a) its initial noise is perturbed by ±1e-6 (worst of 4), and (b)
+// its umT5 runs in f32 rather than bf16 (the size of Ferry's text drift, see
+// pipeline_parity_test.cpp):
 //   t2v  (a) 0.018 / 0.0045   (b) 0.022 / 0.0054
 //   i2v  (a) 0.027 / 0.0069   (b) 0.036 / 0.0078
 //   flf  (a) 0.030 / 0.0069   (b) 0.031 / 0.0079
@@ -74,8 +75,8 @@ constexpr offload::MachineInfo kMachine{false, 0, 0, 16ull << 30, 12ull << 30};
 constexpr int kCanvas = 64, kFrames = 5, kSteps = 4;
 
 struct Case {
-  std::string name;         // t2v, i2v, flf
-  std::string experts;      // the folder of the two experts
+  std::string name;     // t2v, i2v, flf
+  std::string experts;  // the folder of the two experts
   float guide_high, guide_low;
 };
 
@@ -87,8 +88,9 @@ const io::TensorFile& reference(const std::string& name) {
   static std::map<std::string, io::TensorFile> files;
   auto it = files.find(name);
   if (it == files.end()) {
-    it = files.emplace(name, io::TensorFile::open(test::data_path("wan/a14b/" + name +
-                                                                  "_reference.safetensors")))
+    it = files
+             .emplace(name, io::TensorFile::open(
+                                test::data_path("wan/a14b/" + name + "_reference.safetensors")))
              .first;
   }
   return it->second;
@@ -271,7 +273,8 @@ TEST(A14bConditioning, ConditionIsTheOfficialOne) {
     EXPECT_TRUE(std::equal(mask.begin(), mask.end(), reference_y.begin())) << name;
 
     const std::vector<float> start = read<float>(name, "image.resized");
-    const std::vector<float> last = end ? read<float>(name, "end_image.resized") : std::vector<float>{};
+    const std::vector<float> last =
+        end ? read<float>(name, "end_image.resized") : std::vector<float>{};
     const std::vector<float> video = wan::i2v_conditioning_video(start, last, kFrames, 64, 48);
     cpu::CpuBackend backend;
     const io::TensorSet vae_file =

@@ -31,8 +31,11 @@ int denoise(Backend& backend, WanDit& dit, offload::WeightSource& dit_weights, m
   DenoiseSettings one = settings;
   one.boundary = 0.0;
   return denoise(
-      backend, [&](int) { return DitPass{dit, dit_weights, arena}; }, contexts, grid,
-      DenoiseConditioning{z0, {}}, one, latent, hooks);
+      backend,
+      [&](int) {
+        return DitPass{dit, dit_weights, arena};
+      },
+      contexts, grid, DenoiseConditioning{z0, {}}, one, latent, hooks);
 }
 
 int denoise(Backend& backend, const std::function<DitPass(int expert)>& expert,

@@ -129,8 +129,9 @@ offload::ModelLayout expert_model_layout(const WanParts& parts, int expert, int 
   const ModelSet& set = parts.set();
   if (set.two_experts()) {
     const DitConfig& c = set.dit_config;
-    layout.name = "Wan DiT " + std::string(c.name) + ", " + std::string(dit_stage_name(set, expert)) +
-                  " (" + std::to_string(c.layers) + " blocks, D=" + std::to_string(c.dim) + ")";
+    layout.name = "Wan DiT " + std::string(c.name) + ", " +
+                  std::string(dit_stage_name(set, expert)) + " (" + std::to_string(c.layers) +
+                  " blocks, D=" + std::to_string(c.dim) + ")";
   }
   return layout;
 }
@@ -184,8 +185,7 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
     const lora::LoraBinding loras = bind_dit_loras(
         expert_loras(r.request.loras, set_, e), expert(e), dit,
         dit_tokens(set_.dit_config, r.width, r.height, r.frames), preset.ffn_chunk_tokens);
-    g.add(block_stage_plan(std::string(dit_stage_name(set_, e)), dit, preset, machine,
-                           stream_all));
+    g.add(block_stage_plan(std::string(dit_stage_name(set_, e)), dit, preset, machine, stream_all));
   }
   g.add(
       decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames), vae.config()));

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <utility>
 #include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
@@ -156,8 +156,8 @@ ExpertRole expert_role(const fs::path& dit) {
   const std::string parent = lowercase(io::detail::display(folder.filename()));
   const std::string grandparent = lowercase(io::detail::display(folder.parent_path().filename()));
   for (const std::string& name : {file, parent, grandparent}) {
-    const bool high = mentions(name, "high_noise", "highnoise") || name.find("high-noise") !=
-                                                                       std::string::npos;
+    const bool high =
+        mentions(name, "high_noise", "highnoise") || name.find("high-noise") != std::string::npos;
     const bool low =
         mentions(name, "low_noise", "lownoise") || name.find("low-noise") != std::string::npos;
     if (high != low) return high ? ExpertRole::kHighNoise : ExpertRole::kLowNoise;

@@ -51,7 +51,8 @@ class WanParts final : public ModelParts {
   io::TensorSet vae_;
 };
 
-// The plan's stage of expert `expert` (0: the only one or the high-noise one, 1: the low-noise one).
+// The plan's stage of expert `expert` (0: the only one or the high-noise one, 1: the low-noise
+// one).
 std::string_view dit_stage_name(const ModelSet& set, int expert);
 
 // Expert `expert`'s layout (dit_model_layout), named after the model set: "Wan DiT t2v-a14b,

@@ -160,9 +160,9 @@ RequestRules request_rules(const ModelSet& set) {
     rules.steps = 8;
   }
   // The official sizes first (wan.md §D.4), then smaller ones for quick tries.
-  const std::pair<int, int> official[] = {
-      {1280, 704},  {704, 1280}, {1280, 720}, {720, 1280}, {832, 480},
-      {480, 832},   {1024, 1024}, {640, 640}, {512, 512},  {256, 256}};
+  const std::pair<int, int> official[] = {{1280, 704}, {704, 1280}, {1280, 720},  {720, 1280},
+                                          {832, 480},  {480, 832},  {1024, 1024}, {640, 640},
+                                          {512, 512},  {256, 256}};
   for (const auto& [w, h] : official) {
     if (rules.size_allowed(w, h)) rules.sizes.emplace_back(w, h);
   }
@@ -217,10 +217,9 @@ ResolvedRequest resolve(const GenerationRequest& request, const ModelSet& set,
   const bool distilled = parse_sampler_kind(r.sampler) == SamplerKind::kDistilled;
   r.steps = request.steps != 0 ? request.steps : (distilled ? kDistilledSteps : d.steps);
   r.guide_scale = request.guide_scale.value_or(distilled ? kDistilledGuideScale : d.guide_scale);
-  r.low_noise_guide_scale =
-      request.low_noise_guide_scale.value_or(request.guide_scale || distilled || !set.two_experts()
-                                                 ? r.guide_scale
-                                                 : d.guide_scale_low_noise);
+  r.low_noise_guide_scale = request.low_noise_guide_scale.value_or(
+      request.guide_scale || distilled || !set.two_experts() ? r.guide_scale
+                                                             : d.guide_scale_low_noise);
   r.shift = request.shift.value_or(distilled ? kDistilledShift : d.shift);
   check_request(r, rules, std::string(c.name));
   r.warnings = distillation_warnings(r);

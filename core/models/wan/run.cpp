@@ -19,8 +19,8 @@
 #include "core/models/wan/denoise.h"
 #include "core/models/wan/dit.h"
 #include "core/models/wan/dit_loras.h"
-#include "core/models/wan/parts.h"
 #include "core/models/wan/i2v.h"
+#include "core/models/wan/parts.h"
 #include "core/models/wan/ti2v.h"
 #include "core/models/wan/vae.h"
 #include "core/models/wan/vae_plan.h"
@@ -88,8 +88,7 @@ class ExpertWeights {
                               parts.expert(expert), layout_, tokens(parts, r),
                               ctx.preset.ffn_chunk_tokens)),
         dit_(ctx.backend, parts.expert(expert), layout_, loras_.terms()),
-        streamer_(ctx.backend, layout_,
-                  stage_plan(plan, dit_stage_name(parts.set(), expert)).plan,
+        streamer_(ctx.backend, layout_, stage_plan(plan, dit_stage_name(parts.set(), expert)).plan,
                   streamer_options(ctx, passes)),
         watch_(ctx.cancel.watch(streamer_)),
         arena_bytes_(static_cast<std::size_t>(dit_activation_bytes(
@@ -202,13 +201,13 @@ class WanRun final : public FamilyRun {
     std::vector<float> pixels =
         conditioned_on_video() ? conditioning_video() : start_image_pixels();
     const std::int64_t frames = conditioned_on_video() ? r_.frames : 1;
-    DeviceTensor video =
-        device_tensor(backend, DType::kF32, Shape{3, frames, r_.height, r_.width});
+    DeviceTensor video = device_tensor(backend, DType::kF32, Shape{3, frames, r_.height, r_.width});
     backend.upload(video.tensor, pixels.data());
     pixels = {};
     const std::int64_t z = weights.config().z_dim;
-    DeviceTensor latent = device_tensor(
-        backend, DType::kF32, Shape{z, vae_latent_frames(frames), r_.latent_height, r_.latent_width});
+    DeviceTensor latent =
+        device_tensor(backend, DType::kF32,
+                      Shape{z, vae_latent_frames(frames), r_.latent_height, r_.latent_width});
     const auto arena_memory = backend.allocate(static_cast<std::size_t>(plan.arena_bytes));
     memory::Arena arena(arena_memory->data(), static_cast<std::size_t>(plan.arena_bytes),
                         backend.device());
@@ -216,22 +215,21 @@ class WanRun final : public FamilyRun {
     std::vector<float> encoded(static_cast<std::size_t>(latent.tensor.numel()));
     backend.download(latent.tensor, encoded.data());
     if (conditioned_on_video()) {
-      y_ = i2v_condition(i2v_mask(r_.frames, r_.latent_height, r_.latent_width, images_.end.has_value()),
-                         encoded);
+      y_ = i2v_condition(
+          i2v_mask(r_.frames, r_.latent_height, r_.latent_width, images_.end.has_value()), encoded);
     } else {
       z0_ = std::move(encoded);
     }
   }
 
   // A14B I2V: the DiT reads the conditioning video's latent (TI2V: the start image's, in frame 0).
-  bool conditioned_on_video() const {
-    return parts_.set().dit_config.in_dim == kI2V_A14B.in_dim;
-  }
+  bool conditioned_on_video() const { return parts_.set().dit_config.in_dim == kI2V_A14B.in_dim; }
 
   // TI2V: the start image resized and centre-cropped to the video's size, to [-1, 1], planar.
   std::vector<float> start_image_pixels() const {
 #if defined(FERRY_HAVE_FFMPEG)
-    const media::RgbImage fitted = media::resize_and_center_crop(*images_.start, r_.width, r_.height);
+    const media::RgbImage fitted =
+        media::resize_and_center_crop(*images_.start, r_.width, r_.height);
 #else
     // Builds without FFmpeg read no images, so no run of theirs has one.
     const media::RgbImage& fitted = *images_.start;
@@ -281,11 +279,12 @@ class WanRun final : public FamilyRun {
     std::unique_ptr<ExpertWeights> expert;
     const auto next_expert = [&](int e) {
       expert.reset();  // every byte of the previous expert is released first
-      ctx.telemetry.set_phase(parts_.set().two_experts() ? std::string(dit_stage_name(parts_.set(), e))
-                                                         : std::string());
-      expert = std::make_unique<ExpertWeights>(parts_, r_, plan_, e, passes[e], ctx,
-                                               static_cast<std::int64_t>(contexts.size()),
-                                               !z0_.empty());
+      ctx.telemetry.set_phase(parts_.set().two_experts()
+                                  ? std::string(dit_stage_name(parts_.set(), e))
+                                  : std::string());
+      expert =
+          std::make_unique<ExpertWeights>(parts_, r_, plan_, e, passes[e], ctx,
+                                          static_cast<std::int64_t>(contexts.size()), !z0_.empty());
       return expert->pass();
     };
 
@@ -381,8 +380,7 @@ class WanRun final : public FamilyRun {
 }  // namespace
 
 std::unique_ptr<FamilyRun> WanParts::start(const ResolvedRequest& request,
-                                           const GenerationPlan& plan,
-                                           FrameImages images) const {
+                                           const GenerationPlan& plan, FrameImages images) const {
   return std::make_unique<WanRun>(*this, request, plan, std::move(images));
 }
 
