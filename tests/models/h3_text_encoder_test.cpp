@@ -506,6 +506,9 @@ TEST_F(H3TextEncoder, AFileTruncatedMidEncodeIsAnIoError) {
     try {
       encode(test::model_backend(), weights,
              plan_for(weights.model_layout(), Placement::kDisk, method), in, options);
+      // Windows keeps a file that is open from shrinking: the encode then reads it whole.
+      if (!truncation.shrunk)
+        GTEST_SKIP() << "the OS refused to shrink the open file: " << truncation.refused;
       ADD_FAILURE() << "an encode over a truncated file succeeded";
     } catch (const Error& e) {
       code = e.code();
