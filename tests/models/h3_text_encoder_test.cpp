@@ -490,7 +490,8 @@ TEST_F(H3TextEncoder, AFileTruncatedMidEncodeIsAnIoError) {
     const auto set = io::TensorSet::open(path);
     const auto weights = TextEncoderWeights::from(set);
     // Everything from the first byte of the last layer's tensors on is cut after 10 layers.
-    const auto& last = weights.model_layout().groups.back().weights;
+    const offload::ModelLayout layout = weights.model_layout();  // `last` points into it
+    const auto& last = layout.groups.back().weights;
     Truncation truncation;
     truncation.path = path;
     truncation.size = last.front().tensor->offset;
