@@ -76,7 +76,7 @@ struct Options {
   std::size_t look_ahead = 1;
   std::size_t staging_slots = 4;
   std::size_t staging_mib = 64;
-  std::int64_t ffn_chunk_tokens = 0;
+  std::int64_t chunk_tokens = 0;
   int lora_rank = 0;  // > 0: the "lora" run
   fs::path file = "bench-data/dit_step.safetensors";
   bool keep = false;
@@ -86,7 +86,7 @@ void print_usage() {
   std::printf(
       "usage: dit_step [--backend cpu|cuda] [--size W*H]... [--frames F] [--blocks N] [--steps S]\n"
       "                [--rounds R] [--look-ahead L] [--staging-slots K] [--staging-mib M] "
-      "[--ffn-chunk T]\n"
+      "[--chunk T]\n"
       "                [--lora-rank R] [--file PATH] [--keep]\n"
       "  --backend    cpu (default) or cuda (when built with CUDA)\n"
       "  --size W*H   pixels, official order (repeatable); default cpu 256*256, cuda 832*480\n"
@@ -98,7 +98,7 @@ void print_usage() {
       "  --rounds R   rounds of the resident, pinned and disk runs, each round starting with the\n"
       "               next; each is reported at its fastest round (default 2)\n"
       "  --look-ahead, --staging-slots, --staging-mib   the streamed plans' (default 1, 4, 64)\n"
-      "  --ffn-chunk T  FFN rows per chunk (default 0: unchunked)\n"
+      "  --chunk T  tokens per chunk of a block's work (default 0: unchunked)\n"
       "  --lora-rank R  also a resident run with a rank-R LoRA on every block Linear: its cost\n"
       "  --file PATH  the synthetic checkpoint (default bench-data/dit_step.safetensors; written\n"
       "               and removed unless --keep)\n");
@@ -142,8 +142,8 @@ std::optional<Options> parse(int argc, char** argv) {
       o.staging_slots = static_cast<std::size_t>(std::max(2ll, number()));
     } else if (arg == "--staging-mib") {
       o.staging_mib = static_cast<std::size_t>(std::max(1ll, number()));
-    } else if (arg == "--ffn-chunk") {
-      o.ffn_chunk_tokens = std::max(0ll, number());
+    } else if (arg == "--chunk") {
+      o.chunk_tokens = std::max(0ll, number());
     } else if (arg == "--lora-rank") {
       o.lora_rank = std::max(0, static_cast<int>(number()));
     } else if (arg == "--file") {
@@ -239,7 +239,7 @@ Result run_steps(ferry::Backend& backend, const ferry::io::TensorSet& set,
   const std::int64_t tokens =
       wan::dit_tokens(wan::infer_dit_config(set), size.width, size.height, size.frames);
   const ferry::models::lora::LoraBinding bound =
-      wan::bind_dit_loras(loras, set, layout, tokens, o.ffn_chunk_tokens);
+      wan::bind_dit_loras(loras, set, layout, tokens, o.chunk_tokens);
   wan::WanDit dit(backend, set, layout, bound.terms());
   ferry::offload::StreamerOptions options;
   options.passes = static_cast<std::size_t>(o.steps + 1);
@@ -248,7 +248,7 @@ Result run_steps(ferry::Backend& backend, const ferry::io::TensorSet& set,
   const wan::LatentGrid grid{static_cast<int>(dit.config().in_dim), (size.frames - 1) / 4 + 1,
                              size.height / 16, size.width / 16};
   const std::uint64_t arena_bytes = wan::dit_activation_bytes(
-      dit.config(), static_cast<std::int64_t>(grid.tokens()), o.ffn_chunk_tokens, 2, 1,
+      dit.config(), static_cast<std::int64_t>(grid.tokens()), o.chunk_tokens, 2, 1,
       wan::WanDit::lora_scratch_rank(bound.terms()));
   const auto arena_memory = backend.allocate(arena_bytes);
   ferry::memory::Arena arena(arena_memory->data(), arena_bytes, backend.device());
@@ -264,7 +264,7 @@ Result run_steps(ferry::Backend& backend, const ferry::io::TensorSet& set,
 
   ferry::models::wan::DenoiseSettings settings;
   settings.steps = o.steps + 1;
-  settings.ffn_chunk_tokens = o.ffn_chunk_tokens;
+  settings.chunk_tokens = o.chunk_tokens;
   std::vector<Clock::time_point> starts;
   ferry::offload::StreamStats before;
   ferry::models::wan::DenoiseHooks hooks;
@@ -371,7 +371,7 @@ int main_checked(const Options& o) {
   bool latents_differ = false;
   for (const Size& size : o.sizes) {
     const ferry::offload::ModelLayout layout =
-        wan::dit_model_layout(set, size.width, size.height, size.frames, o.ffn_chunk_tokens);
+        wan::dit_model_layout(set, size.width, size.height, size.frames, o.chunk_tokens);
     ferry::offload::Preset preset;
     preset.look_ahead = o.look_ahead;
     preset.staging_slots = o.staging_slots;

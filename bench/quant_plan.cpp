@@ -95,7 +95,7 @@ int main(int argc, char** argv) try {
     for (std::string_view mix : {"BF16", "Q8_0", "Q4_K_M"}) {
       const fs::path path = write_dit(dir, *config, mix);
       const ferry::io::TensorSet set = ferry::io::TensorSet::open(path);
-      const auto layout = wan::dit_model_layout(set, width, height, frames, preset.ffn_chunk_tokens);
+      const auto layout = wan::dit_model_layout(set, width, height, frames, preset.chunk_tokens);
       const ferry::models::StagePlan s =
           ferry::models::block_stage_plan("diffusion model", layout, preset, machine, false);
       double streamed = 0, blocks = 0;

@@ -452,6 +452,8 @@ void CudaBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {
   axes.width = grid.width;
   axes.t_pairs = shape.t_pairs;
   axes.hw_pairs = shape.hw_pairs;
+  axes.first = grid.first;
+  axes.len = len;
   if (len == 0 || heads == 0) return;
   WorkspaceCursor ws(workspace_.get(), options_.workspace_bytes);
   auto* table = static_cast<double*>(

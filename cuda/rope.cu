@@ -23,13 +23,13 @@ __global__ void rope_apply_kernel(void* x, DType xt, std::int64_t heads, std::in
                                   RopeAxes a, const double* tf, const double* th,
                                   const double* tw) {
   const std::int64_t pairs = dim / 2;
-  const std::int64_t tokens = a.frames * a.height * a.width;
-  FERRY_GRID_STRIDE(i, tokens * pairs) {
-    const std::int64_t n = i / pairs;
+  FERRY_GRID_STRIDE(i, a.len * pairs) {
+    const std::int64_t n = i / pairs;  // x's row
     const std::int64_t p = i % pairs;
-    const std::int64_t f = n / (a.height * a.width);
-    const std::int64_t y = (n / a.width) % a.height;
-    const std::int64_t xw = n % a.width;
+    const std::int64_t token = a.first + n;
+    const std::int64_t f = token / (a.height * a.width);
+    const std::int64_t y = (token / a.width) % a.height;
+    const std::int64_t xw = token % a.width;
     const double* cs = p < a.t_pairs ? tf + (f * a.t_pairs + p) * 2
                        : p < a.t_pairs + a.hw_pairs
                            ? th + (y * a.hw_pairs + p - a.t_pairs) * 2
@@ -97,7 +97,7 @@ void launch_rope_3d(void* x, DType xt, std::int64_t heads, std::int64_t dim, con
     rope_table_kernel<<<grid_for(n), kThreads, 0, stream>>>(axis.t, axis.positions, axis.pairs);
     check_launch("rope table kernel");
   }
-  const std::int64_t n = a.frames * a.height * a.width * (dim / 2);
+  const std::int64_t n = a.len * (dim / 2);
   if (n <= 0 || heads <= 0) return;
   rope_apply_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, heads, dim, a, tf, th, tw);
   check_launch("rope kernel");

@@ -13,6 +13,7 @@ namespace ferry::cuda {
 struct RopeAxes {
   std::int64_t frames = 1, height = 1, width = 1;
   std::int64_t t_pairs = 0, hw_pairs = 0;  // pairs given to time and to each spatial axis
+  std::int64_t first = 0, len = 0;         // x holds tokens first … first + len - 1
 };
 
 // Doubles of workspace the tables take: 2 per (position, pair) of each axis.

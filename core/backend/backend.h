@@ -63,11 +63,13 @@ struct Conv3dParams {
   int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
 };
 
-// Geometry of Wan's 3-D rotary embedding: tokens are ordered (frame, row, column).
+// Geometry of Wan's 3-D rotary embedding: tokens are ordered (frame, row, column). x may hold
+// a run of the video's tokens: its row 0 is token `first` (a chunk of the DiT's tokens).
 struct RopeGrid {
   std::int64_t frames = 1;
   std::int64_t height = 1;
   std::int64_t width = 1;
+  std::int64_t first = 0;
 };
 
 class Backend {
@@ -162,7 +164,8 @@ class Backend {
   // multi-axis positions) and rounds the tables where its reference does; the rotation is f32,
   // rounded once to x's dtype.
   virtual void rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) = 0;
-  // Wan's 3-D RoPE on x[L,H,D] in place, L = frames · height · width (wan.md §B.7).
+  // Wan's 3-D RoPE on x[L,H,D] in place, x holding tokens first … first + L - 1 of the grid's
+  // frames · height · width (wan.md §B.7).
   virtual void rope_3d(const Tensor& x, const RopeGrid& grid) = 0;
 
   // ---- convolutions and resampling (video tensors are [C, T, H, W]) ----

@@ -62,8 +62,9 @@ RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid) {
   const char* op = "rope_3d";
   require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");
   RopeShape s{x.shape[0], x.shape[1], x.shape[2], 0, 0};
-  require(s.len == grid.frames * grid.height * grid.width, op, s.len, " tokens for a ", grid.frames,
-          "x", grid.height, "x", grid.width, " grid");
+  require(grid.first >= 0 && grid.first + s.len <= grid.frames * grid.height * grid.width, op,
+          "tokens ", grid.first, " to ", grid.first + s.len, " of a ", grid.frames, "x",
+          grid.height, "x", grid.width, " grid");
   require(s.dim % 2 == 0 && s.dim >= 6, op, "head_dim must be even");
   const std::int64_t hw_real = 2 * (s.dim / 6);
   s.t_pairs = (s.dim - 2 * hw_real) / 2;

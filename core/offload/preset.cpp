@@ -81,6 +81,7 @@ Preset parse_preset(std::string_view json, const std::string& source) {
                                                "staging_slot_mib",
                                                "look_ahead",
                                                "read_method",
+                                               "chunk_tokens",
                                                "ffn_chunk_tokens",
                                                "vae_tile_px",
                                                "vae_activations"};
@@ -131,7 +132,13 @@ Preset parse_preset(std::string_view json, const std::string& source) {
     throw bad(source, "\"read_method\" must be \"direct\" or \"mapped\"");
   }
   p.read_method = method == "mapped" ? ReadMethod::kMapped : ReadMethod::kDirect;
-  p.ffn_chunk_tokens = int_field(j, "ffn_chunk_tokens", source, 0, 1 << 20, 0);
+  // "ffn_chunk_tokens" is the name presets used when only the FFN was chunked: still read.
+  if (j.contains("chunk_tokens") && j.contains("ffn_chunk_tokens")) {
+    throw bad(source, "give \"chunk_tokens\" alone (\"ffn_chunk_tokens\" is its old name)");
+  }
+  p.chunk_tokens =
+      int_field(j, j.contains("ffn_chunk_tokens") ? "ffn_chunk_tokens" : "chunk_tokens", source, 0,
+                1 << 20, 0);
   p.vae_tile_px = static_cast<int>(int_field(j, "vae_tile_px", source, 0, 4096, 0));
   if (p.vae_tile_px % 32 != 0) throw bad(source, "\"vae_tile_px\" must be a multiple of 32");
   const std::string vae_activations = string_field(j, "vae_activations", source, "f32");

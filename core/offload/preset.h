@@ -28,7 +28,9 @@ struct Preset {
   std::uint64_t staging_slot_bytes = 64ull << 20;
   std::size_t look_ahead = 1;
   ReadMethod read_method = ReadMethod::kDirect;
-  std::int64_t ffn_chunk_tokens = 0;  // 0: no chunking
+  // The DiT block's per-token work (norms, projections, attention queries, FFN) runs in chunks
+  // of this many tokens, bounding its working memory; 0: no chunking.
+  std::int64_t chunk_tokens = 0;
   int vae_tile_px = 0;                // 0: untiled
   // The VAE's activations and frame caches: kF32 (the reference) or kBF16 (half the decode's
   // arena, so larger tiles fit; within 0.1 of f32 on the tiny test VAEs).

@@ -784,6 +784,15 @@ TEST_F(BackendParity, rope_3d_matches_in_place) {
   }
 }
 
+TEST_F(BackendParity, rope_3d_on_a_run_of_tokens_matches) {
+  const RopeGrid grid{3, 4, 5, 13};  // tokens 13 … 33 of 60
+  Operand x(DType::kBF16, {21, 2, 128}, Fill::kRandom, -4.0f, 4.0f);
+  x.written();
+  cpu().rope_3d(x.cpu, grid);
+  gpu().rope_3d(x.gpu, grid);
+  expect_parity(gpu(), "bf16 tokens 13-33 of 3x4x5", one_rounding(DType::kBF16), {&x});
+}
+
 // ---- convolutions and resampling ----
 
 struct ConvCase {

@@ -2,9 +2,11 @@
 // values): the reference every other backend is then compared with.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
@@ -12,6 +14,7 @@
 #include "core/memory/arena.h"
 #include "core/tensor/convert.h"
 #include "tests/backend/host_tensor.h"
+#include "tests/test_support.h"
 
 namespace ferry::cpu {
 namespace {
@@ -460,8 +463,32 @@ TEST(CpuRope, rotates_interleaved_pairs_by_frame_row_and_column_angles) {
     }
   }
   expect_close(x.values(), want, 1e-6, "rope_3d");
-  HostTensor wrong(DType::kF32, {59, heads, dim});
+  HostTensor wrong(DType::kF32, {61, heads, dim});
   EXPECT_THROW(backend().rope_3d(wrong.t, grid), Error);
+}
+
+// A run of the tokens (the DiT's token chunks) is rotated as those rows of the whole grid are.
+TEST(CpuRope, a_run_of_tokens_rotates_as_the_whole_grid_does) {
+  const std::int64_t len = 60, heads = 2, dim = 128;
+  const auto xv = random_values(len * heads * dim, 31);
+  HostTensor whole(DType::kF32, {len, heads, dim}, xv);
+  backend().rope_3d(whole.t, RopeGrid{3, 4, 5});
+  for (const auto& [first, count] :
+       {std::pair<std::int64_t, std::int64_t>{0, 7}, {13, 21}, {59, 1}}) {
+    const auto begin = xv.begin() + first * heads * dim;
+    HostTensor run(DType::kF32, {count, heads, dim},
+                   std::vector<float>(begin, begin + count * heads * dim));
+    backend().rope_3d(run.t, RopeGrid{3, 4, 5, first});
+    const auto got = run.values();
+    const auto want = whole.values();
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin() + first * heads * dim))
+        << "tokens " << first << " + " << count;
+  }
+  HostTensor past(DType::kF32, {2, heads, dim}, std::vector<float>(2 * heads * dim, 1.0f));
+  EXPECT_EQ(test::error_code_of([&] {
+              backend().rope_3d(past.t, RopeGrid{3, 4, 5, 59});
+            }),
+            ErrorCode::kInternal);  // a caller's fault: the op's shape check
 }
 
 // ---- arena ----

@@ -249,6 +249,13 @@ if(VIDEO_EXT STREQUAL ".mp4")  # start images need FFmpeg
   expect_in("${out}" "\"stage\": \"VAE encode\"")
   expect_in("${out}" "\"stage\": \"high-noise expert\"")
   expect_in("${out}" "\"stage\": \"low-noise expert\"")
+  # A14B's own size, 1280x720x81, fits laptop-8gb: the conditioning video is encoded in tiles and
+  # the DiT's block work runs in token chunks (refused before: the encode needed 12,189 MiB of
+  # VRAM untiled, an expert 9,845 MiB of working memory).
+  ferry_cli(0 plan --model "${WORK}/a14b" --preset laptop-8gb --vram-mib 8192 --ram-mib 16384 --width 1280 --height 720 --frames 81 --image "${WORK}/a14b/start_1280x720.png")
+  expect_in("${out}" "video:   1280x720, 81 frames")
+  expect_in("${out}" "the conditioning video, tile ")
+  expect_in("${out}" "== low-noise expert")
 endif()
 ferry_cli(0 synth --set t2v-14b-bf16 --blocks 1 --out "${WORK}/t2v-14b")
 ferry_cli(0 plan --model "${WORK}/t2v-14b" --preset laptop-8gb --vram-mib 8192 --ram-mib 16384 --width 832 --height 480 --frames 81)

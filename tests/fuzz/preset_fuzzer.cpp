@@ -29,7 +29,7 @@ void check_promises(const ferry::offload::Preset& p) {
   check(p.staging_slots >= 2 && p.staging_slots <= 16);
   check(p.staging_slot_bytes >= kMiB && p.staging_slot_bytes <= 1024 * kMiB);
   check(p.look_ahead >= 1 && p.look_ahead <= 4);
-  check(p.ffn_chunk_tokens >= 0);
+  check(p.chunk_tokens >= 0);
   check(p.vae_tile_px >= 0 && p.vae_tile_px <= 4096 && p.vae_tile_px % 32 == 0);
   check(p.source == "fuzz.json");
 }

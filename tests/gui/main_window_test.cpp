@@ -109,7 +109,7 @@ void writePreset(const QString& dataFolder, const QString& name, int vramMib) {
   f.write(QStringLiteral(R"({"name": "%1", "description": "a test preset", "vram_budget_mib": %2,
     "vram_headroom_mib": 0, "ram_budget_mib": 2048, "max_pinned_fraction_of_ram": 0.35,
     "staging_slots": 2, "staging_slot_mib": 2, "look_ahead": 1, "read_method": "direct",
-    "ffn_chunk_tokens": 0, "vae_tile_px": 0})")
+    "chunk_tokens": 0, "vae_tile_px": 0})")
               .arg(name)
               .arg(vramMib)
               .toUtf8());

@@ -138,16 +138,17 @@ struct RunResult {
   std::uint64_t estimate = 0;
 };
 
-// One forward of the DiT in `set` (its blocks placed as `blocks`), one velocity per context.
+// One forward of the DiT in `set` (its blocks placed as `blocks`), one velocity per context, on
+// `on` (default: the model tests' backend).
 inline RunResult run(const io::TensorSet& set, const Reference& r, const std::vector<float>& t,
                      const std::vector<std::vector<float>>& contexts,
                      std::vector<Placement> blocks = {}, ReadMethod method = ReadMethod::kMapped,
-                     std::int64_t ffn_chunk_tokens = 0, int passes = 1,
-                     std::span<const LoraChoice> loras = {}) {
-  Backend& backend = test::model_backend();
+                     std::int64_t chunk_tokens = 0, int passes = 1,
+                     std::span<const LoraChoice> loras = {}, Backend* on = nullptr) {
+  Backend& backend = on != nullptr ? *on : test::model_backend();
   offload::ModelLayout layout = dit_model_layout(set, 1, 1, 1, 0);
   const std::int64_t tokens = r.x_shape[1] * (r.x_shape[2] / 2) * (r.x_shape[3] / 2);
-  const lora::LoraBinding bound = bind_dit_loras(loras, set, layout, tokens, ffn_chunk_tokens);
+  const lora::LoraBinding bound = bind_dit_loras(loras, set, layout, tokens, chunk_tokens);
   WanDit model(backend, set, layout, bound.terms());
   if (blocks.empty()) blocks = resident(model.config().layers);
   offload::StreamerOptions options;
@@ -158,7 +159,7 @@ inline RunResult run(const io::TensorSet& set, const Reference& r, const std::ve
   std::sort(sorted.begin(), sorted.end());
   const auto distinct = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
   RunResult out;
-  out.estimate = dit_activation_bytes(model.config(), tokens, ffn_chunk_tokens,
+  out.estimate = dit_activation_bytes(model.config(), tokens, chunk_tokens,
                                       static_cast<std::int64_t>(contexts.size()), distinct,
                                       WanDit::lora_scratch_rank(bound.terms()));
   auto arena_memory = backend.allocate(out.estimate);
@@ -179,7 +180,7 @@ inline RunResult run(const io::TensorSet& set, const Reference& r, const std::ve
     vel_t.push_back(vel[i].tensor);
   }
   for (int p = 0; p < passes; ++p) {
-    model.forward(streamer, arena, latent.tensor, t, ctx_t, vel_t, ffn_chunk_tokens);
+    model.forward(streamer, arena, latent.tensor, t, ctx_t, vel_t, chunk_tokens);
   }
   for (const Tensor& v : vel_t) {
     std::vector<float> host(static_cast<std::size_t>(v.numel()));

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/cpu/cpu_backend.h"
 #include "core/io/safetensors_writer.h"
 #include "core/io/tensor_file.h"
 #include "core/io/tensor_set.h"
@@ -209,6 +210,30 @@ TEST_F(WanDit, cfg_forward_equals_two_single_forwards) {
   EXPECT_TRUE(same_bits(cfg.velocities[0], cond_only));
   EXPECT_TRUE(same_bits(cfg.velocities[1], uncond_only));
   EXPECT_FALSE(same_bits(cond_only, uncond_only)) << "the context matters";
+}
+
+// The block's per-token work in chunks (any size, not dividing the tokens, timestep runs crossing
+// chunk edges) computes the whole forward's velocities bit for bit: chunking only bounds the
+// working memory. On Ferry's own GEMM, whose sums do not depend on the row count (OpenBLAS picks
+// other kernels for fewer rows: there chunks differ from the whole by 4e-4 relative RMS, the
+// bf16 roundings that a last-bit change of an f32 sum flips).
+TEST_F(WanDit, token_chunks_give_the_whole_forward_bit_for_bit) {
+  const auto set = official("ti2v");
+  const Reference r = load_reference("ti2v");
+  const std::vector<float>& t = r.cases[0].t;  // per-token timesteps: two runs
+  std::vector<float> uncond(r.context.begin(), r.context.begin() + 3 * r.context_shape[1]);
+  cpu::CpuBackend own(cpu::default_thread_pool(), cpu::GemmPath::kOwn);
+  const auto forward = [&](std::int64_t chunk) {
+    return run(set, r, t, {r.context, uncond}, {}, ReadMethod::kMapped, chunk, 1, {}, &own);
+  };
+  const RunResult whole = forward(0);
+  for (std::int64_t chunk : {1, 7, 16}) {
+    const RunResult chunked = forward(chunk);
+    for (std::size_t b = 0; b < 2; ++b) {
+      EXPECT_TRUE(same_bits(chunked.velocities[b], whole.velocities[b]))
+          << "chunks of " << chunk << ", branch " << b;
+    }
+  }
 }
 
 TEST_F(WanDit, forward_fits_the_activation_estimate) {

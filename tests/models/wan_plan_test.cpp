@@ -94,7 +94,7 @@ TEST(StagePlans, EachStageIsThePlanFerryCliPlanMakesForItsLayout) {
     expect_same(text, offload::make_plan(text_layout, preset, laptop()), text_layout);
     const auto dit_set = io::TensorSet::open(set.dit);
     const offload::ModelLayout dit_layout =
-        dit_model_layout(dit_set, 256, 256, 17, preset.ffn_chunk_tokens);
+        dit_model_layout(dit_set, 256, 256, 17, preset.chunk_tokens);
     expect_same(dit, offload::make_plan(dit_layout, preset, laptop()), dit_layout);
     EXPECT_EQ(g.stages[0].stage, "text encoder");
     EXPECT_EQ(g.stages[1].stage, "diffusion model");
@@ -158,15 +158,37 @@ TEST(StagePlans, TheStartImagesEncodeIsPlannedAndChecked) {
   EXPECT_EQ(encode.predicted_vram_peak, p.weight_bytes + p.arena_bytes + p.io_bytes);
   EXPECT_LE(encode.predicted_vram_peak, g.predicted_vram_peak);
 
+  EXPECT_EQ(p.tiling.tile, 0) << "what fits untiled is encoded untiled, as the official code does";
+
+  // Less than the untiled encode: the largest tile that fits, its plan within the budget.
+  const VaeWeights vae = VaeWeights::shapes_only(demo_parts().vae());
   offload::Preset small = preset;
-  small.vram_budget_bytes = p.weight_bytes + p.arena_bytes / 2;
+  small.vram_budget_bytes = p.weight_bytes + p.io_bytes + p.arena_bytes / 2;
   small.vram_headroom_bytes = 0;
+  const VaeEncodePlan tiled = make_vae_encode_plan(vae, small, laptop(), 256, 256);
+  EXPECT_GT(tiled.tiling.tile, 0);
+  EXPECT_GE(tiled.tile_px, kMinVaeTilePx);
+  EXPECT_GT(tiled.tiles, 1);
+  EXPECT_EQ(tiled.arena_bytes,
+            tiled_encode_arena_bytes(vae, tiled.tiling, 1, 256, 256, VaeOptions{}));
+  EXPECT_LE(tiled.predicted_vram_peak, small.vram_budget_bytes);
+  // One tile larger would not have fitted.
+  const VaeTiling larger{
+      tiled.tiling.tile + 1,
+      std::min(tiled.tiling.tile, std::max<std::int64_t>(2, (tiled.tiling.tile + 1) / 4))};
+  EXPECT_GT(tiled.weight_bytes + tiled.io_bytes +
+                tiled_encode_arena_bytes(vae, larger, 1, 256, 256, VaeOptions{}),
+            small.vram_budget_bytes);
+
+  // Less than the smallest tile needs: refused, naming the tile.
+  small.vram_budget_bytes = p.weight_bytes + p.io_bytes;
   try {
-    make_vae_encode_plan(VaeWeights::shapes_only(demo_parts().vae()), small, laptop(), 256, 256);
+    make_vae_encode_plan(vae, small, laptop(), 256, 256);
     FAIL() << "an encode larger than the budget was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kDoesNotFit);
     EXPECT_NE(std::string(e.what()).find("start image"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in tiles of 128 px"), std::string::npos) << e.what();
   }
 }
 

@@ -64,7 +64,12 @@ TEST(Presets, invalid_presets_are_refused_naming_the_field) {
   EXPECT_EQ(parse_preset(base + "}", "mine.json").vae_activations, DType::kF32);
   EXPECT_EQ(parse_preset(base + R"(, "vae_activations": "bf16"})", "mine.json").vae_activations,
             DType::kBF16);
+  // The chunk was "ffn_chunk_tokens" when only the FFN was chunked: users' presets keep it.
+  EXPECT_EQ(parse_preset(base + R"(, "chunk_tokens": 4096})", "mine.json").chunk_tokens, 4096);
+  EXPECT_EQ(parse_preset(base + R"(, "ffn_chunk_tokens": 2048})", "mine.json").chunk_tokens, 2048);
   const std::pair<std::string, std::string> broken[] = {
+      {base + R"(, "chunk_tokens": 1, "ffn_chunk_tokens": 2})", "old name"},
+      {base + R"(, "chunk_tokens": -1})", "chunk_tokens"},
       {base + R"(, "look_ahead": 0})", "look_ahead"},
       {base + R"(, "read_method": "fast"})", "read_method"},
       {base + R"(, "vram_budget": 4000})", "unknown field"},

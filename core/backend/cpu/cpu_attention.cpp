@@ -55,7 +55,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, fl
         for (std::int64_t i = 0; i < rows; ++i) load(q, ((i0 + i) * heads + h) * dim, dim, qb + i * dim);
         const auto mm = static_cast<std::size_t>(rows);
         const auto n = static_cast<std::size_t>(seen);
-        gemm_f32(mm, n, d, scale, qb, d, kh, d, true, 0.0f, scores, s, pool_);
+        gemm_f32(mm, n, d, scale, qb, d, kh, d, true, 0.0f, scores, s, pool_, gemm_);
         for (std::int64_t i = 0; i < rows; ++i) {
           float* row = scores + i * keys;
           if (relative_bias != nullptr) {
@@ -68,7 +68,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, fl
           }
           softmax_row(row, seen);
         }
-        gemm_f32(mm, d, n, 1.0f, scores, s, vh, d, false, 0.0f, out, d, pool_);
+        gemm_f32(mm, d, n, 1.0f, scores, s, vh, d, false, 0.0f, out, d, pool_, gemm_);
         for (std::int64_t i = 0; i < rows; ++i) store(out + i * dim, o, ((i0 + i) * heads + h) * dim, dim);
       }
     });
@@ -135,9 +135,10 @@ void CpuBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {
   pool_.parallel_for(static_cast<std::size_t>(len), grain_for(heads * dim), [&](std::size_t b, std::size_t e) {
     float* v = row_buffer(0, static_cast<std::size_t>(heads * dim));
     for (auto n = static_cast<std::int64_t>(b); n < static_cast<std::int64_t>(e); ++n) {
-      const std::int64_t f = n / (grid.height * grid.width);
-      const std::int64_t y = (n / grid.width) % grid.height;
-      const std::int64_t xw = n % grid.width;
+      const std::int64_t token = grid.first + n;
+      const std::int64_t f = token / (grid.height * grid.width);
+      const std::int64_t y = (token / grid.width) % grid.height;
+      const std::int64_t xw = token % grid.width;
       load(x, n * heads * dim, heads * dim, v);
       for (std::int64_t p = 0; p < pairs; ++p) {
         const double* cs = p < t_pairs ? &tf[static_cast<std::size_t>((f * t_pairs + p) * 2)]

@@ -32,15 +32,15 @@ class HostBuffer final : public DeviceBuffer {
 
 }  // namespace
 
-CpuBackend::CpuBackend(ThreadPool& pool) : pool_(pool) {
+CpuBackend::CpuBackend(ThreadPool& pool, GemmPath gemm) : pool_(pool), gemm_(gemm) {
   auto done = std::make_shared<memory::CpuFence>();
   done->signal();
   compute_done_ = std::move(done);
 }
 
 std::string CpuBackend::name() const {
-  return "CPU (" + std::to_string(pool_.size()) + " threads, GEMM: " +
-         (default_gemm_path() == GemmPath::kOpenBlas ? "OpenBLAS" : "Ferry's own") + ")";
+  return "CPU (" + std::to_string(pool_.size()) +
+         " threads, GEMM: " + (gemm_ == GemmPath::kOpenBlas ? "OpenBLAS" : "Ferry's own") + ")";
 }
 
 std::unique_ptr<DeviceBuffer> CpuBackend::allocate(std::size_t bytes) {
@@ -110,15 +110,16 @@ void CpuBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, c
     const float beta = accumulate ? 1.0f : 0.0f;
     switch (w.dtype) {
       case DType::kF32:
-        gemm_f32(mm, nn, kk, w_scale, xf, kk, w.as<const float>(), kk, true, beta, yf, nn, pool_);
+        gemm_f32(mm, nn, kk, w_scale, xf, kk, w.as<const float>(), kk, true, beta, yf, nn, pool_,
+                 gemm_);
         break;
       case DType::kBF16:
         gemm_bf16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, beta, yf,
-                          nn, pool_);
+                          nn, pool_, gemm_);
         break;
       case DType::kF16:
         gemm_f16_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::uint16_t>(), kk, beta, yf, nn,
-                         pool_);
+                         pool_, gemm_);
         break;
       case DType::kF8E4M3:
       case DType::kF8E5M2:
@@ -126,7 +127,7 @@ void CpuBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, c
           const std::int64_t pn = std::min(kPanelRows, n - n0);
           load(w, n0 * k, pn * k, panel);
           gemm_f32(mm, static_cast<std::size_t>(pn), kk, w_scale, xf, kk, panel, kk, true, beta,
-                   yf + n0, nn, pool_);
+                   yf + n0, nn, pool_, gemm_);
         }
         break;
       default:
@@ -135,7 +136,7 @@ void CpuBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, c
         require(w.dtype != DType::kBnb4 || w_scaling.bnb4 != nullptr, op,
                 "a bitsandbytes 4-bit weight without its quant state");
         gemm_quant_weights(mm, nn, kk, w_scale, xf, kk, w.dtype, w.data, w_scaling.bnb4, beta, yf,
-                           nn, pool_);
+                           nn, pool_, gemm_);
     }
     if (bias_f != nullptr) {
       for (std::int64_t i = 0; i < rows; ++i) {

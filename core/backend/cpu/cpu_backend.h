@@ -7,13 +7,17 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/backend/cpu/gemm.h"
 #include "core/backend/cpu/thread_pool.h"
 
 namespace ferry::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(ThreadPool& pool = default_thread_pool());
+  // `gemm`: the GEMM every product runs on (tests pick Ferry's own, whose sums do not depend on
+  // the row count, where they compare row chunks with whole products).
+  explicit CpuBackend(ThreadPool& pool = default_thread_pool(),
+                      GemmPath gemm = default_gemm_path());
 
   Device device() const override { return Device::kCpu; }
   std::string name() const override;
@@ -70,6 +74,7 @@ class CpuBackend final : public Backend {
   void add_rows(const Tensor& x, const Tensor& y, const Tensor* gate, float alpha, const char* op);
 
   ThreadPool& pool_;
+  GemmPath gemm_;
   std::shared_ptr<memory::Fence> compute_done_;
   // Scratch for the ops that run on the calling thread: grown on first use, then reused (no
   // per-step allocation).

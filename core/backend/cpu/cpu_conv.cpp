@@ -67,9 +67,10 @@ void CpuBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
           }
         }
       });
-      gemm_f32(static_cast<std::size_t>(co), static_cast<std::size_t>(n), static_cast<std::size_t>(k),
-               1.0f, wf, static_cast<std::size_t>(k), cols, static_cast<std::size_t>(n), false, 0.0f,
-               out, static_cast<std::size_t>(n), pool_);
+      gemm_f32(static_cast<std::size_t>(co), static_cast<std::size_t>(n),
+               static_cast<std::size_t>(k), 1.0f, wf, static_cast<std::size_t>(k), cols,
+               static_cast<std::size_t>(n), false, 0.0f, out, static_cast<std::size_t>(n), pool_,
+               gemm_);
       for (std::int64_t c = 0; c < co; ++c) {
         float* row = out + c * n;
         for (std::int64_t i = 0; i < n; ++i) row[i] += bias_f[c];

@@ -97,7 +97,7 @@ int denoise(Backend& backend, const std::function<DitPass(int expert)>& expert,
     }
     backend.upload(x_latent, latent.data());
     pass->dit.forward(pass->weights, pass->arena, x, timesteps, contexts.first(branches),
-                      std::span(velocities, branches), settings.ffn_chunk_tokens);
+                      std::span(velocities, branches), settings.chunk_tokens);
     evaluations += static_cast<int>(branches);
     if (guided_step) {
       backend.download(velocities[0], cond.data());

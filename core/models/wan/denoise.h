@@ -32,7 +32,7 @@ struct DenoiseSettings {
   // boundary·1000, with this guide scale. Boundary 0: one expert (0) runs every step.
   double boundary = 0.0;
   float low_noise_guide_scale = 5.0f;
-  std::int64_t ffn_chunk_tokens = 0;
+  std::int64_t chunk_tokens = 0;
 };
 
 // The expert of a step at timestep `t`: 0 (the high-noise one, or the only one) while

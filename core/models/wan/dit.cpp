@@ -336,7 +336,7 @@ WanDit::WanDit(Backend& backend, const DitConfig& config) : backend_(backend), c
 }
 
 std::uint64_t WanDit::measure_activation_bytes(const DitConfig& config, std::int64_t tokens,
-                                               std::int64_t ffn_chunk_tokens, std::int64_t branches,
+                                               std::int64_t chunk_tokens, std::int64_t branches,
                                                std::int64_t distinct_timesteps,
                                                std::int64_t lora_rank) {
   ShapeBackend shapes;
@@ -359,15 +359,15 @@ std::uint64_t WanDit::measure_activation_bytes(const DitConfig& config, std::int
   model.distinct_.assign(static_cast<std::size_t>(std::max<std::int64_t>(distinct_timesteps, 1)),
                          0.0f);
   model.runs_.assign(1, Run{0, tokens, 0});
-  const std::int64_t ffn_rows = ffn_chunk_tokens > 0 ? std::min(ffn_chunk_tokens, tokens) : tokens;
-  model.run_pass(weights, arena, latent, contexts, velocities, ffn_rows);
+  const std::int64_t chunk_rows = chunk_tokens > 0 ? std::min(chunk_tokens, tokens) : tokens;
+  model.run_pass(weights, arena, latent, contexts, velocities, chunk_rows);
   return arena.peak();
 }
 
-std::uint64_t WanDit::activation_bytes(std::int64_t tokens, std::int64_t ffn_chunk_tokens,
+std::uint64_t WanDit::activation_bytes(std::int64_t tokens, std::int64_t chunk_tokens,
                                        std::int64_t branches, std::int64_t values) {
   for (const Estimate& e : estimates_) {
-    if (e.tokens == tokens && e.ffn_chunk_tokens == ffn_chunk_tokens && e.branches == branches &&
+    if (e.tokens == tokens && e.chunk_tokens == chunk_tokens && e.branches == branches &&
         e.values == values && e.lora_rank == lora_rank_) {
       return e.bytes;
     }
@@ -376,11 +376,11 @@ std::uint64_t WanDit::activation_bytes(std::int64_t tokens, std::int64_t ffn_chu
   next_estimate_ = (next_estimate_ + 1) % estimates_.size();
   e = Estimate{
       tokens,
-      ffn_chunk_tokens,
+      chunk_tokens,
       branches,
       values,
       lora_rank_,
-      measure_activation_bytes(config_, tokens, ffn_chunk_tokens, branches, values, lora_rank_)};
+      measure_activation_bytes(config_, tokens, chunk_tokens, branches, values, lora_rank_)};
   return e.bytes;
 }
 
@@ -492,24 +492,32 @@ void WanDit::plan_timesteps(std::span<const float> timesteps, std::int64_t token
 }
 
 void WanDit::modulate_runs(const Tensor& x, const Tensor& in, const Tensor& table, int scale_row,
-                           int shift_row, int rows_per_value) {
+                           int shift_row, int rows_per_value, std::int64_t first) {
+  const std::int64_t last = first + x.shape[0];
   for (const Run& run : runs_) {
-    backend_.modulate(
-        in.rows(run.begin, run.end), table_row(table, run.value, scale_row, rows_per_value),
-        table_row(table, run.value, shift_row, rows_per_value), x.rows(run.begin, run.end));
+    const std::int64_t b = std::max(run.begin, first) - first;
+    const std::int64_t e = std::min(run.end, last) - first;
+    if (b >= e) continue;
+    backend_.modulate(in.rows(b, e), table_row(table, run.value, scale_row, rows_per_value),
+                      table_row(table, run.value, shift_row, rows_per_value), x.rows(b, e));
   }
 }
 
-void WanDit::gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row) {
+void WanDit::gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row,
+                            std::int64_t first) {
+  const std::int64_t last = first + x.shape[0];
   for (const Run& run : runs_) {
+    const std::int64_t b = std::max(run.begin, first) - first;
+    const std::int64_t e = std::min(run.end, last) - first;
+    if (b >= e) continue;
     const Tensor gate = table_row(table, run.value, gate_row, 6);
-    backend_.gated_add(x.rows(run.begin, run.end), y.rows(run.begin, run.end), &gate);
+    backend_.gated_add(x.rows(b, e), y.rows(b, e), &gate);
   }
 }
 
 void WanDit::forward(offload::WeightSource& weights, memory::Arena& arena, const Tensor& latent,
                      std::span<const float> timesteps, std::span<const Tensor> contexts,
-                     std::span<const Tensor> velocities, std::int64_t ffn_chunk_tokens) {
+                     std::span<const Tensor> velocities, std::int64_t chunk_tokens) {
   const DitConfig& c = config_;
   const auto in_dim = static_cast<std::int64_t>(c.in_dim);
   const auto out_dim = static_cast<std::int64_t>(c.out_dim);
@@ -542,10 +550,10 @@ void WanDit::forward(offload::WeightSource& weights, memory::Arena& arena, const
   }
   plan_timesteps(timesteps, tokens);
   const auto values = static_cast<std::int64_t>(distinct_.size());
-  const std::int64_t ffn_rows = ffn_chunk_tokens > 0 ? std::min(ffn_chunk_tokens, tokens) : tokens;
+  const std::int64_t chunk_rows = chunk_tokens > 0 ? std::min(chunk_tokens, tokens) : tokens;
   // Checked before the pass starts, so a short arena leaves the streamer between passes.
-  const std::uint64_t needed = activation_bytes(tokens, ffn_chunk_tokens,
-                                                static_cast<std::int64_t>(contexts.size()), values);
+  const std::uint64_t needed =
+      activation_bytes(tokens, chunk_tokens, static_cast<std::int64_t>(contexts.size()), values);
   if (arena.capacity() - arena.used() < needed) {
     throw Error(ErrorCode::kOutOfMemory,
                 "the DiT forward needs " + std::to_string(needed >> 20) + " MiB of activations, " +
@@ -558,12 +566,12 @@ void WanDit::forward(offload::WeightSource& weights, memory::Arena& arena, const
                                           std::to_string(weights.group_count()) +
                                           " groups, the layout " + std::to_string(groups_));
   }
-  run_pass(weights, arena, latent, contexts, velocities, ffn_rows);
+  run_pass(weights, arena, latent, contexts, velocities, chunk_rows);
 }
 
 void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, const Tensor& latent,
                       std::span<const Tensor> contexts, std::span<const Tensor> velocities,
-                      std::int64_t ffn_rows) {
+                      std::int64_t chunk_rows) {
   const DitConfig& c = config_;
   const auto d = static_cast<std::int64_t>(c.dim);
   const RopeGrid grid{latent.shape[1], latent.shape[2] / 2, latent.shape[3] / 2};
@@ -572,7 +580,6 @@ void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, cons
 
   // Held for the whole pass.
   const std::size_t start = arena.mark();
-  const Tensor x0 = arena.allocate(DType::kBF16, Shape{tokens, d});
   streams_.resize(contexts.size());
   for (Stream& s : streams_) {
     s.x = arena.allocate(DType::kF32, Shape{tokens, d});
@@ -591,21 +598,21 @@ void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, cons
   }
 
   weights.begin_pass();
-  embed(weights.acquire(0).tensors(), arena, latent, contexts, streams_, x0, e, e0);
+  embed(weights.acquire(0).tensors(), arena, latent, contexts, streams_, e, e0);
   weights.release(0);
 
   const std::size_t block_mark = arena.mark();
   Scratch t;
-  t.a = arena.allocate(DType::kF32, Shape{tokens, d});
-  t.r = arena.allocate(DType::kF32, Shape{tokens, d});
-  t.q = arena.allocate(DType::kBF16, Shape{tokens, d});
   t.k = arena.allocate(DType::kBF16, Shape{tokens, d});
   t.v = arena.allocate(DType::kBF16, Shape{tokens, d});
-  t.o = arena.allocate(DType::kBF16, Shape{tokens, d});
+  t.a = arena.allocate(DType::kF32, Shape{chunk_rows, d});
+  t.r = arena.allocate(DType::kF32, Shape{chunk_rows, d});
+  t.q = arena.allocate(DType::kBF16, Shape{chunk_rows, d});
+  t.o = arena.allocate(DType::kBF16, Shape{chunk_rows, d});
   t.ck = arena.allocate(DType::kBF16, Shape{kDitTextLen, d});
   t.cv = arena.allocate(DType::kBF16, Shape{kDitTextLen, d});
   t.cr = arena.allocate(DType::kF32, Shape{kDitTextLen, d});
-  t.hidden = arena.allocate(DType::kBF16, Shape{ffn_rows, static_cast<std::int64_t>(c.ffn_dim)});
+  t.hidden = arena.allocate(DType::kBF16, Shape{chunk_rows, static_cast<std::int64_t>(c.ffn_dim)});
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
     const GroupTensors w = weights.acquire(b + 1).tensors();
     // m = modulation + e0 per distinct timestep (f32): rows shift, scale, gate (attention),
@@ -615,7 +622,7 @@ void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, cons
       backend_.add(e0.rows(v * 6, v * 6 + 6), modulation.reshaped(Shape{6, d}),
                    mod.rows(v * 6, v * 6 + 6));
     }
-    for (Stream& s : streams_) block(w, blocks_[b], b == 0, x0, s, t, mod, ffn_rows, grid);
+    for (Stream& s : streams_) block(w, blocks_[b], b == 0, s, t, mod, chunk_rows, grid);
     weights.release(b + 1);
   }
   arena.release_to(block_mark);
@@ -639,24 +646,27 @@ void WanDit::run_pass(offload::WeightSource& weights, memory::Arena& arena, cons
 }
 
 void WanDit::embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
-                   std::span<const Tensor> contexts, std::span<Stream> streams, const Tensor& x0,
-                   const Tensor& e, const Tensor& e0) {
+                   std::span<const Tensor> contexts, std::span<Stream> streams, const Tensor& e,
+                   const Tensor& e0) {
   const DitConfig& c = config_;
   const Weights& ix = outer_embed_;
   const auto d = static_cast<std::int64_t>(c.dim);
   const auto in_dim = static_cast<std::int64_t>(c.in_dim);
-  const std::int64_t tokens = x0.shape[0];
   const std::int64_t frames = latent.shape[1], hp = latent.shape[2] / 2, wp = latent.shape[3] / 2;
+  const std::int64_t tokens = frames * hp * wp;
   const auto values = static_cast<std::int64_t>(distinct_.size());
   const std::size_t mark = arena.mark();
 
-  // Patch embedding as a Linear over 2×2 patches (kernel = stride), bf16 (wan.md §B.2).
+  // Patch embedding as a Linear over 2×2 patches (kernel = stride), bf16 (wan.md §B.2), held
+  // by every branch's residual stream as f32 (exactly: it is what block 0 reads).
+  const Tensor x0 = arena.allocate(DType::kBF16, Shape{tokens, d});
   const Tensor patches = arena.allocate(DType::kF32, Shape{frames, hp, wp, in_dim, 2, 2});
   backend_.permute(latent.reshaped(Shape{in_dim, frames, hp, 2, wp, 2}), patch_order_, patches);
   const Tensor patch_w =
       tensor(w, ix, at(OuterTensor::kPatchWeight)).reshaped(Shape{d, in_dim * 4});
   linear(w, ix, at(OuterTensor::kPatchWeight), patches.reshaped(Shape{tokens, in_dim * 4}), x0,
          &patch_w);
+  for (Stream& s : streams) backend_.convert(x0, s.x);
 
   // Time embedding and projection, once per distinct timestep, f32 (wan.md §B.3).
   const Tensor sinusoid =
@@ -689,9 +699,8 @@ void WanDit::embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
   arena.release_to(mark);
 }
 
-void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& x0, Stream& s,
-                   const Scratch& t, const Tensor& mod, std::int64_t ffn_rows,
-                   const RopeGrid& grid) {
+void WanDit::block(GroupTensors w, const Weights& ix, bool first, Stream& s, const Scratch& t,
+                   const Tensor& mod, std::int64_t chunk_rows, const RopeGrid& grid) {
   const std::int64_t tokens = s.x.shape[0];
   const std::int64_t heads = this->heads();
   const auto hd = static_cast<std::int64_t>(kDitHeadDim);
@@ -701,59 +710,79 @@ void WanDit::block(GroupTensors w, const Weights& ix, bool first, const Tensor& 
   };
   const auto heads_view = [&](const Tensor& x) { return x.reshaped(Shape{x.shape[0], heads, hd}); };
 
-  // 1) Self-attention. Block 0's input is the bf16 patch embedding, so its LayerNorm output is
-  // rounded to bf16 (the official norm returns its input's dtype); t.q holds it for a moment.
-  if (first) {
-    backend_.layer_norm(x0, nullptr, nullptr, kEps, t.q);
-    modulate_runs(t.a, t.q, mod, 1, 0, 6);
-  } else {
-    backend_.layer_norm(s.x, nullptr, nullptr, kEps, t.a);
-    modulate_runs(t.a, t.a, mod, 1, 0, 6);
-  }
-  // q, k: RMSNorm over all heads (normalised value rounded to bf16, times the weight in f32),
-  // RoPE in f64 on the f32 result, then bf16 for attention.
-  lin(t.a, BlockTensor::kSelfQWeight, t.q);
-  backend_.rms_norm(t.q, param(w, ix, at(BlockTensor::kSelfNormQ), 0), kEps, t.r);
-  backend_.rope_3d(heads_view(t.r), grid);
-  backend_.convert(t.r, t.q);
-  lin(t.a, BlockTensor::kSelfKWeight, t.k);
-  backend_.rms_norm(t.k, param(w, ix, at(BlockTensor::kSelfNormK), 0), kEps, t.r);
-  backend_.rope_3d(heads_view(t.r), grid);
-  backend_.convert(t.r, t.k);
-  lin(t.a, BlockTensor::kSelfVWeight, t.v);
-  backend_.attention(heads_view(t.q), heads_view(t.k), heads_view(t.v), attn_scale, nullptr,
-                     /*causal=*/false, heads_view(t.o));
-  lin(t.o, BlockTensor::kSelfOWeight, t.q);
-  // From here the residual stream is f32 (bf16 + f32 gate product).
-  if (first) backend_.convert(x0, s.x);
-  gated_add_runs(s.x, t.q, mod, 2);
+  // The self-attention's input for tokens [r0, r1): LayerNorm and modulation, f32. Block 0's
+  // input is the bf16 patch embedding and the official norm returns its input's dtype, so there
+  // the norm is rounded to bf16 first (t.q holds it for a moment).
+  const auto self_input = [&](std::int64_t r0, std::int64_t r1) {
+    const Tensor a = t.a.rows(0, r1 - r0);
+    if (first) {
+      const Tensor rounded = t.q.rows(0, r1 - r0);
+      backend_.layer_norm(s.x.rows(r0, r1), nullptr, nullptr, kEps, rounded);
+      modulate_runs(a, rounded, mod, 1, 0, 6, r0);
+    } else {
+      backend_.layer_norm(s.x.rows(r0, r1), nullptr, nullptr, kEps, a);
+      modulate_runs(a, a, mod, 1, 0, 6, r0);
+    }
+    return a;
+  };
+  // Self-attention queries or keys of tokens from r0: RMSNorm over all heads (normalised value
+  // rounded to bf16, times the weight in f32), RoPE in f64 on the f32 result, then bf16.
+  const auto rotated = [&](const Tensor& a, BlockTensor weight, BlockTensor norm, std::int64_t r0,
+                           const Tensor& out) {
+    lin(a, weight, out);
+    const Tensor r = t.r.rows(0, out.shape[0]);
+    backend_.rms_norm(out, param(w, ix, at(norm), 0), kEps, r);
+    backend_.rope_3d(heads_view(r), RopeGrid{grid.frames, grid.height, grid.width, r0});
+    backend_.convert(r, out);
+  };
 
-  // 2) Cross-attention over the 512 context rows: affine LayerNorm, no modulation, no RoPE.
-  backend_.layer_norm(s.x, &param(w, ix, at(BlockTensor::kNorm3Weight), 0),
-                      &param(w, ix, at(BlockTensor::kNorm3Bias), 1), kEps, t.a);
-  lin(t.a, BlockTensor::kCrossQWeight, t.q);
-  backend_.rms_norm(t.q, param(w, ix, at(BlockTensor::kCrossNormQ), 0), kEps, t.r);
-  backend_.convert(t.r, t.q);
+  // Every token's per-token work runs in chunks of chunk_rows tokens; only the self-attention's
+  // keys and values are held for all of them, computed first from the block's input.
+  for (std::int64_t r0 = 0; r0 < tokens; r0 += chunk_rows) {
+    const std::int64_t r1 = std::min(tokens, r0 + chunk_rows);
+    const Tensor a = self_input(r0, r1);
+    rotated(a, BlockTensor::kSelfKWeight, BlockTensor::kSelfNormK, r0, t.k.rows(r0, r1));
+    lin(a, BlockTensor::kSelfVWeight, t.v.rows(r0, r1));
+  }
+  // The cross-attention's keys and values: the 512 context rows, RMSNorm'd keys, no RoPE.
   lin(s.ctx, BlockTensor::kCrossKWeight, t.ck);
   backend_.rms_norm(t.ck, param(w, ix, at(BlockTensor::kCrossNormK), 0), kEps, t.cr);
   backend_.convert(t.cr, t.ck);
   lin(s.ctx, BlockTensor::kCrossVWeight, t.cv);
-  backend_.attention(heads_view(t.q), heads_view(t.ck), heads_view(t.cv), attn_scale, nullptr,
-                     /*causal=*/false, heads_view(t.o));
-  lin(t.o, BlockTensor::kCrossOWeight, t.q);
-  backend_.gated_add(s.x, t.q, nullptr);
 
-  // 3) FFN, in chunks of ffn_rows tokens: bf16 Linear, tanh GELU, bf16 Linear.
-  backend_.layer_norm(s.x, nullptr, nullptr, kEps, t.a);
-  modulate_runs(t.a, t.a, mod, 4, 3, 6);
-  for (std::int64_t r0 = 0; r0 < tokens; r0 += ffn_rows) {
-    const std::int64_t r1 = std::min(tokens, r0 + ffn_rows);
-    const Tensor h = t.hidden.rows(0, r1 - r0);
-    lin(t.a.rows(r0, r1), BlockTensor::kFfn0Weight, h);
+  for (std::int64_t r0 = 0; r0 < tokens; r0 += chunk_rows) {
+    const std::int64_t r1 = std::min(tokens, r0 + chunk_rows), n = r1 - r0;
+    const Tensor x = s.x.rows(r0, r1), q = t.q.rows(0, n), o = t.o.rows(0, n);
+    // 1) Self-attention of these tokens' queries over every key. From here the residual stream
+    // is f32 (bf16 + f32 gate product).
+    Tensor a = self_input(r0, r1);
+    rotated(a, BlockTensor::kSelfQWeight, BlockTensor::kSelfNormQ, r0, q);
+    backend_.attention(heads_view(q), heads_view(t.k), heads_view(t.v), attn_scale, nullptr,
+                       /*causal=*/false, heads_view(o));
+    lin(o, BlockTensor::kSelfOWeight, q);
+    gated_add_runs(x, q, mod, 2, r0);
+
+    // 2) Cross-attention over the 512 context rows: affine LayerNorm, no modulation, no RoPE.
+    backend_.layer_norm(x, &param(w, ix, at(BlockTensor::kNorm3Weight), 0),
+                        &param(w, ix, at(BlockTensor::kNorm3Bias), 1), kEps, a);
+    lin(a, BlockTensor::kCrossQWeight, q);
+    const Tensor r = t.r.rows(0, n);
+    backend_.rms_norm(q, param(w, ix, at(BlockTensor::kCrossNormQ), 0), kEps, r);
+    backend_.convert(r, q);
+    backend_.attention(heads_view(q), heads_view(t.ck), heads_view(t.cv), attn_scale, nullptr,
+                       /*causal=*/false, heads_view(o));
+    lin(o, BlockTensor::kCrossOWeight, q);
+    backend_.gated_add(x, q, nullptr);
+
+    // 3) FFN: bf16 Linear, tanh GELU, bf16 Linear.
+    backend_.layer_norm(x, nullptr, nullptr, kEps, a);
+    modulate_runs(a, a, mod, 4, 3, 6, r0);
+    const Tensor h = t.hidden.rows(0, n);
+    lin(a, BlockTensor::kFfn0Weight, h);
     backend_.gelu_tanh(h, h);
-    lin(h, BlockTensor::kFfn2Weight, t.q.rows(r0, r1));
+    lin(h, BlockTensor::kFfn2Weight, q);
+    gated_add_runs(x, q, mod, 5, r0);
   }
-  gated_add_runs(s.x, t.q, mod, 5);
 }
 
 void WanDit::head(GroupTensors w, memory::Arena& arena, const Tensor& x, const Tensor& hm,

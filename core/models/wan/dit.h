@@ -58,19 +58,21 @@ class WanDit {
   //               frame, row, column); the time MLP runs once per distinct value
   //   contexts    [L ≤ 512, text_dim] float each (umT5 output rows; padded here with zero rows)
   //   velocities  [C_out, F, H, W] F32 each, as many as contexts
-  // Everything lives on this backend's device. The arena must hold dit_activation_bytes(config,
-  // tokens, ffn_chunk_tokens, contexts.size(), distinct timesteps); Error(kOutOfMemory) if not.
+  // Everything lives on this backend's device. chunk_tokens > 0: each block's per-token work
+  // runs in chunks of that many tokens (only the self-attention's keys and values are held for
+  // all), which bounds the working memory and changes no sum's order, on a GEMM whose order does
+  // not depend on the row count. The arena must hold dit_activation_bytes(config, tokens,
+  // chunk_tokens, contexts.size(), distinct timesteps); Error(kOutOfMemory) if not.
   void forward(offload::WeightSource& weights, memory::Arena& arena, const Tensor& latent,
                std::span<const float> timesteps, std::span<const Tensor> contexts,
-               std::span<const Tensor> velocities, std::int64_t ffn_chunk_tokens = 0);
+               std::span<const Tensor> velocities, std::int64_t chunk_tokens = 0);
 
   // The arena bytes of a forward of `config` at `tokens` with `branches` contexts and
   // `distinct_timesteps` timestep values (dit_activation_bytes): the peak of the forward's own
   // code run on the shapes-only backend, with weights that have shapes and no memory.
   // `lora_rank` > 0: with LoRA terms of up to that rank (their scratch; lora_scratch_rank).
   static std::uint64_t measure_activation_bytes(const DitConfig& config, std::int64_t tokens,
-                                                std::int64_t ffn_chunk_tokens,
-                                                std::int64_t branches,
+                                                std::int64_t chunk_tokens, std::int64_t branches,
                                                 std::int64_t distinct_timesteps,
                                                 std::int64_t lora_rank = 0);
 
@@ -95,13 +97,15 @@ class WanDit {
     Tensor x;    // F32 [L, D]
     Tensor ctx;  // BF16 [512, D]
   };
-  // A block's temporaries, shared by the branches in turn.
+  // A block's temporaries, shared by the branches in turn: the self-attention's keys and values
+  // of every token, and one chunk's (`rows` tokens) working tensors.
   struct Scratch {
-    Tensor a, r;        // F32 [L, D]: modulated input; q/k RMSNorm output
-    Tensor q, k, v, o;  // BF16 [L, D]
-    Tensor ck, cv;      // BF16 [512, D]: the context's keys and values
-    Tensor cr;          // F32 [512, D]
-    Tensor hidden;      // BF16 [rows, F]
+    Tensor k, v;    // BF16 [L, D]
+    Tensor a, r;    // F32 [rows, D]: modulated input; q/k RMSNorm output
+    Tensor q, o;    // BF16 [rows, D]: queries (and projections' outputs); attention output
+    Tensor ck, cv;  // BF16 [512, D]: the context's keys and values
+    Tensor cr;      // F32 [512, D]
+    Tensor hidden;  // BF16 [rows, F]
   };
 
   // The shapes-only model of measure_activation_bytes: the tensors in dit_tensors' order, the
@@ -111,23 +115,26 @@ class WanDit {
   void plan_timesteps(std::span<const float> timesteps, std::int64_t tokens);
   // The arena bytes forward() checks for, measured once per size and kept (no allocation once
   // the sizes repeat).
-  std::uint64_t activation_bytes(std::int64_t tokens, std::int64_t ffn_chunk_tokens,
+  std::uint64_t activation_bytes(std::int64_t tokens, std::int64_t chunk_tokens,
                                  std::int64_t branches, std::int64_t values);
   // One pass over the groups, timesteps planned: what forward() runs, and the estimate too.
   void run_pass(offload::WeightSource& weights, memory::Arena& arena, const Tensor& latent,
                 std::span<const Tensor> contexts, std::span<const Tensor> velocities,
-                std::int64_t ffn_rows);
+                std::int64_t chunk_rows);
   void embed(GroupTensors w, memory::Arena& arena, const Tensor& latent,
-             std::span<const Tensor> contexts, std::span<Stream> streams, const Tensor& x0,
-             const Tensor& e, const Tensor& e0);
-  void block(GroupTensors w, const Weights& ix, bool first, const Tensor& x0, Stream& s,
-             const Scratch& t, const Tensor& mod, std::int64_t ffn_rows, const RopeGrid& grid);
+             std::span<const Tensor> contexts, std::span<Stream> streams, const Tensor& e,
+             const Tensor& e0);
+  // One block on one branch, its per-token work in chunks of chunk_rows tokens.
+  void block(GroupTensors w, const Weights& ix, bool first, Stream& s, const Scratch& t,
+             const Tensor& mod, std::int64_t chunk_rows, const RopeGrid& grid);
   void head(GroupTensors w, memory::Arena& arena, const Tensor& x, const Tensor& hm,
             const Tensor& velocity, const RopeGrid& grid);
-  // x = in · (1 + scale) + shift, with the scale and shift rows of each token run's timestep.
+  // x = in · (1 + scale) + shift, with the scale and shift rows of each token run's timestep;
+  // x and in hold the tokens from `first` on (a chunk).
   void modulate_runs(const Tensor& x, const Tensor& in, const Tensor& table, int scale_row,
-                     int shift_row, int rows_per_value);
-  void gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row);
+                     int shift_row, int rows_per_value, std::int64_t first = 0);
+  void gated_add_runs(const Tensor& x, const Tensor& y, const Tensor& table, int gate_row,
+                      std::int64_t first = 0);
   const Tensor& tensor(GroupTensors w, const Weights& ix, int i) const;
   // y = x · W[weight]ᵀ + bias[weight + 1] with their LoRA terms (the weight seen as `view` when
   // given: the patch embedding's kernel as a matrix).
@@ -162,7 +169,7 @@ class WanDit {
   std::vector<Stream> streams_;
   std::vector<int> patch_order_, unpatch_order_;
   struct Estimate {                    // one size's activation bytes
-    std::int64_t tokens = -1, ffn_chunk_tokens = 0, branches = 0, values = 0, lora_rank = 0;
+    std::int64_t tokens = -1, chunk_tokens = 0, branches = 0, values = 0, lora_rank = 0;
     std::uint64_t bytes = 0;
   };
   std::array<Estimate, 4> estimates_{};

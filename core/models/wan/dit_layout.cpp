@@ -149,14 +149,14 @@ std::int64_t dit_tokens(const DitConfig& config, int width, int height, int fram
 }
 
 std::uint64_t dit_activation_bytes(const DitConfig& c, std::int64_t tokens,
-                                   std::int64_t ffn_chunk_tokens, std::int64_t branches,
+                                   std::int64_t chunk_tokens, std::int64_t branches,
                                    std::int64_t distinct_timesteps, std::int64_t lora_rank) {
-  return WanDit::measure_activation_bytes(c, tokens, ffn_chunk_tokens, branches, distinct_timesteps,
+  return WanDit::measure_activation_bytes(c, tokens, chunk_tokens, branches, distinct_timesteps,
                                           lora_rank);
 }
 
-offload::ModelLayout dit_model_layout(const io::TensorSet& set, int width, int height,
-                                      int frames, std::int64_t ffn_chunk_tokens) {
+offload::ModelLayout dit_model_layout(const io::TensorSet& set, int width, int height, int frames,
+                                      std::int64_t chunk_tokens) {
   const NameMap names = by_official_name(set);
   const DitConfig config = infer_config(set, names);
   offload::ModelLayout layout;
@@ -188,7 +188,7 @@ offload::ModelLayout dit_model_layout(const io::TensorSet& set, int width, int h
   for (auto& b : blocks) layout.groups.push_back(std::move(b));
   layout.groups.push_back(std::move(head));
   layout.activation_bytes =
-      dit_activation_bytes(config, dit_tokens(config, width, height, frames), ffn_chunk_tokens);
+      dit_activation_bytes(config, dit_tokens(config, width, height, frames), chunk_tokens);
   return layout;
 }
 

@@ -67,19 +67,20 @@ std::int64_t dit_tokens(const DitConfig& config, int width, int height, int fram
 // Working memory of one WanDit::forward at `tokens` (wan.md §E, the lean set), in bytes of its
 // arena: for each of `branches` contexts run through each block together (CFG: 2), an f32
 // residual stream and the 512-row context; the time embedding for up to `distinct_timesteps`
-// timestep values (never per token); and the largest of the phases' temporaries (a block's,
-// with the FFN hidden state in chunks of ffn_chunk_tokens when > 0, the embeddings' and the
+// timestep values (never per token); and the largest of the phases' temporaries (a block's:
+// the self-attention's keys and values of every token, and one chunk's working tensors, the
+// block's per-token work done in chunks of chunk_tokens when > 0; the embeddings' and the
 // head's). Measured, not modelled: the forward's own code runs on the shapes-only backend
 // (WanDit::measure_activation_bytes) and this is its arena's peak, alignment included.
 // With LoRAs (lora_rank > 0: WanDit::lora_scratch_rank), their scratch too.
 std::uint64_t dit_activation_bytes(const DitConfig& config, std::int64_t tokens,
-                                   std::int64_t ffn_chunk_tokens, std::int64_t branches = 2,
+                                   std::int64_t chunk_tokens, std::int64_t branches = 2,
                                    std::int64_t distinct_timesteps = 2, std::int64_t lora_rank = 0);
 
 // The layout the offload engine plans with: "embeddings" and "head" always resident, one group
 // per block in between; its activation_bytes are those of a CFG forward (two contexts) with up to
 // two distinct timesteps (TI2V: 0 on the image frame, t elsewhere).
-offload::ModelLayout dit_model_layout(const io::TensorSet& set, int width, int height,
-                                      int frames, std::int64_t ffn_chunk_tokens);
+offload::ModelLayout dit_model_layout(const io::TensorSet& set, int width, int height, int frames,
+                                      std::int64_t chunk_tokens);
 
 }  // namespace ferry::models::wan

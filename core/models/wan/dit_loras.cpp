@@ -30,11 +30,11 @@ lora::LoraBinding bind(std::span<const LoraChoice> loras, const io::TensorSet& s
 
 lora::LoraBinding bind_dit_loras(std::span<const LoraChoice> loras, const io::TensorSet& set,
                                  offload::ModelLayout& layout, std::int64_t tokens,
-                                 std::int64_t ffn_chunk_tokens) {
+                                 std::int64_t chunk_tokens) {
   if (loras.empty()) return {};
   lora::LoraBinding binding = bind(loras, set, layout);
-  layout.activation_bytes = dit_activation_bytes(infer_dit_config(set), tokens, ffn_chunk_tokens, 2,
-                                                 2, WanDit::lora_scratch_rank(binding.terms()));
+  layout.activation_bytes = dit_activation_bytes(infer_dit_config(set), tokens, chunk_tokens, 2, 2,
+                                                 WanDit::lora_scratch_rank(binding.terms()));
   return binding;
 }
 

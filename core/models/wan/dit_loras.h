@@ -20,7 +20,7 @@ namespace ferry::models::wan {
 // lora::LoraBinding::bind says (a file naming the LoRA and what does not fit).
 lora::LoraBinding bind_dit_loras(std::span<const LoraChoice> loras, const io::TensorSet& set,
                                  offload::ModelLayout& layout, std::int64_t tokens,
-                                 std::int64_t ffn_chunk_tokens);
+                                 std::int64_t chunk_tokens);
 
 // What the LoRA at `path` adapts in the DiT of `set` (header reads only).
 LoraReport check_dit_lora(const std::filesystem::path& path, const io::TensorSet& set);

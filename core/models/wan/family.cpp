@@ -55,7 +55,12 @@ StagePlan decode_stage(const VaePlan& vae, const VaeConfig& config) {
 }
 
 StagePlan encode_stage(const VaeEncodePlan& vae, const VaeConfig& config, const char* what) {
-  return vae_stage(kImageStage, vae, config, what);
+  std::string detail = what;
+  if (vae.tiling.tile > 0) {
+    detail +=
+        ", tile " + std::to_string(vae.tile_px) + " px, " + std::to_string(vae.tiles) + " tiles";
+  }
+  return vae_stage(kImageStage, vae, config, std::move(detail));
 }
 
 }  // namespace
@@ -123,9 +128,9 @@ std::string_view dit_stage_name(const ModelSet& set, int expert) {
 }
 
 offload::ModelLayout expert_model_layout(const WanParts& parts, int expert, int width, int height,
-                                         int frames, std::int64_t ffn_chunk_tokens) {
+                                         int frames, std::int64_t chunk_tokens) {
   offload::ModelLayout layout =
-      dit_model_layout(parts.expert(expert), width, height, frames, ffn_chunk_tokens);
+      dit_model_layout(parts.expert(expert), width, height, frames, chunk_tokens);
   const ModelSet& set = parts.set();
   if (set.two_experts()) {
     const DitConfig& c = set.dit_config;
@@ -181,10 +186,10 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
   const int experts = set_.two_experts() ? 2 : 1;
   for (int e = 0; e < experts; ++e) {
     offload::ModelLayout dit =
-        expert_model_layout(*this, e, r.width, r.height, r.frames, preset.ffn_chunk_tokens);
+        expert_model_layout(*this, e, r.width, r.height, r.frames, preset.chunk_tokens);
     const lora::LoraBinding loras = bind_dit_loras(
         expert_loras(r.request.loras, set_, e), expert(e), dit,
-        dit_tokens(set_.dit_config, r.width, r.height, r.frames), preset.ffn_chunk_tokens);
+        dit_tokens(set_.dit_config, r.width, r.height, r.frames), preset.chunk_tokens);
     g.add(block_stage_plan(std::string(dit_stage_name(set_, e)), dit, preset, machine, stream_all));
   }
   g.add(

@@ -58,7 +58,7 @@ std::string_view dit_stage_name(const ModelSet& set, int expert);
 // Expert `expert`'s layout (dit_model_layout), named after the model set: "Wan DiT t2v-a14b,
 // high-noise expert (40 blocks, D=5120)" for two experts.
 offload::ModelLayout expert_model_layout(const WanParts& parts, int expert, int width, int height,
-                                         int frames, std::int64_t ffn_chunk_tokens);
+                                         int frames, std::int64_t chunk_tokens);
 
 // The LoRAs that adapt expert `expert`: all of them for a one-expert model; for two experts, those
 // whose file name does not say they are for the other (LightX2V's *_high_noise_* / *_low_noise_*

@@ -83,16 +83,16 @@ class ExpertWeights {
   ExpertWeights(const WanParts& parts, const ResolvedRequest& r, const GenerationPlan& plan,
                 int expert, int passes, RunContext& ctx, std::int64_t branches, bool ti2v_image)
       : layout_(expert_model_layout(parts, expert, r.width, r.height, r.frames,
-                                    ctx.preset.ffn_chunk_tokens)),
+                                    ctx.preset.chunk_tokens)),
         loras_(bind_dit_loras(expert_loras(r.request.loras, parts.set(), expert),
                               parts.expert(expert), layout_, tokens(parts, r),
-                              ctx.preset.ffn_chunk_tokens)),
+                              ctx.preset.chunk_tokens)),
         dit_(ctx.backend, parts.expert(expert), layout_, loras_.terms()),
         streamer_(ctx.backend, layout_, stage_plan(plan, dit_stage_name(parts.set(), expert)).plan,
                   streamer_options(ctx, passes)),
         watch_(ctx.cancel.watch(streamer_)),
         arena_bytes_(static_cast<std::size_t>(dit_activation_bytes(
-            parts.set().dit_config, tokens(parts, r), ctx.preset.ffn_chunk_tokens, branches,
+            parts.set().dit_config, tokens(parts, r), ctx.preset.chunk_tokens, branches,
             ti2v_image ? 2 : 1, WanDit::lora_scratch_rank(loras_.terms())))),
         arena_memory_(ctx.backend.allocate(arena_bytes_)),
         arena_(arena_memory_->data(), arena_bytes_, ctx.backend.device()) {}
@@ -211,7 +211,11 @@ class WanRun final : public FamilyRun {
     const auto arena_memory = backend.allocate(static_cast<std::size_t>(plan.arena_bytes));
     memory::Arena arena(arena_memory->data(), static_cast<std::size_t>(plan.arena_bytes),
                         backend.device());
-    vae.encode(video.tensor, arena, latent.tensor);
+    if (plan.tiling.tile > 0) {
+      encode_tiled(vae, backend, video.tensor, arena, plan.tiling, latent.tensor);
+    } else {
+      vae.encode(video.tensor, arena, latent.tensor);
+    }
     std::vector<float> encoded(static_cast<std::size_t>(latent.tensor.numel()));
     backend.download(latent.tensor, encoded.data());
     if (conditioned_on_video()) {
@@ -322,7 +326,7 @@ class WanRun final : public FamilyRun {
     settings.guide_scale = r_.guide_scale;
     settings.low_noise_guide_scale = r_.low_noise_guide_scale;
     settings.boundary = parts_.set().two_experts() ? parts_.rules().expert_boundary : 0.0;
-    settings.ffn_chunk_tokens = ctx.preset.ffn_chunk_tokens;
+    settings.chunk_tokens = ctx.preset.chunk_tokens;
     return settings;
   }
 

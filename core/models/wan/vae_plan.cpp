@@ -173,28 +173,40 @@ VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Pre
   const offload::Budget budget = offload::budget_for(preset, machine);
   const VaeConfig& cfg = weights.config();
   const std::int64_t s = cfg.spatial;
+  const std::int64_t h = height / s, w = width / s;
   VaeEncodePlan p;
   p.activations = preset.vae_activations;
   p.weight_bytes = weights.bytes();
-  p.arena_bytes =
-      WanVae::encode_arena_bytes(weights, frames, height, width, VaeOptions{p.activations});
-  const std::int64_t latent_frames = vae_latent_frames(frames);
   p.io_bytes = static_cast<std::uint64_t>(3 * std::int64_t{frames} * width * height +
-                                          cfg.z_dim * latent_frames * (height / s) * (width / s)) *
+                                          cfg.z_dim * vae_latent_frames(frames) * h * w) *
                sizeof(float);
-  const std::uint64_t device_need = p.weight_bytes + p.arena_bytes + p.io_bytes;
+  const VaeOptions options{p.activations};
+  const auto device_need = [&] { return p.weight_bytes + p.arena_bytes + p.io_bytes; };
+  const auto fits = [&] { return budget.device_is_host || device_need() <= budget.device_bytes; };
+
+  p.arena_bytes = WanVae::encode_arena_bytes(weights, frames, height, width, options);
+  const std::int64_t longest = std::max(h, w);
+  const std::int64_t smallest = std::min(longest, std::max<std::int64_t>(1, kMinVaeTilePx / s));
+  for (std::int64_t tile = longest - 1; !fits() && tile >= smallest; --tile) {
+    p.tiling = VaeTiling{tile, std::min(tile - 1, std::max<std::int64_t>(2, tile / 4))};
+    p.tile_px = static_cast<int>(tile * s);
+    p.tiles = static_cast<std::int64_t>(vae_tile_starts(h, p.tiling).size() *
+                                        vae_tile_starts(w, p.tiling).size());
+    p.arena_bytes = tiled_encode_arena_bytes(weights, p.tiling, frames, height, width, options);
+  }
   const char* what = frames == 1 ? "encoding the start image" : "encoding the conditioning video";
-  // The host holds the image's pixels and the latent it downloads.
+  // The host holds the pixels and the latent it downloads (and, tiled, the latent it blends).
   const std::uint64_t ram_need =
-      offload::kProcessBaseBytes + p.io_bytes + (budget.device_is_host ? device_need : 0);
-  p.predicted_vram_peak = budget.device_is_host ? 0 : device_need;
+      offload::kProcessBaseBytes + p.io_bytes + (budget.device_is_host ? device_need() : 0);
+  p.predicted_vram_peak = budget.device_is_host ? 0 : device_need();
   p.predicted_ram_peak = ram_need;
-  if (!budget.device_is_host && device_need > budget.device_bytes) {
-    throw Error(ErrorCode::kDoesNotFit, std::string(what) + " needs " + mib(device_need) +
-                                            " of VRAM at " + std::to_string(width) + "x" +
-                                            std::to_string(height) + ", but preset '" +
-                                            preset.name + "' has " + mib(budget.device_bytes) +
-                                            " here: choose a smaller size");
+  if (!fits()) {
+    throw Error(ErrorCode::kDoesNotFit,
+                std::string(what) + " needs " + mib(device_need()) + " of VRAM at " +
+                    std::to_string(width) + "x" + std::to_string(height) +
+                    (p.tiling.tile > 0 ? " in tiles of " + std::to_string(p.tile_px) + " px" : "") +
+                    ", but preset '" + preset.name + "' has " + mib(budget.device_bytes) +
+                    " here: choose a smaller size");
   }
   if (ram_need > budget.ram_bytes) {
     throw Error(ErrorCode::kDoesNotFit,

@@ -54,9 +54,13 @@ VaePlan make_vae_plan(const VaeWeights& weights, const offload::Preset& preset,
 
 const char* vae_decode_mode_name(VaeDecodeMode mode);
 
-// The encode of a start image (one frame of width × height pixels): the VAE's weights, the image
-// and its latent on the device, and the encode's arena (the VAE's own shape-only estimate).
+// The encode of a start image or a conditioning video: the VAE's weights, the pixels and their
+// latent on the device, and the encode's arena (the VAE's own shape-only estimate), untiled or in
+// spatial tiles (encode_tiled).
 struct VaeEncodePlan {
+  VaeTiling tiling;  // tile and overlap in latent positions; tile 0 when untiled
+  int tile_px = 0;   // tiling.tile in pixels
+  std::int64_t tiles = 1;
   DType activations = DType::kF32;
   std::uint64_t weight_bytes = 0;
   std::uint64_t arena_bytes = 0;
@@ -66,8 +70,11 @@ struct VaeEncodePlan {
 };
 
 // The encode of `frames` frames (TI2V's start image: 1; A14B I2V's conditioning video: all of
-// the video's), the whole video and its latent held on the device. Error(kDoesNotFit) when the
-// encode does not fit the preset's budget on `machine`.
+// the video's), the whole video and its latent held on the device. Untiled when that fits (the
+// official code's encode, and the only one at the sizes the references run), else in the
+// largest spatial tile that fits, down to kMinVaeTilePx: a 1280×720×81 conditioning video needs
+// about 12 GiB untiled. Error(kDoesNotFit) when even the smallest tile does not fit the preset's
+// budget on `machine`.
 VaeEncodePlan make_vae_encode_plan(const VaeWeights& weights, const offload::Preset& preset,
                                    const offload::MachineInfo& machine, int width, int height,
                                    int frames = 1);
