@@ -51,9 +51,11 @@ struct StageBuffers {
   Tensor cat, t1, t2;            // a MemBlock's [x, past] and its two intermediate convolutions
   Tensor past;                   // whole video: x shifted by one frame (the stream keeps `memory`)
   std::array<Tensor, 3> memory;  // stream: each MemBlock's last input frame
-  Tensor up;                     // x upsampled (when this stage's Upsample is on)
-  Tensor grow;                   // the TGrow's output [C·s, T, H', W']
-  Tensor spread;  // whole video: grow with its frames spread in time [C, T·s, H', W']
+  // The TGrow's 1×1 convolution runs before the Upsample: a per-pixel product commutes with
+  // nearest-neighbour upsampling exactly, and at the small size it costs a quarter.
+  Tensor grow;    // the TGrow's output [C·s, T, H, W]
+  Tensor spread;  // whole video: grow with its frames spread in time [C, T·s, H, W]
+  Tensor up;  // a TGrow frame (stream) or spread (whole video) upsampled, when the Upsample is on
 };
 
 }  // namespace
@@ -66,6 +68,7 @@ struct TaehvDecoder::Run {
   const TaehvOptions& options;
   Geometry g;
   bool streaming;
+  bool remembering;
   Tensor input;  // the clamped latent
   std::array<StageBuffers, 3> stages;
   Tensor last;                 // stage 3's activation
@@ -75,9 +78,16 @@ struct TaehvDecoder::Run {
   std::array<bool, 9> seen{};  // stream: which MemBlocks have a memory frame
   std::int64_t decoded = 0;    // stream: frames decoded, dropped ones included
 
+  // `remember` (stream only): MemBlocks keep their last input frame; without it, every frame is
+  // decoded alone, as a video's first frame is (the live preview).
   Run(Backend* b, const TaehvWeights& w, const TaehvOptions& o, std::int64_t t, std::int64_t h,
-      std::int64_t wd, bool stream, memory::Arena& arena)
-      : backend(b), weights(w), options(o), g(w.config(), o, t, h, wd), streaming(stream) {
+      std::int64_t wd, bool stream, bool remember, memory::Arena& arena)
+      : backend(b),
+        weights(w),
+        options(o),
+        g(w.config(), o, t, h, wd),
+        streaming(stream),
+        remembering(stream && remember) {
     const TaehvConfig& c = w.config();
     const auto& n = c.widths;
     const std::int64_t t0 = stream ? 1 : t;
@@ -91,17 +101,18 @@ struct TaehvDecoder::Run {
       s.cat = arena.allocate(DType::kF32, g.at(2 * ch, k, frames));
       s.t1 = arena.allocate(DType::kF32, g.at(ch, k, frames));
       s.t2 = arena.allocate(DType::kF32, g.at(ch, k, frames));
-      if (stream) {
+      if (remembering) {
         for (Tensor& m : s.memory) m = arena.allocate(DType::kF32, g.at(ch, k, 1));
-      } else {
+      } else if (!stream && frames > 1) {
         s.past = arena.allocate(DType::kF32, g.at(ch, k, frames));
       }
       zero_elements = std::max(zero_elements, ch * g.height[k] * g.width[k]);
-      if (o.space_upscale[k]) s.up = arena.allocate(DType::kF32, g.at(ch, k + 1, frames));
-      s.grow = arena.allocate(DType::kF32, g.at(ch * g.stride[k], k + 1, frames));
-      frames = stream ? 1 : frames * g.stride[k];
+      s.grow = arena.allocate(DType::kF32, g.at(ch * g.stride[k], k, frames));
+      const std::int64_t next_frames = stream ? 1 : frames * g.stride[k];
       if (!stream && g.stride[k] > 1)
-        s.spread = arena.allocate(DType::kF32, g.at(ch, k + 1, frames));
+        s.spread = arena.allocate(DType::kF32, g.at(ch, k, next_frames));
+      if (o.space_upscale[k]) s.up = arena.allocate(DType::kF32, g.at(ch, k + 1, next_frames));
+      frames = next_frames;
     }
     last = arena.allocate(DType::kF32, g.at(n[3], 3, frames));
     out = arena.allocate(DType::kF32, g.at(3 * c.patch * c.patch, 3, frames));
@@ -142,14 +153,14 @@ struct TaehvDecoder::Run {
   // x = ReLU(conv.4(ReLU(conv.2(ReLU(conv.0([x, past]))))) + x).
   void memblock(std::size_t k, std::size_t b, int index) {
     StageBuffers& s = stages[k];
-    if (streaming) {
+    if (remembering) {
       const std::size_t slot = k * 3 + b;
       backend->concat(s.x, seen[slot] ? s.memory[b] : zero_frame(s.x), 0, s.cat);
       backend->convert(s.x, s.memory[b]);  // this frame is the next one's past
       seen[slot] = true;
     } else {
       const std::int64_t t = s.x.shape[1];
-      if (t == 1) {
+      if (t == 1) {  // a stream that does not remember, or a one-frame video
         backend->concat(s.x, zero_frame(s.x), 0, s.cat);
       } else {
         Tensor head = s.t1;  // frames 0 … T−2, then a zero frame in front of them
@@ -168,18 +179,24 @@ struct TaehvDecoder::Run {
     relu(s.t1, s.x);
   }
 
-  // Stage k's MemBlocks, Upsample and TGrow convolution (into stage k's grow).
+  // Stage k's MemBlocks and its TGrow's convolution (into stage k's grow).
   void stage(std::size_t k) {
     for (std::size_t b = 0; b < 3; ++b) memblock(k, b, kMemBlocks[k * 3 + b]);
     StageBuffers& s = stages[k];
-    const Tensor* src = &s.x;
-    if (options.space_upscale[k]) {
-      backend->upsample_nearest_2x(s.x, s.up);
-      src = &s.up;
-    }
     const Tensor& w = weights.conv_weight(kTGrows[k]);
     const std::int64_t rows = s.x.shape[0] * g.stride[k];
-    conv(*src, w.rows(w.shape[0] - rows, w.shape[0]), nullptr, s.grow);
+    conv(s.x, w.rows(w.shape[0] - rows, w.shape[0]), nullptr, s.grow);
+  }
+
+  // Stage k's Upsample of `frames` (TGrow frames), then the convolution that starts stage k + 1.
+  void upsample_and_next_conv(std::size_t k, const Tensor& frames) {
+    StageBuffers& s = stages[k];
+    const Tensor* from = &frames;
+    if (options.space_upscale[k]) {
+      backend->upsample_nearest_2x(frames, s.up);
+      from = &s.up;
+    }
+    next_conv(k, *from);
   }
 
   // The convolution that starts stage k + 1, from a frame (or frames) of stage k's TGrow.
@@ -215,7 +232,7 @@ struct TaehvDecoder::Run {
     const StageBuffers& s = stages[k];
     const std::int64_t ch = s.x.shape[0];
     for (std::int64_t j = 0; j < g.stride[k]; ++j) {
-      next_conv(k, s.grow.rows(j * ch, (j + 1) * ch));
+      upsample_and_next_conv(k, s.grow.rows(j * ch, (j + 1) * ch));
       stream_from(k + 1, sink);
     }
   }
@@ -227,7 +244,7 @@ struct TaehvDecoder::Run {
       stage(k);
       StageBuffers& s = stages[k];
       if (g.stride[k] == 1) {
-        next_conv(k, s.grow);
+        upsample_and_next_conv(k, s.grow);
         continue;
       }
       // Frame t·s + j takes channels [j·C, (j+1)·C) of the TGrow's frame t.
@@ -235,7 +252,7 @@ struct TaehvDecoder::Run {
       const std::int64_t plane = s.grow.shape[2] * s.grow.shape[3];
       backend->permute(s.grow.reshaped(Shape{s_k, ch, t, plane}), {1, 2, 0, 3},
                        s.spread.reshaped(Shape{ch, t, s_k, plane}));
-      next_conv(k, s.spread);
+      upsample_and_next_conv(k, s.spread);
     }
     finish();
     backend->slice(pixels, 1, g.trim, result);
@@ -279,7 +296,7 @@ void TaehvDecoder::decode(const Tensor& latent, memory::Arena& arena, const Tens
   require_shape(pixels, Shape{3, o.frames, o.height, o.width}, op, "pixels");
   const std::size_t mark = arena.mark();
   Run run(&backend_, weights_, options_, latent.shape[1], latent.shape[2], latent.shape[3], false,
-          arena);
+          false, arena);
   run.whole(latent, pixels);
   arena.release_to(mark);
 }
@@ -302,7 +319,7 @@ std::size_t TaehvDecoder::decode_arena_bytes(const TaehvWeights& weights,
                                              std::int64_t latent_frames, std::int64_t h,
                                              std::int64_t w) {
   return measure([&](memory::Arena& arena) {
-    Run run(nullptr, weights, options, latent_frames, h, w, false, arena);
+    Run run(nullptr, weights, options, latent_frames, h, w, false, false, arena);
   });
 }
 
@@ -311,9 +328,10 @@ struct TaehvStream::State {
 };
 
 TaehvStream::TaehvStream(const TaehvDecoder& decoder, std::int64_t h, std::int64_t w,
-                         memory::Arena& arena)
-    : state_(std::make_unique<State>(State{TaehvDecoder::Run(
-          &decoder.backend_, decoder.weights_, decoder.options_, 1, h, w, true, arena)})) {}
+                         memory::Arena& arena, Memory memory)
+    : state_(std::make_unique<State>(
+          State{TaehvDecoder::Run(&decoder.backend_, decoder.weights_, decoder.options_, 1, h, w,
+                                  true, memory == Memory::kKept, arena)})) {}
 
 TaehvStream::~TaehvStream() = default;
 TaehvStream::TaehvStream(TaehvStream&&) noexcept = default;
@@ -333,9 +351,9 @@ void TaehvStream::reset() {
 }
 
 std::size_t TaehvStream::arena_bytes(const TaehvWeights& weights, const TaehvOptions& options,
-                                     std::int64_t h, std::int64_t w) {
+                                     std::int64_t h, std::int64_t w, Memory memory) {
   return measure([&](memory::Arena& arena) {
-    TaehvDecoder::Run run(nullptr, weights, options, 1, h, w, true, arena);
+    TaehvDecoder::Run run(nullptr, weights, options, 1, h, w, true, memory == Memory::kKept, arena);
   });
 }
 

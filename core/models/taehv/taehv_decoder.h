@@ -77,9 +77,14 @@ class TaehvStream {
   // backend), valid during the call.
   using FrameSink = std::function<void(std::int64_t frame, const Tensor& pixels)>;
 
+  // kKept: a video, each MemBlock remembering its last input frame. kNone: independent frames,
+  // each decoded as a video's first frame is (the live preview: one frame, no memory buffers).
+  enum class Memory { kKept, kNone };
+
   // Takes its buffers (the MemBlocks' memory, each stage's working frames) from `arena`; they
   // stay valid until the arena is released below them. `decoder` must outlive the stream.
-  TaehvStream(const TaehvDecoder& decoder, std::int64_t h, std::int64_t w, memory::Arena& arena);
+  TaehvStream(const TaehvDecoder& decoder, std::int64_t h, std::int64_t w, memory::Arena& arena,
+              Memory memory = Memory::kKept);
   ~TaehvStream();
   TaehvStream(TaehvStream&&) noexcept;
   TaehvStream& operator=(TaehvStream&&) noexcept;
@@ -91,7 +96,7 @@ class TaehvStream {
   void reset();
 
   static std::size_t arena_bytes(const TaehvWeights& weights, const TaehvOptions& options,
-                                 std::int64_t h, std::int64_t w);
+                                 std::int64_t h, std::int64_t w, Memory memory = Memory::kKept);
 
  private:
   struct State;

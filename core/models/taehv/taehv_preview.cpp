@@ -46,11 +46,11 @@ struct TaehvPreview::State {
     }
     const std::size_t bytes =
         memory::Arena::footprint(static_cast<std::size_t>(c * h * w) * sizeof(float)) +
-        TaehvStream::arena_bytes(weights, decoder.options(), h, w);
+        TaehvStream::arena_bytes(weights, decoder.options(), h, w, TaehvStream::Memory::kNone);
     memory = b.allocate(bytes);
     arena = memory::Arena(memory->data(), bytes, b.device());
     input = arena.allocate(DType::kF32, Shape{c, 1, h, w});
-    stream.emplace(decoder, h, w, arena);
+    stream.emplace(decoder, h, w, arena, TaehvStream::Memory::kNone);
     frame.resize(static_cast<std::size_t>(c * h * w));
   }
 };
@@ -74,7 +74,6 @@ media::RgbImage TaehvPreview::decode(std::span<const float> latent) {
         s.frame.begin() + static_cast<std::ptrdiff_t>(c) * static_cast<std::ptrdiff_t>(plane));
   }
   s.backend.upload(s.input, s.frame.data());
-  s.stream->reset();
   media::RgbImage image;
   s.stream->push(s.input, [&](std::int64_t, const Tensor& pixels) {
     s.pixels.resize(static_cast<std::size_t>(pixels.numel()));
@@ -98,7 +97,7 @@ std::uint64_t TaehvPreview::device_bytes(const io::TensorSet& set, std::int64_t 
   const std::int64_t z = weights.config().latent_channels;
   return weights.bytes() +
          memory::Arena::footprint(static_cast<std::size_t>(z * h * w) * sizeof(float)) +
-         TaehvStream::arena_bytes(weights, preview_options(), h, w);
+         TaehvStream::arena_bytes(weights, preview_options(), h, w, TaehvStream::Memory::kNone);
 }
 
 bool PreviewBudget::due(double step_seconds) {
