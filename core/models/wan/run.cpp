@@ -311,8 +311,11 @@ class WanRun final : public FamilyRun {
     hooks.after_step = [&](int, std::span<const float> x0) {
       const offload::StreamStats after = expert->stats();
       const double wait = after.acquire_wait_seconds - before.acquire_wait_seconds;
-      const double compute = seconds_since(step_start) - wait;
-      if (pictures && preview_budget.due(compute)) {
+      const double step_seconds = seconds_since(step_start);
+      const double compute = step_seconds - wait;
+      // The preview is measured against the step before it; its own time is in the step's
+      // seconds (the telemetry's wall time), not in its compute.
+      if (pictures && preview_budget.due(step_seconds)) {
         const Clock::time_point start = Clock::now();
         const media::RgbImage image = pictures->decode(x0);
         const double cost = seconds_since(start);
