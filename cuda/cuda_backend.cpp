@@ -368,6 +368,20 @@ void CudaBackend::silu(const Tensor& x, const Tensor& y) {
   launch_unary(UnaryOp::kSilu, x.data, x.dtype, y.data, y.dtype, x.numel(), stream_);
 }
 
+void CudaBackend::clamp(const Tensor& x, float lo, float hi, const Tensor& y) {
+  require_same_shape(x, y, "clamp");
+  require_input(x, "clamp", "x");
+  require_output(y, "clamp", "y");
+  launch_unary(UnaryOp::kClamp, x.data, x.dtype, y.data, y.dtype, x.numel(), stream_, lo, hi);
+}
+
+void CudaBackend::tanh_clamp(const Tensor& x, float limit, const Tensor& y) {
+  require_same_shape(x, y, "tanh_clamp");
+  require_input(x, "tanh_clamp", "x");
+  require_output(y, "tanh_clamp", "y");
+  launch_unary(UnaryOp::kTanhClamp, x.data, x.dtype, y.data, y.dtype, x.numel(), stream_, limit);
+}
+
 void CudaBackend::softmax(const Tensor& x, const Tensor& y) {
   require_same_shape(x, y, "softmax");
   require_input(x, "softmax", "x");

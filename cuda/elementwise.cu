@@ -23,12 +23,23 @@ __device__ __forceinline__ float silu(float v) {
   return v / (1.0f + expf(-v));
 }
 
-__global__ void unary_kernel(UnaryOp op, const void* x, DType xt, void* y, DType yt,
-                             std::int64_t n) {
-  FERRY_GRID_STRIDE(i, n) {
-    const float v = load_f32(x, xt, i);
-    store_f32(y, yt, i, op == UnaryOp::kGeluTanh ? gelu_tanh(v) : silu(v));
+__device__ __forceinline__ float unary(UnaryOp op, float v, float a, float b) {
+  switch (op) {
+    case UnaryOp::kGeluTanh:
+      return gelu_tanh(v);
+    case UnaryOp::kSilu:
+      return silu(v);
+    case UnaryOp::kClamp:
+      return fminf(fmaxf(v, a), b);
+    case UnaryOp::kTanhClamp:
+      return tanhf(v / a) * a;
   }
+  return v;
+}
+
+__global__ void unary_kernel(UnaryOp op, const void* x, DType xt, void* y, DType yt,
+                             std::int64_t n, float a, float b) {
+  FERRY_GRID_STRIDE(i, n) { store_f32(y, yt, i, unary(op, load_f32(x, xt, i), a, b)); }
 }
 
 __device__ __forceinline__ float param(const RowParam& p, std::int64_t i, std::int64_t cols) {
@@ -63,10 +74,10 @@ void launch_binary(BinaryOp op, const void* a, DType at, const void* b, DType bt
 }
 
 void launch_unary(UnaryOp op, const void* x, DType xt, void* y, DType yt, std::int64_t n,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, float a, float b) {
   if (n <= 0) return;
-  unary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, x, xt, y, yt, n);
-  check_launch("gelu/silu kernel");
+  unary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, x, xt, y, yt, n, a, b);
+  check_launch("unary kernel");
 }
 
 void launch_modulate(const void* x, DType xt, RowParam scale, RowParam shift, void* y, DType yt,

@@ -1,4 +1,4 @@
-// Elementwise kernels: add, mul, gelu_tanh, silu, modulate, gated_add. Each element is widened to
+// Elementwise kernels: add, mul, gelu_tanh, silu, clamp, tanh_clamp, modulate, gated_add. Each element is widened to
 // f32, computed with the CPU backend's expression (same operation order; the kernels are built
 // with --fmad=false so no multiply-add is fused where the CPU does not fuse one), and rounded once.
 #pragma once
@@ -12,15 +12,15 @@
 namespace ferry::cuda {
 
 enum class BinaryOp { kAdd, kMul };
-enum class UnaryOp { kGeluTanh, kSilu };
+enum class UnaryOp { kGeluTanh, kSilu, kClamp, kTanhClamp };
 
 // out = a (op) b, n elements; out may alias a or b.
 void launch_binary(BinaryOp op, const void* a, DType at, const void* b, DType bt, void* out,
                    DType ot, std::int64_t n, cudaStream_t stream);
 
-// y = f(x), n elements; y may alias x.
+// y = f(x), n elements; y may alias x. a and b: kClamp's lo and hi, kTanhClamp's limit (a).
 void launch_unary(UnaryOp op, const void* x, DType xt, void* y, DType yt, std::int64_t n,
-                  cudaStream_t stream);
+                  cudaStream_t stream, float a = 0.0f, float b = 0.0f);
 
 // A [C] or [R,C] parameter of a row op: per_row says which.
 struct RowParam {

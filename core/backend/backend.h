@@ -143,6 +143,10 @@ class Backend {
   // y = 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³))), y = x · sigmoid(x). y may alias x.
   virtual void gelu_tanh(const Tensor& x, const Tensor& y) = 0;
   virtual void silu(const Tensor& x, const Tensor& y) = 0;
+  // y = min(max(x, lo), hi) (a ReLU is lo 0, hi +∞; TAEHV's pixels are clamped to [0, 1]);
+  // y = limit · tanh(x / limit) (TAEHV's soft clamp of its input latent, limit 3). y may alias x.
+  virtual void clamp(const Tensor& x, float lo, float hi, const Tensor& y) = 0;
+  virtual void tanh_clamp(const Tensor& x, float limit, const Tensor& y) = 0;
   // Softmax over each row of x[R,C], in f32. y may alias x.
   virtual void softmax(const Tensor& x, const Tensor& y) = 0;
   // Element conversion: y = x rounded to y's dtype (same shapes).

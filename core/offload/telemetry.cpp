@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace ferry::offload {
 
@@ -28,6 +29,12 @@ std::string to_json_line(const StepStats& s) {
   if (!s.phase.empty()) {
     // A family's fixed phase name (letters, digits, spaces, hyphens): nothing to escape.
     json.insert(json.size() - 1, ",\"phase\":\"" + s.phase + "\"");
+  }
+  if (s.preview_noted) {
+    char preview[96];
+    std::snprintf(preview, sizeof preview, ",\"preview_ms\":%.3f,\"preview_skipped\":%s",
+                  s.preview_seconds * 1e3, s.preview_skipped ? "true" : "false");
+    json.insert(json.size() - 1, preview);
   }
   return json;
 }
@@ -115,12 +122,21 @@ StepStats Telemetry::end_step(double compute_seconds, double io_wait_seconds,
   s.compute_seconds = compute_seconds;
   s.io_wait_seconds = io_wait_seconds;
   s.bytes_read = bytes_read;
+  s.preview_noted = std::exchange(preview_noted_, false);
+  s.preview_seconds = std::exchange(preview_seconds_, 0.0);
+  s.preview_skipped = std::exchange(preview_skipped_, false);
   if (jsonl_ != nullptr) {
     *jsonl_ << to_json_line(s) << '\n';
     jsonl_->flush();
   }
   if (callback_) callback_(s);
   return s;
+}
+
+void Telemetry::note_preview(double seconds, bool skipped) {
+  preview_noted_ = true;
+  preview_seconds_ = seconds;
+  preview_skipped_ = skipped;
 }
 
 void Telemetry::begin_stage(std::string name) {

@@ -36,6 +36,11 @@ struct StepStats {
   std::uint64_t system_available_bytes = 0;
   DeviceMemorySample device;  // at the end of the step
   std::uint64_t device_peak_in_step = 0;
+  // The live preview after the step (Telemetry::note_preview): made (its seconds), skipped to
+  // keep previews under their share of the step time, or neither (no preview this run).
+  bool preview_noted = false;
+  double preview_seconds = 0;
+  bool preview_skipped = false;
 };
 
 // A whole stage (text encoding, denoising, decoding): its time and the peaks seen while it ran.
@@ -70,6 +75,9 @@ class Telemetry {
   void set_phase(std::string phase);
   // Ends the step with the streamer's figures for it; returns and delivers its stats.
   StepStats end_step(double compute_seconds, double io_wait_seconds, std::uint64_t bytes_read);
+  // The open step's preview took `seconds` (0 when `skipped`): reported by its end_step (JSON
+  // "preview_ms", "preview_skipped").
+  void note_preview(double seconds, bool skipped);
 
   // Stages enclose steps: memory is sampled while either is open, and a stage's peaks include
   // its steps'. end_stage() writes the stage's line to the JSONL stream (not to the callback).
@@ -85,6 +93,9 @@ class Telemetry {
   std::ostream* jsonl_;
   int step_ = 0;
   std::string phase_;
+  bool preview_noted_ = false;
+  double preview_seconds_ = 0;
+  bool preview_skipped_ = false;
   std::chrono::steady_clock::time_point step_start_;
   std::uint64_t peak_resident_ = 0;
   std::uint64_t peak_commit_ = 0;

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -588,6 +589,27 @@ TEST_F(BackendParity, add_and_mul_match_including_an_output_aliasing_a) {
     multiply ? gpu().mul(a.gpu, b.gpu, a.gpu) : gpu().add(a.gpu, b.gpu, a.gpu);
     expect_parity(gpu(), std::string(multiply ? "mul" : "add") + " in place",
                   one_rounding(DType::kBF16), {&a, &b});
+  }
+}
+
+TEST_F(BackendParity, clamp_and_tanh_clamp_match_in_place_and_out_of_place) {
+  for (const DType t : {DType::kF32, DType::kBF16}) {
+    Operand x(t, {3, 1000}, Fill::kRandom, -8.0f, 8.0f);
+    Operand y(t, {3, 1000}, Fill::kOutput);
+    cpu().clamp(x.cpu, 0.0f, std::numeric_limits<float>::infinity(), y.cpu);
+    gpu().clamp(x.gpu, 0.0f, std::numeric_limits<float>::infinity(), y.gpu);
+    expect_parity(gpu(), "clamp as ReLU " + dt(t), 0, {&y, &x});
+    cpu().clamp(x.cpu, -1.0f, 0.5f, y.cpu);
+    gpu().clamp(x.gpu, -1.0f, 0.5f, y.gpu);
+    expect_parity(gpu(), "clamp " + dt(t), 0, {&y, &x});
+    cpu().tanh_clamp(x.cpu, 3.0f, y.cpu);
+    gpu().tanh_clamp(x.gpu, 3.0f, y.gpu);
+    expect_parity(gpu(), "tanh_clamp " + dt(t), transcendental(t), {&y, &x});
+    Operand z(t, {777}, Fill::kRandom, -8.0f, 8.0f);
+    z.written();
+    cpu().tanh_clamp(z.cpu, 3.0f, z.cpu);
+    gpu().tanh_clamp(z.gpu, 3.0f, z.gpu);
+    expect_parity(gpu(), "tanh_clamp " + dt(t) + " in place", transcendental(t), {&z});
   }
 }
 

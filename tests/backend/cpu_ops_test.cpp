@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <random>
 #include <utility>
@@ -275,6 +276,16 @@ TEST(CpuElementwise, activations_softmax_add_mul_convert) {
   backend().silu(a.t, out.t);
   for (std::size_t i = 0; i < av.size(); ++i) want[i] = av[i] / (1 + std::exp(-double(av[i])));
   expect_close(out.values(), want, 2e-6, "silu");
+
+  backend().clamp(a.t, 0.0f, std::numeric_limits<float>::infinity(), out.t);
+  for (std::size_t i = 0; i < av.size(); ++i) want[i] = std::max(0.0f, av[i]);
+  expect_close(out.values(), want, 0, "clamp as ReLU");
+  backend().clamp(a.t, -1.5f, 2.0f, out.t);
+  for (std::size_t i = 0; i < av.size(); ++i) want[i] = std::clamp(av[i], -1.5f, 2.0f);
+  expect_close(out.values(), want, 0, "clamp");
+  backend().tanh_clamp(a.t, 3.0f, out.t);
+  for (std::size_t i = 0; i < av.size(); ++i) want[i] = 3 * std::tanh(av[i] / 3.0);
+  expect_close(out.values(), want, 2e-6, "tanh_clamp");
 
   backend().softmax(a.t, out.t);
   for (std::int64_t r = 0; r < rows; ++r) {

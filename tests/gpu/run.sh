@@ -14,14 +14,14 @@
 # Stages, in order (STAGES selects; default: the first call's):
 #   first call   build, parity, quant, cuda-tests, model-tests, video-size, sanitizer, gpu_ops,
 #                dit_step
-#   second call  build, vae_decode, demo  (the build is done: seconds)
+#   second call  build, vae_decode, taehv_preview, demo  (the build is done: seconds)
 #   on request   stream_read, overlap     (CPU-side benchmarks of this machine's disk)
 # Expected seconds on the H200 (16 cores), estimates until a run measures them: pre-flight 10 |
 # build 90 (the 7 targets from scratch; 2 cores: see README) | parity 45 | quant 15 |
 # cuda-tests 10 | model-tests 30 | video-size 40 | sanitizer 90 | gpu_ops 60 | dit_step 130 (the
 # LoRA run included) = about
 # 520 s: the last stage may be cut (rerun it alone: STAGES=build,dit_step); then
-# vae_decode 130 | demo 15.
+# vae_decode 130 | taehv_preview 20 | demo 15.
 #
 # Environment: OUT (where the output goes; default build/gpu-out), STAGES (comma-separated names,
 # or "all" for every stage), BUDGET_S (seconds for the whole script, default 470), BUILD_MAX_S
@@ -422,7 +422,7 @@ wanted parity || wanted quant || wanted cuda-tests || wanted sanitizer &&
 wanted cuda-tests && targets+=(ferry_cuda_registry_tests)
 wanted model-tests && targets+=(ferry_cuda_model_tests)
 wanted video-size && targets+=(ferry_cuda_video_tests)
-for bench in gpu_ops dit_step vae_decode stream_read overlap; do
+for bench in gpu_ops dit_step vae_decode taehv_preview stream_read overlap; do
   wanted "$bench" && targets+=("$bench")
 done
 wanted demo && targets+=(ferry-cli)
@@ -642,6 +642,26 @@ if wanted vae_decode; then
     row vae_decode "$stage_status" "$stage_secs" "$figures"
   else
     missing vae_decode
+  fi
+fi
+
+# ==== taehv_preview: the live TAEHV preview (one latent frame of x0, taew2_2 shapes, random
+# weights) at the TI2V-5B 1280x704x121 latent on the GPU, and its share of a DiT step there (the
+# step's FLOPs at the bf16 Linear rate measured in the same run: an upper bound on the share).
+if wanted taehv_preview; then
+  taehv_preview=$(bin taehv_preview)
+  if [[ -n $taehv_preview ]]; then
+    taehv_args=(--backend cuda --file "$build/bench-data/taew2_2_random.safetensors")
+    run_stage taehv_preview 60 "$logs/taehv_preview.txt" "$taehv_preview" "${taehv_args[@]}"
+    judge taehv_preview "$logs/taehv_preview.txt" 0 "$taehv_preview" "${taehv_args[@]}"
+    figures=$(awk '
+      /^  preview:/ { for (i = 1; i <= NF; ++i) if ($i == "s") t = $(i - 1) }
+      /^  preview \/ step/ { f = $5 }
+      END { if (t != "") printf "preview %s s, preview/step <= %s", t, f }' \
+      "$logs/taehv_preview.txt")
+    row taehv_preview "$stage_status" "$stage_secs" "$figures"
+  else
+    missing taehv_preview
   fi
 fi
 

@@ -12,7 +12,7 @@ if(NOT ROOT)
   message(FATAL_ERROR "usage: cmake -DROOT=<source tree> -P check_layers.cmake")
 endif()
 
-set(shared_parts umt5 qwen3vl lora)
+set(shared_parts umt5 qwen3vl lora taehv)
 
 set(allowed_base     base)
 set(allowed_memory   base memory)

@@ -3,6 +3,7 @@
 // names and shapes are read).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,7 @@ TEST(ModelSet, FindsTheFourPartsOfADiffusersFolder) {
   EXPECT_EQ(m.vae_kind, models::wan::VaeKind::kWan22);
   EXPECT_EQ(m.dit_config.in_dim, 48u);
   EXPECT_EQ(m.text_dim, 64);
-  EXPECT_EQ(describe(m).size(), 4u);
+  EXPECT_EQ(describe(m).size(), 5u);  // the four parts and the preview decoder (none here)
 }
 
 TEST(ModelSet, FindsComfySingleFilesWithTheirEmbeddedTokenizer) {
@@ -90,6 +91,46 @@ TEST(ModelSet, TakesFilesGivenOneByOne) {
                                      dir / "c" / "vae.safetensors"});
   EXPECT_EQ(m.vae_kind, models::wan::VaeKind::kWan21);
   EXPECT_EQ(m.dit_config.in_dim, 16u);
+}
+
+// The TAEHV preview decoder is optional: the one for the model's latent space is taken from the
+// folder (by its names, whatever the file is called), the other one is listed as ignored, and
+// without one the set says where to get it.
+TEST(ModelSet, TakesTheTaehvPreviewDecoderOfItsLatentSpace) {
+  test::ScratchDir dir;
+  write_dit(dir / "wan2.2_ti2v_5B_fp16.safetensors", 48);
+  copy_fixture("umt5/encoder/comfy_fp8_scaled.safetensors",
+               dir / "umt5_xxl_fp8_e4m3fn_scaled.safetensors");
+  copy_fixture("wan/vae/wan22_tiny.safetensors", dir / "wan2.2_vae.safetensors");
+  copy_fixture("taehv/taew2_1_tiny.safetensors", dir / "previews" / "taew2_1.safetensors");
+  copy_fixture("taehv/taew2_2_tiny.safetensors", dir / "previews" / "tiny_preview.safetensors");
+  const WanParts parts({dir.path()});
+  EXPECT_EQ(parts.set().preview_decoder, dir / "previews" / "tiny_preview.safetensors");
+  ASSERT_NE(parts.preview_decoder(), nullptr);
+  EXPECT_NE(parts.preview_decoder()->find("decoder.22.weight"), nullptr);
+  ASSERT_EQ(parts.set().ignored.size(), 1u);
+  EXPECT_EQ(parts.set().ignored[0].filename(), "taew2_1.safetensors");
+  const std::vector<PartFile> files = parts.files();
+  EXPECT_TRUE(std::any_of(files.begin(), files.end(),
+                          [](const PartFile& f) { return f.role == "preview decoder"; }));
+}
+
+TEST(ModelSet, FindsTheTaehvFileNextToAModelGivenFileByFile) {
+  test::ScratchDir dir;
+  write_dit(dir / "a" / "dit.safetensors", 16);
+  copy_fixture("umt5/encoder/comfy_fp16.safetensors", dir / "b" / "umt5.safetensors");
+  copy_fixture("wan/vae/wan21_tiny.safetensors", dir / "c" / "vae.safetensors");
+  const std::vector<fs::path> files = {
+      dir / "a" / "dit.safetensors", dir / "b" / "umt5.safetensors", dir / "c" / "vae.safetensors"};
+  const ModelSet without = find_model_set(files);
+  EXPECT_TRUE(without.preview_decoder.empty());
+  const std::vector<std::string> lines = describe(without);
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+    return line.find("taew2_1.safetensors") != std::string::npos &&
+           line.find("madebyollin/taehv") != std::string::npos;
+  }));
+  copy_fixture("taehv/taew2_1_tiny.safetensors", dir / "a" / "taew2_1.safetensors");
+  EXPECT_EQ(find_model_set(files).preview_decoder, dir / "a" / "taew2_1.safetensors");
 }
 
 TEST(ModelSet, RefusesAWan21VaeNextToTheTi2vModel) {
@@ -171,7 +212,7 @@ TEST(ModelSet, FindsA14bsTwoExpertsInEachDistributedLayout) {
       EXPECT_EQ(fs::relative(m.dit, dir.path()), fs::path(l.high));
       EXPECT_EQ(fs::relative(m.low_noise_dit, dir.path()), fs::path(l.low));
       EXPECT_EQ(m.dit_config.name, in == 36 ? "i2v-a14b" : "t2v-a14b") << l.high;
-      EXPECT_EQ(describe(m).size(), 5u);  // two experts, text encoder, tokenizer, VAE
+      EXPECT_EQ(describe(m).size(), 6u);  // two experts, text encoder, tokenizer, VAE, preview
     }
   }
 }

@@ -74,6 +74,29 @@ TEST(Telemetry, steps_carry_the_phase_set_before_them_and_say_it_in_their_line) 
   EXPECT_EQ(written, (std::vector<std::string>{"(none)", "high-noise expert", "low-noise expert"}));
 }
 
+TEST(Telemetry, a_noted_preview_is_in_its_step_line_only) {
+  std::ostringstream jsonl;
+  Telemetry telemetry({}, {}, &jsonl);
+  telemetry.begin_step();
+  telemetry.note_preview(0.0125, false);
+  EXPECT_DOUBLE_EQ(telemetry.end_step(0, 0, 0).preview_seconds, 0.0125);
+  telemetry.begin_step();
+  telemetry.note_preview(0, true);
+  EXPECT_TRUE(telemetry.end_step(0, 0, 0).preview_skipped);
+  telemetry.begin_step();
+  EXPECT_FALSE(telemetry.end_step(0, 0, 0).preview_noted);
+  std::istringstream in(jsonl.str());
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_DOUBLE_EQ(lines[0].at("preview_ms").get<double>(), 12.5);
+  EXPECT_FALSE(lines[0].at("preview_skipped").get<bool>());
+  EXPECT_DOUBLE_EQ(lines[1].at("preview_ms").get<double>(), 0.0);
+  EXPECT_TRUE(lines[1].at("preview_skipped").get<bool>());
+  // A run without previews keeps the lines as they were.
+  EXPECT_FALSE(lines[2].contains("preview_ms"));
+}
+
 TEST(Telemetry, a_peak_between_step_boundaries_is_caught_by_the_sampler) {
   Telemetry telemetry({}, {}, nullptr);
   telemetry.begin_step();

@@ -349,6 +349,20 @@ void CpuBackend::silu(const Tensor& x, const Tensor& y) {
   });
 }
 
+void CpuBackend::clamp(const Tensor& x, float lo, float hi, const Tensor& y) {
+  require_same_shape(x, y, "clamp");
+  rowwise(pool_, x, nullptr, y, [lo, hi](float* v, const float*, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) v[i] = std::min(std::max(v[i], lo), hi);
+  });
+}
+
+void CpuBackend::tanh_clamp(const Tensor& x, float limit, const Tensor& y) {
+  require_same_shape(x, y, "tanh_clamp");
+  rowwise(pool_, x, nullptr, y, [limit](float* v, const float*, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i] / limit) * limit;
+  });
+}
+
 void CpuBackend::softmax(const Tensor& x, const Tensor& y) {
   require_same_shape(x, y, "softmax");
   rowwise(pool_, x, nullptr, y, [](float* v, const float*, std::int64_t n) { softmax_row(v, n); });

@@ -50,6 +50,8 @@ class CpuBackend final : public Backend {
   void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void gelu_tanh(const Tensor& x, const Tensor& y) override;
   void silu(const Tensor& x, const Tensor& y) override;
+  void clamp(const Tensor& x, float lo, float hi, const Tensor& y) override;
+  void tanh_clamp(const Tensor& x, float limit, const Tensor& y) override;
   void softmax(const Tensor& x, const Tensor& y) override;
   void convert(const Tensor& x, const Tensor& y) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,

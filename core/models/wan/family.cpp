@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/models/taehv/taehv_preview.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/dit_layout.h"
@@ -77,6 +78,7 @@ WanParts::WanParts(const std::vector<std::filesystem::path>& paths) {
   low_noise_dit_ = std::move(opened.low_noise_dit);
   text_encoder_ = std::move(opened.text_encoder);
   vae_ = std::move(opened.vae);
+  preview_decoder_ = std::move(opened.preview_decoder);
 }
 
 std::vector<std::string> WanParts::describe() const {
@@ -97,6 +99,7 @@ std::vector<PartFile> WanParts::files() const {
   }
   add("text encoder", text_encoder_);
   add("VAE", vae_);
+  if (preview_decoder() != nullptr) add("preview decoder", preview_decoder_);
   return files;
 }
 
@@ -187,6 +190,11 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
   for (int e = 0; e < experts; ++e) {
     offload::ModelLayout dit =
         expert_model_layout(*this, e, r.width, r.height, r.frames, preset.chunk_tokens);
+    // The live preview's decoder lives beside the DiT for the whole stage (run.cpp).
+    if (preview_decoder() != nullptr) {
+      dit.activation_bytes +=
+          taehv::TaehvPreview::device_bytes(preview_decoder_, r.latent_height, r.latent_width);
+    }
     const lora::LoraBinding loras = bind_dit_loras(
         expert_loras(r.request.loras, set_, e), expert(e), dit,
         dit_tokens(set_.dit_config, r.width, r.height, r.frames), preset.chunk_tokens);

@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using io::detail::display;
 
-enum class Part { kNone, kDit, kTextEncoder, kVae };
+enum class Part { kNone, kDit, kTextEncoder, kVae, kPreviewDecoder };
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -27,7 +27,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 // Which part a set is, from its names alone (the part's own loader validates it afterwards).
 Part classify(const io::TensorSet& set) {
-  bool patch = false, text = false, vae = false;
+  bool patch = false, text = false, vae = false, taehv_in = false, taehv_block = false;
   for (const auto& e : set.entries()) {
     const std::string_view n = e.tensor->name;
     patch |= ends_with(n, "patch_embedding.weight");
@@ -36,10 +36,14 @@ Part classify(const io::TensorSet& set) {
             n == "encoder.embed_tokens.weight" || n == "token_embd.weight";
     vae |= n == "decoder.conv1.weight" || n == "decoder.conv_in.weight" ||
            n == "encoder.conv1.weight" || n == "encoder.conv_in.weight";
+    // TAEHV's decoder: an nn.Sequential, so numbered modules (taehv_weights.h).
+    taehv_in |= n == "decoder.1.weight";
+    taehv_block |= n == "decoder.3.conv.0.weight";
   }
   if (patch) return Part::kDit;
   if (text) return Part::kTextEncoder;
   if (vae) return Part::kVae;
+  if (taehv_in && taehv_block) return Part::kPreviewDecoder;
   return Part::kNone;
 }
 
@@ -146,7 +150,48 @@ bool has_clip_conditioning(const io::TensorSet& set) {
   return false;
 }
 
+// The preview decoder for the DiT's latent channels: one found among the sets, else the
+// published file name next to the diffusion model (or in the folder above a diffusers
+// transformer/). A decoder for the other latent space, or a second one, is ignored (listed): a
+// preview is optional and never stops a generation.
+void choose_preview_decoder(ModelSet& m, std::vector<std::pair<fs::path, io::TensorSet>>& found,
+                            OpenedParts* opened) {
+  const auto channels = [](const io::TensorSet& set) -> std::uint64_t {
+    const io::TensorSet::Entry* e = set.find("decoder.1.weight");
+    return e != nullptr && e->tensor->shape.size() == 4 ? e->tensor->shape[1] : 0;
+  };
+  const std::uint64_t wanted = m.dit_config.out_dim;
+  for (auto& [path, set] : found) {
+    if (m.preview_decoder.empty() && channels(set) == wanted) {
+      m.preview_decoder = path;
+      if (opened != nullptr) opened->preview_decoder = std::move(set);
+    } else {
+      m.ignored.push_back(path);
+    }
+  }
+  if (!m.preview_decoder.empty()) return;
+  const fs::path folder = m.dit.parent_path();
+  for (const fs::path& candidate : {folder / preview_decoder_file(wanted),
+                                    folder.parent_path() / preview_decoder_file(wanted)}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(candidate, ec)) continue;
+    try {
+      io::TensorSet set = io::TensorSet::open(candidate);
+      if (classify(set) != Part::kPreviewDecoder || channels(set) != wanted) continue;
+      m.preview_decoder = candidate;
+      if (opened != nullptr) opened->preview_decoder = std::move(set);
+      return;
+    } catch (const Error&) {
+      m.ignored.push_back(candidate);  // unreadable: listed, and previews stay projections
+    }
+  }
+}
+
 }  // namespace
+
+std::string_view preview_decoder_file(std::uint64_t latent_channels) {
+  return latent_channels == 48 ? "taew2_2.safetensors" : "taew2_1.safetensors";
+}
 
 ExpertRole expert_role(const fs::path& dit) {
   // The file's name and the folders it sits in, up to two levels (the shard index's folder and
@@ -193,6 +238,7 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
   }
 
   std::vector<std::pair<fs::path, io::TensorSet>> dits;
+  std::vector<std::pair<fs::path, io::TensorSet>> previews;
   for (const fs::path& path : sets) {
     io::TensorSet set = io::TensorSet::open(path);
     io::TensorSet* keep = nullptr;  // where the caller wants this part's opened set
@@ -230,6 +276,9 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
         if (opened != nullptr) keep = &opened->vae;
         break;
       }
+      case Part::kPreviewDecoder:
+        previews.emplace_back(path, std::move(set));
+        break;
       case Part::kNone:
         m.ignored.push_back(path);
         break;
@@ -237,6 +286,7 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
     if (keep != nullptr) *keep = std::move(set);
   }
   assign_experts(m, dits, opened);
+  if (!m.dit.empty()) choose_preview_decoder(m, previews, opened);
 
   const std::string where = paths.size() == 1 ? display(paths.front()) : "the files given";
   if (m.dit.empty()) {
@@ -283,6 +333,13 @@ std::vector<std::string> describe(const ModelSet& set) {
                                        ? std::string("inside the text encoder file")
                                        : display(set.tokenizer_model)));
   lines.push_back("VAE: " + std::string(vae_kind_name(set.vae_kind)) + " in " + display(set.vae));
+  if (!set.preview_decoder.empty()) {
+    lines.push_back("preview decoder: TAEHV in " + display(set.preview_decoder));
+  } else {
+    lines.push_back("preview decoder: none (previews are a colour sketch of the latent; put " +
+                    std::string(preview_decoder_file(set.dit_config.out_dim)) +
+                    " from github.com/madebyollin/taehv next to the model for real pictures)");
+  }
   for (const auto& p : set.ignored) lines.push_back("ignored (not a Wan part): " + display(p));
   for (const auto& p : set.pickles)
     lines.push_back("skipped (pickle, never loaded): " + display(p));

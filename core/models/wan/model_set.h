@@ -35,6 +35,10 @@ struct ModelSet {
   // Where the tokenizer is: a spiece.model file, or empty when the text encoder file carries it
   // (ComfyUI's `spiece_model` tensor).
   std::filesystem::path tokenizer_model;
+  // Optional: a TAEHV preview decoder for this model's latent space (taew2_1 for 16 channels,
+  // taew2_2 for 48; formats_lora_moe.md §7), recognised by its names among the files given, or
+  // found by its file name next to the diffusion model. Empty: previews are a colour projection.
+  std::filesystem::path preview_decoder;
 
   DitConfig dit_config;
   VaeKind vae_kind = VaeKind::kWan22;
@@ -63,8 +67,13 @@ ModelSet find_model_set(const std::vector<std::filesystem::path>& paths);
 // opened twice).
 struct OpenedParts {
   io::TensorSet dit, low_noise_dit, text_encoder, vae;
+  io::TensorSet preview_decoder;  // opened only when the set has one
 };
 ModelSet find_model_set(const std::vector<std::filesystem::path>& paths, OpenedParts* opened);
+
+// The TAEHV preview decoder's published file name for a latent of `latent_channels` channels:
+// taew2_2.safetensors for 48 (TI2V-5B), taew2_1.safetensors otherwise (Wan 2.1, A14B).
+std::string_view preview_decoder_file(std::uint64_t latent_channels);
 
 // One line per part, for `ferry-cli inspect`, the GUI's model panel and error reports:
 // "diffusion model: ti2v-5b (3072 wide, 30 blocks) in transformer/…".

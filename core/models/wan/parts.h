@@ -26,6 +26,10 @@ class WanParts final : public ModelParts {
   const io::TensorSet& expert(int index) const { return index == 0 ? dit_ : low_noise_dit_; }
   const io::TensorSet& text_encoder() const { return text_encoder_; }
   const io::TensorSet& vae() const { return vae_; }
+  // The TAEHV preview decoder (ModelSet::preview_decoder), or null when the set has none.
+  const io::TensorSet* preview_decoder() const {
+    return set_.preview_decoder.empty() ? nullptr : &preview_decoder_;
+  }
 
   std::string_view family() const override { return "wan"; }
   std::string name() const override { return std::string(set_.dit_config.name); }
@@ -49,6 +53,7 @@ class WanParts final : public ModelParts {
   io::TensorSet low_noise_dit_;
   io::TensorSet text_encoder_;
   io::TensorSet vae_;
+  io::TensorSet preview_decoder_;
 };
 
 // The plan's stage of expert `expert` (0: the only one or the high-noise one, 1: the low-noise

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/memory/arena.h"
 #include "core/models/noise.h"
+#include "core/models/taehv/taehv_preview.h"
 #include "core/models/umt5/encoder.h"
 #include "core/models/umt5/tokenizer.h"
 #include "core/models/wan/denoise.h"
@@ -292,6 +293,16 @@ class WanRun final : public FamilyRun {
       return expert->pass();
     };
 
+    // With a TAEHV file, previews are pictures (one latent frame of x0, taehv_preview.h), kept
+    // under 5% of the step time; without one, the colour sketch of latent_preview.
+    std::unique_ptr<taehv::TaehvPreview> pictures;
+    if (ctx.preview && parts_.preview_decoder() != nullptr) {
+      pictures = std::make_unique<taehv::TaehvPreview>(ctx.backend, *parts_.preview_decoder(),
+                                                       grid_.channels, grid_.frames, grid_.height,
+                                                       grid_.width);
+    }
+    taehv::PreviewBudget preview_budget;
+
     offload::StreamStats before;
     Clock::time_point step_start;
     DenoiseHooks hooks;
@@ -304,9 +315,22 @@ class WanRun final : public FamilyRun {
     hooks.after_step = [&](int, std::span<const float> x0) {
       const offload::StreamStats after = expert->stats();
       const double wait = after.acquire_wait_seconds - before.acquire_wait_seconds;
-      ctx.telemetry.end_step(seconds_since(step_start) - wait, wait,
-                             after.bytes_read - before.bytes_read);
-      if (ctx.preview) ctx.preview(latent_preview(x0, grid_));
+      const double step_seconds = seconds_since(step_start);
+      const double compute = step_seconds - wait;
+      // The preview is measured against the step before it; its own time is in the step's
+      // seconds (the telemetry's wall time), not in its compute.
+      if (pictures && preview_budget.due(step_seconds)) {
+        const Clock::time_point start = Clock::now();
+        const media::RgbImage image = pictures->decode(x0);
+        const double cost = seconds_since(start);
+        preview_budget.spent(cost);
+        ctx.telemetry.note_preview(cost, false);
+        ctx.preview(image);
+      } else if (pictures) {
+        ctx.telemetry.note_preview(0, true);
+      }
+      ctx.telemetry.end_step(compute, wait, after.bytes_read - before.bytes_read);
+      if (ctx.preview && !pictures) ctx.preview(latent_preview(x0, grid_));
     };
     denoise(ctx.backend, next_expert, context_tensors, grid_, DenoiseConditioning{z0_, y_},
             settings, latent_, hooks);

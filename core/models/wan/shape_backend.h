@@ -37,6 +37,8 @@ class ShapeBackend final : public Backend {
   void mul(const Tensor&, const Tensor&, const Tensor&) override {}
   void gelu_tanh(const Tensor&, const Tensor&) override {}
   void silu(const Tensor&, const Tensor&) override {}
+  void clamp(const Tensor&, float, float, const Tensor&) override {}
+  void tanh_clamp(const Tensor&, float, const Tensor&) override {}
   void softmax(const Tensor&, const Tensor&) override {}
   void convert(const Tensor&, const Tensor&) override {}
   void attention(const Tensor&, const Tensor&, const Tensor&, float, const Tensor*, bool,
