@@ -376,7 +376,7 @@ void MainWindow::buildUi() {
   // ---- right: history ----
   historyPanel_ = new HistoryPanel(history_);
   queuePanel_ = new QueuePanel(queue_);
-  auto* tabs = new QTabWidget;
+  auto* tabs = sideTabs_ = new QTabWidget;
   tabs->addTab(historyPanel_, tr("Histor&y"));
   tabs->addTab(queuePanel_, tr("Queue"));
   const auto queueTabText = [this, tabs] {
@@ -974,6 +974,7 @@ void MainWindow::enqueue() {
     }
     queue_->add(job, note);
   }
+  sideTabs_->setCurrentWidget(queuePanel_);  // where the jobs just added are seen
   if (shown.seedMode == SeedMode::kIncrement) video_->setSeed(shown.seed + count);
   if (!queue_->saveProblem().isEmpty()) showMessage(queue_->saveProblem());
   statusBar()->showMessage(state_ == State::kIdle

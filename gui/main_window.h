@@ -28,6 +28,7 @@ class QPushButton;
 class QScreen;
 class QSettings;
 class QSpinBox;
+class QTabWidget;
 class QSplitter;
 
 namespace ferry::gui {
@@ -128,7 +129,8 @@ class MainWindow : public QMainWindow {
   HistoryPanel* historyPanel() const { return historyPanel_; }
   JobQueue* jobQueue() const { return queue_; }
   QueuePanel* queuePanel() const { return queuePanel_; }
-  QSpinBox* batchCount() const { return batch_; }  // "×N": how many jobs "Queue" adds
+  QSpinBox* batchCount() const { return batch_; }       // "×N": how many jobs "Queue" adds
+  QTabWidget* sidePanels() const { return sideTabs_; }  // the history and the queue
   MemoryChart* vramChart() const { return vramChart_; }
   MemoryChart* ramChart() const { return ramChart_; }
   StageProgress* stageProgress() const { return stageProgress_; }
@@ -233,6 +235,7 @@ class MainWindow : public QMainWindow {
   QueuePanel* queuePanel_ = nullptr;
   QPushButton* queueButton_ = nullptr;
   QSpinBox* batch_ = nullptr;
+  QTabWidget* sideTabs_ = nullptr;
   bool queueRunning_ = false;
   QString currentJob_;  // the running queued job's id
   // A queued job that finished: its history item is written before the next one starts.

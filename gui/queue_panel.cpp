@@ -35,6 +35,7 @@ QueuePanel::QueuePanel(JobQueue* queue, QWidget* parent)
       clear_(new QPushButton(tr("Clear ended"), this)) {
   list_->setAccessibleName(tr("Queued jobs"));
   list_->setWordWrap(true);
+  list_->setAlternatingRowColors(true);  // a job is three lines: where one ends shows
   list_->setToolTip(tr("The jobs run from the top, one after another"));
   summary_->setWordWrap(true);
   summary_->setAccessibleName(tr("Queue summary"));
