@@ -1017,8 +1017,7 @@ void MainWindow::startNextJob() {
     emit queueStopped();
     return;
   }
-  clearMessage();
-  currentJob_ = id;
+  currentJob_ = id;  // a failure's banner stays: the next job does not hide it
   queue_->setStatus(id, QueuedJob::Status::kRunning, tr("starting…"));
   GenerationJob job;
   job.request = s.toRequest(output);

@@ -190,6 +190,35 @@ class QueueTest : public QObject {
     QCOMPARE(run->text(), QStringLiteral("Run the queue"));
   }
 
+  // A job the engine refuses fails with its message in its row (and the banner), and the
+  // queue goes on with the next one.
+  void a_failed_job_says_why_and_the_queue_goes_on() {
+    QTemporaryDir data;
+    MainWindow w(options(data));
+    w.applySettings(demoSettings(QStringLiteral("a"), 1));
+    QVERIFY(settle(w));
+    const QString notAnImage = data.filePath(QStringLiteral("notes.png"));
+    {
+      QFile f(notAnImage);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("these are notes, not a picture");
+    }
+    GenerationSettings bad = demoSettings(QStringLiteral("from a text file"), 2);
+    bad.image = notAnImage;
+    w.jobQueue()->add(bad, QStringLiteral("seed 2"));
+    w.jobQueue()->add(demoSettings(QStringLiteral("after the failure"), 3),
+                      QStringLiteral("seed 3"));
+    w.runQueue();
+    QVERIFY(waitForQueue(w));
+    QCOMPARE(statuses(*w.jobQueue()),
+             (QStringList{QStringLiteral("failed"), QStringLiteral("done")}));
+    const QString failure = w.jobQueue()->jobs()[0].detail;
+    QVERIFY(!failure.isEmpty());
+    QVERIFY2(w.queuePanel()->rowText(0).contains(failure), qPrintable(w.queuePanel()->rowText(0)));
+    QVERIFY2(w.lastMessage().contains(failure), qPrintable(w.lastMessage()));
+    QCOMPARE(historyPrompts(data.path()), QStringList{QStringLiteral("after the failure")});
+  }
+
   // ×N: N jobs, seeds s, s+1, … (or a new random seed each), said in each row.
   void a_batch_queues_n_seeds_said_in_each_row() {
     QTemporaryDir data;
