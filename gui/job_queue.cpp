@@ -144,6 +144,20 @@ bool JobQueue::move(const QString& id, int delta) {
   return true;
 }
 
+bool JobQueue::reorder(const QStringList& ids) {
+  if (ids.size() != jobs_.size()) return false;
+  QList<QueuedJob> ordered;
+  for (const QString& id : ids) {
+    const int i = indexOf(id);
+    if (i < 0 || ids.count(id) != 1) return false;
+    ordered.push_back(jobs_[i]);
+  }
+  jobs_ = std::move(ordered);
+  save();
+  emit changed();
+  return true;
+}
+
 bool JobQueue::remove(const QString& id) {
   const int i = indexOf(id);
   if (i < 0 || jobs_[i].status == QueuedJob::Status::kRunning) return false;

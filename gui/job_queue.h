@@ -9,6 +9,7 @@
 #include <QList>
 #include <QObject>
 #include <QString>
+#include <QStringList>
 
 #include "gui/generation_settings.h"
 
@@ -54,6 +55,9 @@ class JobQueue : public QObject {
   QString add(const GenerationSettings& settings, const QString& note);
   // Moves a job one place up (delta -1) or down (+1); false at an end or for an unknown id.
   bool move(const QString& id, int delta);
+  // Puts the jobs in the order of `ids` (a drag in the panel); false, changing nothing, when
+  // `ids` is not the queue's ids in some order.
+  bool reorder(const QStringList& ids);
   // Removes a job that is not running; false otherwise.
   bool remove(const QString& id);
   // Removes the done, failed and cancelled jobs.

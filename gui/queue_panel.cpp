@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
 
@@ -36,7 +37,9 @@ QueuePanel::QueuePanel(JobQueue* queue, QWidget* parent)
   list_->setAccessibleName(tr("Queued jobs"));
   list_->setWordWrap(true);
   list_->setAlternatingRowColors(true);  // a job is three lines: where one ends shows
-  list_->setToolTip(tr("The jobs run from the top, one after another"));
+  list_->setDragDropMode(QAbstractItemView::InternalMove);  // a drag reorders, as Up and Down
+  list_->setDefaultDropAction(Qt::MoveAction);
+  list_->setToolTip(tr("The jobs run from the top, one after another; drag one to move it"));
   summary_->setWordWrap(true);
   summary_->setAccessibleName(tr("Queue summary"));
   up_->setToolTip(tr("Run this job earlier"));
@@ -58,6 +61,17 @@ QueuePanel::QueuePanel(JobQueue* queue, QWidget* parent)
   connect(queue_, &JobQueue::changed, this, &QueuePanel::reload);
   connect(queue_, &JobQueue::detailChanged, this, &QueuePanel::updateRow);
   connect(list_, &QListWidget::currentRowChanged, this, &QueuePanel::updateButtons);
+  // The list's new order goes to the queue once the drop is over (the queue's change rebuilds
+  // the rows, which the drop must not see deleted under it).
+  connect(list_->model(), &QAbstractItemModel::rowsMoved, this, [this] {
+    QTimer::singleShot(0, this, [this] {
+      QStringList ids;
+      for (int i = 0; i < list_->count(); ++i) {
+        ids << list_->item(i)->data(Qt::UserRole).toString();
+      }
+      if (!queue_->reorder(ids)) reload();
+    });
+  });
   connect(up_, &QPushButton::clicked, this, [this] { queue_->move(selectedId(), -1); });
   connect(down_, &QPushButton::clicked, this, [this] { queue_->move(selectedId(), +1); });
   connect(remove_, &QPushButton::clicked, this, [this] { queue_->remove(selectedId()); });

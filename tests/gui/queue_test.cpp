@@ -250,7 +250,7 @@ class QueueTest : public QObject {
     QVERIFY(waitForQueue(w));
   }
 
-  // Up, Down and Remove change what runs and in which order.
+  // Up, Down, Remove and a drag change what runs and in which order.
   void the_rows_move_and_go_and_the_queue_runs_in_their_order() {
     QTemporaryDir data;
     MainWindow w(options(data));
@@ -272,9 +272,14 @@ class QueueTest : public QObject {
     list->setCurrentRow(2);  // B out: C A D
     QTest::mouseClick(button(*w.queuePanel(), QStringLiteral("Remove")), Qt::LeftButton);
     QCOMPARE(prompts(queue), (QStringList{"C", "A", "D"}));
+    // A drag moves the row in the list's model; the queue follows: D to the top, D C A.
+    QVERIFY(list->model()->moveRow(QModelIndex(), 2, QModelIndex(), 0));
+    QTRY_COMPARE(prompts(queue), (QStringList{"D", "C", "A"}));
+    QCOMPARE(list->count(), 3);
+    QVERIFY(w.queuePanel()->rowText(0).endsWith(QLatin1String("D")));
     w.runQueue();
     QVERIFY(waitForQueue(w));
-    QCOMPARE(historyPrompts(data.path()), (QStringList{"C", "A", "D"}));
+    QCOMPARE(historyPrompts(data.path()), (QStringList{"D", "C", "A"}));
   }
 
   // The pending jobs are saved as they change: a quit mid-job keeps that job too, and the next
