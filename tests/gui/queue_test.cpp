@@ -219,6 +219,39 @@ class QueueTest : public QObject {
     QCOMPARE(historyPrompts(data.path()), QStringList{QStringLiteral("after the failure")});
   }
 
+  // A job queued for another model folder than the one shown runs on its own model (opened on
+  // the engine thread; a folder without one fails the job), the window's model left as it is.
+  void a_job_for_another_model_folder_runs_on_that_model() {
+    QTemporaryDir data;
+    QTemporaryDir other;
+    const QDir from(demoFolder());
+    for (const QString& file : filesEndingIn(demoFolder(), QString())) {
+      const QString target = other.filePath(from.relativeFilePath(file));
+      QVERIFY(QDir().mkpath(QFileInfo(target).absolutePath()));
+      QVERIFY(QFile::copy(file, target));
+    }
+    MainWindow w(options(data));
+    w.applySettings(demoSettings(QStringLiteral("shown"), 1));
+    QVERIFY(settle(w));
+    GenerationSettings elsewhere = demoSettings(QStringLiteral("elsewhere"), 2);
+    elsewhere.modelFolder = QDir::fromNativeSeparators(other.path());
+    w.jobQueue()->add(elsewhere, QStringLiteral("seed 2"));
+    // A folder without a model: the job fails (it is not run on the model shown).
+    QTemporaryDir empty;
+    GenerationSettings nowhere = demoSettings(QStringLiteral("nowhere"), 3);
+    nowhere.modelFolder = QDir::fromNativeSeparators(empty.path());
+    w.jobQueue()->add(nowhere, QStringLiteral("seed 3"));
+    w.runQueue();
+    QVERIFY(waitForQueue(w));
+    QCOMPARE(statuses(*w.jobQueue()),
+             (QStringList{QStringLiteral("done"), QStringLiteral("failed")}));
+    QVERIFY(!w.jobQueue()->jobs()[1].detail.isEmpty());
+    const QList<HistoryItem> items = HistoryStore(QDir(data.path()).filePath("history")).items();
+    QCOMPARE(items.size(), 1);
+    QCOMPARE(items.front().settings.modelFolder, elsewhere.modelFolder);
+    QCOMPARE(w.settings().modelFolder, QDir::fromNativeSeparators(demoFolder()));
+  }
+
   // ×N: N jobs, seeds s, s+1, … (or a new random seed each), said in each row.
   void a_batch_queues_n_seeds_said_in_each_row() {
     QTemporaryDir data;
