@@ -130,7 +130,9 @@ void GenerationWorker::generate(const GenerationJob& job) {
       log->started(job.request, session.machine(), backendLine(session, job.request.preset));
     }
     const pipeline::ModelHandle model = job.model ? job.model : session.find(job.request.model);
-    const pipeline::GenerationResult result = session.run(*model, job.request, events, *cancel);
+    const pipeline::Session& runner =
+        model->is_demo() && job.demoSession ? *job.demoSession : session;
+    const pipeline::GenerationResult result = runner.run(*model, job.request, events, *cancel);
     if (log) log->finished(result);
     const GenerationOutcome outcome = outcomeOf(result);
     running_ = false;

@@ -24,6 +24,9 @@ namespace ferry::gui {
 struct GenerationJob {
   std::shared_ptr<const pipeline::Session> session;
   pipeline::ModelHandle model;  // empty: the worker finds the model in request.model
+  // Runs the model instead of `session` when it is the demo (which streams every block); for a
+  // model the worker finds itself.
+  std::shared_ptr<const pipeline::Session> demoSession;
   pipeline::GenerationRequest request;
   // The run's log (pipeline::RunLog) goes in this folder; empty: no log.
   std::filesystem::path logFolder;

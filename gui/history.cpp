@@ -1,16 +1,20 @@
 #include "gui/history.h"
 
+#include <QButtonGroup>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSaveFile>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 namespace ferry::gui {
@@ -126,6 +130,9 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
     : QWidget(parent),
       store_(store),
       list_(new QListWidget(this)),
+      search_(new QLineEdit(this)),
+      listView_(new QToolButton(this)),
+      gridView_(new QToolButton(this)),
       details_(new QPlainTextEdit(this)),
       restore_(new QPushButton(tr("Use these settings"), this)),
       open_(new QPushButton(tr("Play here"), this)),
@@ -151,7 +158,27 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   buttons->addWidget(open_, 1, 0);
   buttons->addWidget(remove_, 1, 1);
   buttons->setColumnStretch(2, 1);
+  // Above the list: the search of the prompts and the list / gallery toggle.
+  search_->setPlaceholderText(tr("Search prompts"));
+  search_->setAccessibleName(tr("Search the history by prompt"));
+  search_->setClearButtonEnabled(true);
+  listView_->setText(tr("List"));
+  listView_->setToolTip(tr("The history as a list, with each video's size, seed and model"));
+  gridView_->setText(tr("Grid"));
+  gridView_->setToolTip(tr("The history as a gallery of thumbnails"));
+  auto* views = new QButtonGroup(this);
+  for (QToolButton* b : {listView_, gridView_}) {
+    b->setCheckable(true);
+    b->setAutoRaise(true);
+    views->addButton(b);
+  }
+  listView_->setChecked(true);
+  auto* top = new QHBoxLayout;
+  top->addWidget(search_, 1);
+  top->addWidget(listView_);
+  top->addWidget(gridView_);
   auto* layout = new QVBoxLayout(this);
+  layout->addLayout(top);
   layout->addWidget(list_, 1);
   layout->addWidget(details_);
   layout->addLayout(buttons);
@@ -183,12 +210,80 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   });
   connect(list_, &QListWidget::currentRowChanged, this, &HistoryPanel::updateButtons);
   connect(list_, &QListWidget::currentRowChanged, this, &HistoryPanel::showDetails);
+  connect(search_, &QLineEdit::textChanged, this, &HistoryPanel::applySearch);
+  connect(gridView_, &QToolButton::toggled, this, &HistoryPanel::setGridView);
   reload();
+}
+
+void HistoryPanel::setGridView(bool grid) {
+  if (gridView_->isChecked() != grid) gridView_->setChecked(grid);
+  listView_->setChecked(!grid);
+  if (grid == gridView()) return;
+  const int row = list_->currentRow();
+  if (grid) {
+    // Thumbnails in rows as the column's width allows (two in its narrowest, 200 px, less the
+    // scroll bar the view keeps room for), the prompt's start under each.
+    const QSize icon(kThumbnailWidth * 9 / 20, kThumbnailWidth / 4);
+    list_->setViewMode(QListView::IconMode);
+    list_->setIconSize(icon);
+    list_->setSpacing(0);
+    list_->setGridSize(icon + QSize(4, 2 * list_->fontMetrics().lineSpacing() + 8));
+    list_->setMovement(QListView::Static);
+    list_->setResizeMode(QListView::Adjust);
+    list_->setWrapping(true);
+  } else {
+    list_->setViewMode(QListView::ListMode);
+    list_->setIconSize(QSize(kThumbnailWidth / 2, kThumbnailWidth * 9 / 32));
+    list_->setGridSize(QSize());
+    list_->setWrapping(false);
+  }
+  list_->setWordWrap(true);
+  fillRows();
+  list_->setCurrentRow(row);
+  applySearch();
+}
+
+bool HistoryPanel::gridView() const {
+  return list_->viewMode() == QListView::IconMode;
+}
+
+void HistoryPanel::setSearch(const QString& text) {
+  search_->setText(text);
+}
+
+int HistoryPanel::shownCount() const {
+  int shown = 0;
+  for (int i = 0; i < list_->count(); ++i) shown += list_->item(i)->isHidden() ? 0 : 1;
+  return shown;
+}
+
+void HistoryPanel::applySearch() {
+  const QString text = search_->text().trimmed();
+  for (int i = 0; i < list_->count() && i < items_.size(); ++i) {
+    list_->item(i)->setHidden(!items_[i].settings.prompt.contains(text, Qt::CaseInsensitive));
+  }
+  // The chosen item stays when it is shown; else the first one shown is chosen.
+  if (list_->currentItem() == nullptr || list_->currentItem()->isHidden()) {
+    int first = -1;
+    for (int i = 0; i < list_->count() && first < 0; ++i) {
+      if (!list_->item(i)->isHidden()) first = i;
+    }
+    list_->setCurrentRow(first);
+  }
+  updateButtons();
+  showDetails();
 }
 
 void HistoryPanel::reload() {
   items_ = store_->items();
+  fillRows();
+  if (!items_.isEmpty()) list_->setCurrentRow(0);
+  applySearch();
+}
+
+void HistoryPanel::fillRows() {
   list_->clear();
+  const bool grid = gridView();
   for (const HistoryItem& item : items_) {
     QString prompt = item.settings.prompt.simplified();
     if (prompt.size() > 90) prompt = prompt.left(88) + QStringLiteral("…");
@@ -200,17 +295,19 @@ void HistoryPanel::reload() {
     if (!i.settings.sampler.isEmpty()) made << i.settings.sampler;
     if (!i.settings.image.isEmpty())
       made << tr("from %1").arg(QFileInfo(i.settings.image).fileName());
-    auto* row = new QListWidgetItem(
+    const QString full =
         QStringLiteral("%1\n%2 · %3\n%4")
             .arg(prompt, item.summary, QLocale().toString(item.created, QLocale::ShortFormat),
-                 made.join(QStringLiteral(" · "))),
+                 made.join(QStringLiteral(" · ")));
+    // A gallery cell has room for the prompt's start; the rest is in its tooltip.
+    auto* row = new QListWidgetItem(
+        grid ? list_->fontMetrics().elidedText(prompt, Qt::ElideRight, kThumbnailWidth * 9 / 20)
+             : full,
         list_);
     if (!item.thumbnail.isEmpty()) row->setIcon(QIcon(item.thumbnail));
-    row->setToolTip(QDir::toNativeSeparators(item.video));
+    row->setToolTip(grid ? full + QLatin1Char('\n') + QDir::toNativeSeparators(item.video)
+                         : QDir::toNativeSeparators(item.video));
   }
-  if (!items_.isEmpty()) list_->setCurrentRow(0);
-  updateButtons();
-  showDetails();
 }
 
 int HistoryPanel::count() const {

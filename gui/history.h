@@ -1,6 +1,7 @@
 // The history of generations: one JSON file and one PNG thumbnail per video in
 // <per-user data folder>/history (architecture.md §7), listed newest first with the settings that
-// made each video, so that any item restores every setting.
+// made each video, so that any item restores every setting. The panel shows them as a list or as
+// a gallery (a grid of thumbnails), filtered by a search of their prompts.
 #pragma once
 
 #include <QDateTime>
@@ -12,9 +13,11 @@
 #include "gui/generation_settings.h"
 #include "gui/history_item.h"
 
+class QLineEdit;
 class QListWidget;
 class QPlainTextEdit;
 class QPushButton;
+class QToolButton;
 
 namespace ferry::gui {
 
@@ -46,6 +49,13 @@ class HistoryPanel : public QWidget {
   int count() const;
   // The chosen item's settings as the read-only view under the list shows them.
   QString settingsText() const;
+  // The gallery: the items as a grid of their thumbnails (a click plays one and shows its
+  // settings, as in the list); false: the list.
+  void setGridView(bool grid);
+  bool gridView() const;
+  // Shows only the items whose prompt holds `text` (any case); empty: all.
+  void setSearch(const QString& text);
+  int shownCount() const;  // the items the search leaves
 
  signals:
   // `video`: the item's video, beside which a noise file it was made from is looked for.
@@ -56,10 +66,15 @@ class HistoryPanel : public QWidget {
   const HistoryItem* current() const;
   void updateButtons();
   void showDetails();
+  void fillRows();
+  void applySearch();
 
   HistoryStore* store_;
   QList<HistoryItem> items_;
   QListWidget* list_;
+  QLineEdit* search_;
+  QToolButton* listView_;
+  QToolButton* gridView_;
   QPlainTextEdit* details_;  // the chosen item's settings, read-only
   QPushButton* restore_;
   QPushButton* open_;

@@ -21,13 +21,16 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRandomGenerator>
+#include <QRegularExpression>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -44,12 +47,14 @@
 #include "gui/frame_player.h"
 #include "gui/history.h"
 #include "gui/job_estimate.h"
+#include "gui/job_queue.h"
 #include "gui/latest_query.h"
 #include "gui/lora_list.h"
 #include "gui/machine_check.h"
 #include "gui/memory_chart.h"
 #include "gui/model_panel.h"
 #include "gui/preset_panel.h"
+#include "gui/queue_panel.h"
 #include "gui/stage_progress.h"
 #include "gui/start_image_box.h"
 #include "gui/video_settings_box.h"
@@ -62,6 +67,16 @@ constexpr int kPlayerMaxWidth = 1280;
 constexpr int kLeftColumnMinWidth = 460;
 constexpr int kMiddleMinWidth = 420;
 constexpr int kHistoryMinWidth = 200;
+
+// Speed depends on the model, where it runs and the latent's size; not on the prompt or seed.
+QString timingKeyOf(const models::ModelParts& model, const pipeline::RunTarget& target,
+                    const pipeline::ResolvedRequest& resolved) {
+  return QStringLiteral("timings/%1-%2-%3x%4x%5")
+      .arg(QString::fromStdString(model.name()), QString::fromStdString(target.preset.name))
+      .arg(resolved.width)
+      .arg(resolved.height)
+      .arg(resolved.frames);
+}
 
 }  // namespace
 
@@ -99,6 +114,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
                          QSettings::IniFormat, this);
   const QString presetProblem = openSession();
   history_ = new HistoryStore(QDir(dataFolder_).filePath(QStringLiteral("history")));
+  queue_ = new JobQueue(QDir(dataFolder_).filePath(QStringLiteral("queue.json")), this);
 
   setWindowTitle(tr("Ferry"));
   setAcceptDrops(true);
@@ -115,7 +131,12 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
 
   presetPanel_->setSession(session_);
   restoreState();
-  if (!presetProblem.isEmpty()) showMessage(presetProblem);
+  // The jobs a previous session left wait for "Run the queue": a job that crashed the app is
+  // not run again unasked.
+  const QString queueProblem = queue_->load();
+  const QStringList problems =
+      QStringList{presetProblem, queueProblem}.filter(QRegularExpression(QStringLiteral(".")));
+  if (!problems.isEmpty()) showMessage(problems.join(QLatin1Char(' ')));
   setState(State::kIdle);
 
   if (options_.firstRunCheck && !store_->value(QStringLiteral("checkedMachine")).toBool()) {
@@ -145,7 +166,10 @@ QString MainWindow::openSession() {
 // The demo model streams every block from disk whatever the machine holds (it shows the disk
 // path in seconds): its own session, on the same machine and presets.
 std::shared_ptr<const pipeline::Session> MainWindow::sessionFor(const models::ModelParts& model) {
-  if (!model.is_demo()) return session_;
+  return model.is_demo() ? demoSession() : session_;
+}
+
+std::shared_ptr<const pipeline::Session> MainWindow::demoSession() {
   if (!demoSession_) {
     pipeline::SessionOptions o;
     o.machine = session_->machine();
@@ -256,8 +280,21 @@ void MainWindow::buildUi() {
   cancel_ = new QPushButton(tr("Cancel"));
   cancel_->setMinimumHeight(generate_->minimumHeight());
   cancel_->setToolTip(tr("Stop the running job (Esc). Nothing half-written is left behind."));
+  // "Queue" adds the settings shown as ×N jobs, while a video is being made too.
+  batch_ = new QSpinBox;
+  batch_->setRange(1, 99);
+  batch_->setPrefix(QStringLiteral("×"));
+  batch_->setAccessibleName(tr("Jobs to queue"));
+  batch_->setToolTip(
+      tr("How many jobs \"Queue\" adds: seeds s, s+1, … (a new random seed "
+         "each in \"random each time\" mode)"));
+  batch_->setMinimumHeight(generate_->minimumHeight());
+  queueButton_ = new QPushButton(tr("&Queue"));
+  queueButton_->setMinimumHeight(generate_->minimumHeight());
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(generate_, 2);
+  buttons->addWidget(batch_);
+  buttons->addWidget(queueButton_, 1);
   buttons->addWidget(cancel_, 1);
 
   auto* leftScroll = new QScrollArea;
@@ -338,8 +375,16 @@ void MainWindow::buildUi() {
 
   // ---- right: history ----
   historyPanel_ = new HistoryPanel(history_);
-  auto* tabs = new QTabWidget;
+  queuePanel_ = new QueuePanel(queue_);
+  auto* tabs = sideTabs_ = new QTabWidget;
   tabs->addTab(historyPanel_, tr("Histor&y"));
+  tabs->addTab(queuePanel_, tr("Queue"));
+  const auto queueTabText = [this, tabs] {
+    const int waiting = queue_->pendingCount();
+    tabs->setTabText(tabs->indexOf(queuePanel_),
+                     waiting > 0 ? tr("Queue (%1)").arg(waiting) : tr("Queue"));
+  };
+  connect(queue_, &JobQueue::changed, tabs, queueTabText);
   tabs->setMinimumWidth(kHistoryMinWidth);
 
   splitter_ = new QSplitter;
@@ -388,6 +433,9 @@ void MainWindow::buildUi() {
   connect(presetPanel_, &PresetPanel::planChanged, this, &MainWindow::onPlanChanged);
   connect(generate_, &QPushButton::clicked, this, &MainWindow::generate);
   connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancel);
+  connect(queueButton_, &QPushButton::clicked, this, &MainWindow::enqueue);
+  connect(queuePanel_, &QueuePanel::runRequested, this, &MainWindow::runQueue);
+  connect(queuePanel_, &QueuePanel::stopRequested, this, &MainWindow::stopQueue);
   connect(openFile_, &QPushButton::clicked, this, &MainWindow::openFile);
   connect(openFolder_, &QPushButton::clicked, this, &MainWindow::openFolder);
   connect(advanced_, &AdvancedBox::noiseChanged, this, [this] {
@@ -753,6 +801,18 @@ bool MainWindow::settled() const {
 
 QString MainWindow::generateBlockedReason() const {
   if (state_ != State::kIdle) return tr("A video is being made.");
+  return inputsBlockedReason();
+}
+
+QString MainWindow::queueBlockedReason() const {
+  return inputsBlockedReason();
+}
+
+bool MainWindow::queueEnabled() const {
+  return queueButton_->isEnabled();
+}
+
+QString MainWindow::inputsBlockedReason() const {
   if (clipQuery_->pending()) return tr("Looking for the clip's model files…");
   if (modelPanel_->scanning()) return tr("Looking for the model…");
   if (!modelPanel_->model()) return modelPanel_->problem();
@@ -772,6 +832,7 @@ void MainWindow::updateGenerateButton() {
   generate_->setEnabled(reason.isEmpty());
   generate_->setToolTip(reason.isEmpty() ? tr("Make the video (Ctrl+Enter)") : reason);
   generate_->setAccessibleDescription(reason);
+  updateQueueButton();
   const auto& plan = presetPanel_->plan();
   const bool modelMissing = !reason.isEmpty() && reason == modelPanel_->problem() &&
                             !modelPanel_->scanning() && !modelPanel_->model();
@@ -830,14 +891,26 @@ void MainWindow::generate() {
   if (video_->seedMode() == SeedMode::kRandom) {
     video_->setSeed(QRandomGenerator::global()->bounded(quint64{1} << 32));
   }
-  runSettings_ = settings();
+  const QString output = newOutputPath();
+  if (output.isEmpty()) return;
+  const GenerationSettings s = settings();
+  GenerationJob job;
+  job.request = s.toRequest(output);
+  job.model = modelPanel_->model();  // what the plan shown was made for
+  job.session = sessionFor(*job.model);
+  const auto& plan = presetPanel_->plan();
+  const auto& resolved = presetPanel_->resolved();
+  currentJob_.clear();
+  launch(job, s, plan ? &*plan : nullptr, resolved ? resolved->steps : s.steps, timingKey());
+}
 
+QString MainWindow::newOutputPath() {
   const QString folder = outputFolder();
   if (!QDir().mkpath(folder)) {
     showMessage(tr("The output folder %1 cannot be created. Choose another one in the File "
                    "menu.")
                     .arg(QDir::toNativeSeparators(folder)));
-    return;
+    return {};
   }
   QString output = QDir(folder).filePath(
       QStringLiteral("ferry-%1.mp4")
@@ -848,25 +921,138 @@ void MainWindow::generate() {
             .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")))
             .arg(n));
   }
-  GenerationJob job;
-  job.request = runSettings_.toRequest(output);
-  job.model = modelPanel_->model();  // what the plan shown was made for
-  job.session = sessionFor(*job.model);
-  demoRun_ = job.model->is_demo();
-  job.logFolder = io::detail::path_from_utf8(logsFolder().toStdString());
+  return output;
+}
 
+void MainWindow::launch(GenerationJob job, const GenerationSettings& settings,
+                        const models::GenerationPlan* plan, int steps, const QString& timingKey) {
+  runSettings_ = settings;
+  job.logFolder = io::detail::path_from_utf8(logsFolder().toStdString());
   vramChart_->clear();
   ramChart_->clear();
   stepTime_->setText(tr("Step time: –"));
-  startStageProgress();
+  startStageProgress(plan, steps, timingKey);
   lastPreview_ = {};
-  pending_.reset();
   setState(State::kRunning);
   statusBar()->clearMessage();  // the progress label underneath must show
   setProgressText(tr("Starting…"), QString());
   worker_->prepare();
   QMetaObject::invokeMethod(
       worker_, [worker = worker_, job] { worker->generate(job); }, Qt::QueuedConnection);
+}
+
+// ---- the queue ----
+
+void MainWindow::enqueue() {
+  const QString blocked = queueBlockedReason();
+  if (!blocked.isEmpty()) {
+    lastMessage_ = blocked;  // in view above the buttons already
+    return;
+  }
+  if (prompt_->toPlainText().trimmed().isEmpty()) {
+    showMessage(tr("The prompt is empty: describe the video to make."));
+    prompt_->setFocus();
+    return;
+  }
+  clearMessage();
+  const GenerationSettings shown = settings();
+  const int count = batch_->value();
+  const bool random = shown.seedMode == SeedMode::kRandom;
+  for (int i = 0; i < count; ++i) {
+    GenerationSettings job = shown;
+    // Each job's seed is decided now and said in its row: the queue makes what it shows.
+    job.seedMode = SeedMode::kFixed;
+    job.seed = random ? QRandomGenerator::global()->bounded(quint64{1} << 32) : shown.seed + i;
+    QString note = tr("seed %1").arg(job.seed);
+    if (count > 1) {
+      note += random ? tr(" · %1 of %2 (a random seed each)").arg(i + 1).arg(count)
+                     : tr(" · %1 of %2 (seeds %3, %4, …)")
+                           .arg(i + 1)
+                           .arg(count)
+                           .arg(shown.seed)
+                           .arg(shown.seed + 1);
+    }
+    queue_->add(job, note);
+  }
+  sideTabs_->setCurrentWidget(queuePanel_);  // where the jobs just added are seen
+  if (shown.seedMode == SeedMode::kIncrement) video_->setSeed(shown.seed + count);
+  if (!queue_->saveProblem().isEmpty()) showMessage(queue_->saveProblem());
+  statusBar()->showMessage(state_ == State::kIdle
+                               ? tr("%n job(s) queued", "", count)
+                               : tr("%n job(s) queued: they run after this one", "", count),
+                           4000);
+  runQueue();  // starts at once when nothing runs; else after the running video
+}
+
+void MainWindow::runQueue() {
+  setQueueRunning(true);
+  startNextJob();
+}
+
+void MainWindow::stopQueue() {
+  setQueueRunning(false);
+  if (!currentJob_.isEmpty()) cancel();
+  emit queueStopped();
+}
+
+void MainWindow::setQueueRunning(bool running) {
+  queueRunning_ = running;
+  queuePanel_->setRunning(running);
+}
+
+void MainWindow::startNextJob() {
+  // Not while a video runs or its history item is being written, nor when quitting.
+  if (!queueRunning_ || state_ != State::kIdle || closeAfterRun_ || pending_) return;
+  const QueuedJob* next = queue_->nextPending();
+  if (next == nullptr) {
+    setQueueRunning(false);
+    emit queueStopped();
+    return;
+  }
+  const QString id = next->id;
+  const GenerationSettings s = next->settings;
+  const QString output = newOutputPath();
+  if (output.isEmpty()) {  // said in the banner; every job would fail the same way
+    setQueueRunning(false);
+    emit queueStopped();
+    return;
+  }
+  currentJob_ = id;  // a failure's banner stays: the next job does not hide it
+  queue_->setStatus(id, QueuedJob::Status::kRunning, tr("starting…"));
+  GenerationJob job;
+  job.request = s.toRequest(output);
+  std::optional<models::GenerationPlan> plan;
+  int steps = s.steps;
+  QString key;
+  const pipeline::ModelHandle& shown = modelPanel_->model();
+  if (!modelPanel_->scanning() && shown &&
+      QDir::fromNativeSeparators(modelPanel_->folder()) == s.modelFolder) {
+    // The model the window has open: its stages and measured times give the whole job's ETA.
+    job.model = shown;
+    job.session = sessionFor(*shown);
+    try {
+      const pipeline::ResolvedRequest resolved = job.session->validate(*shown, job.request);
+      plan = job.session->plan(*shown, resolved);
+      steps = resolved.steps;
+      key = timingKeyOf(*shown, job.session->target(job.request.preset), resolved);
+    } catch (const std::exception&) {
+      // The run says what is wrong, as the job's failure.
+    }
+  } else {
+    // Another model folder: the engine thread opens it (the demo in its own session).
+    job.session = session_;
+    job.demoSession = demoSession();
+  }
+  launch(job, s, plan ? &*plan : nullptr, steps, key);
+}
+
+void MainWindow::updateQueueButton() {
+  const QString reason = queueBlockedReason();
+  queueButton_->setEnabled(reason.isEmpty());
+  queueButton_->setToolTip(
+      reason.isEmpty() ? tr("Add these settings to the queue (×N: that many seeds); it runs one "
+                            "job after another, also while a video is being made")
+                       : reason);
 }
 
 void MainWindow::cancel() {
@@ -879,13 +1065,8 @@ void MainWindow::cancel() {
 void MainWindow::setState(State state) {
   state_ = state;
   const bool idle = state == State::kIdle;
-  for (QWidget* w :
-       std::initializer_list<QWidget*>{prompt_, negative_, resetNegative_, startImage_, endImage_,
-                                       modelPanel_, loraList_, presetPanel_}) {
-    w->setEnabled(idle);
-  }
-  video_->setEditable(idle);
-  advanced_->setEditable(idle);
+  // The settings stay editable while a video is made: the run has its own copy, and the next
+  // jobs are prepared and queued meanwhile.
   cancel_->setEnabled(state == State::kRunning);
   progress_->setVisible(!idle);
   if (idle) {
@@ -913,32 +1094,26 @@ QString MainWindow::timingKey() const {
   const auto& resolved = presetPanel_->resolved();
   const auto target = presetPanel_->target();
   if (!model || !resolved || !target) return {};
-  // Speed depends on the model, where it runs and the latent's size; not on the prompt or seed.
-  return QStringLiteral("timings/%1-%2-%3x%4x%5")
-      .arg(QString::fromStdString(model->name()), QString::fromStdString(target->preset.name))
-      .arg(resolved->width)
-      .arg(resolved->height)
-      .arg(resolved->frames);
+  return timingKeyOf(*model, *target, *resolved);
 }
 
-void MainWindow::startStageProgress() {
+void MainWindow::startStageProgress(const models::GenerationPlan* plan, int steps,
+                                    const QString& timingKey) {
   QStringList stages;
   QVector<bool> streams;
-  if (const auto& plan = presetPanel_->plan()) {
+  if (plan != nullptr) {
     for (const models::StagePlan& stage : plan->stages) {
       stages << QString::fromStdString(stage.stage);
       streams << stage.streams_blocks();
     }
   }
-  runTimingKey_ = timingKey();
+  runTimingKey_ = timingKey;
   StageTimes measured;
   if (!runTimingKey_.isEmpty()) {
     const QVariantMap stored = store_->value(runTimingKey_).toMap();
     for (auto it = stored.begin(); it != stored.end(); ++it) measured[it.key()] = it->toDouble();
   }
-  const auto& resolved = presetPanel_->resolved();
-  stageProgress_->start(
-      JobEstimate(stages, streams, resolved ? resolved->steps : runSettings_.steps, measured));
+  stageProgress_->start(JobEstimate(stages, streams, steps, measured));
 }
 
 QString MainWindow::etaSuffix() const {
@@ -951,6 +1126,7 @@ void MainWindow::onStage(int stage, const QString& name) {
   if (state_ == State::kCancelling) return;
   const QString text = name.left(1).toUpper() + name.mid(1) + QStringLiteral("…");
   setProgressText(text + etaSuffix(), name);
+  if (!currentJob_.isEmpty()) queue_->setDetail(currentJob_, text + etaSuffix());
   if (name != QLatin1String("denoising")) progress_->setRange(0, 0);
 }
 
@@ -973,6 +1149,7 @@ void MainWindow::onStep(const StepInfo& engineInfo) {
   if (state_ == State::kCancelling) return;
   const QString text = stepProgressText(info);
   setProgressText(text, text);
+  if (!currentJob_.isEmpty()) queue_->setDetail(currentJob_, text);
 }
 
 void MainWindow::onPreview(const QImage& image) {
@@ -983,10 +1160,18 @@ void MainWindow::onPreview(const QImage& image) {
 void MainWindow::onFinished(const GenerationOutcome& outcome) {
   lastVideo_ = outcome.video;
   pending_ = outcome;
-  if (runSettings_.seedMode == SeedMode::kIncrement) {
+  if (runSettings_.seedMode == SeedMode::kIncrement && currentJob_.isEmpty()) {
     video_->setSeed(runSettings_.seed + 1);
   }
   stageProgress_->finish();
+  if (!currentJob_.isEmpty()) {
+    // Its history item is written (once its frames are read) before the next job starts.
+    queue_->setStatus(
+        currentJob_, QueuedJob::Status::kDone,
+        tr("in %1: %2")
+            .arg(durationText(stageProgress_->elapsed()), QFileInfo(outcome.video).fileName()));
+    jobAwaitingHistory_ = std::exchange(currentJob_, QString());
+  }
   if (!runTimingKey_.isEmpty()) {
     QVariantMap times;
     const StageTimes measured = measuredTimes(outcome.stageSeconds, outcome.steps);
@@ -1024,8 +1209,19 @@ void MainWindow::onFailed(const QString& message, int code) {
                   : tr("%1 (details: %2)").arg(text, QDir::toNativeSeparators(lastLog_)));
   setProgressText(tr("Failed: %1").arg(text), QString());
   player_->clear(tr("No video: %1").arg(text));
+  if (!currentJob_.isEmpty()) endJob(static_cast<int>(QueuedJob::Status::kFailed), text);
   emit generationEnded();
-  if (closeAfterRun_) close();
+  if (closeAfterRun_) {
+    close();
+    return;
+  }
+  startNextJob();  // a failed job does not stop the queue
+}
+
+void MainWindow::endJob(int status, const QString& detail) {
+  const QString id = std::exchange(currentJob_, QString());
+  queue_->setStatus(id, static_cast<QueuedJob::Status>(status), detail);
+  emit jobEnded(id);
 }
 
 void MainWindow::onCancelled() {
@@ -1034,22 +1230,36 @@ void MainWindow::onCancelled() {
   setProgressText(tr("Cancelled. Nothing was written."), QString());
   player_->clear(tr("Cancelled."));
   vramChart_->update();
+  if (!currentJob_.isEmpty()) {
+    // Quitting mid-job keeps the job for the next session; a cancel goes on to the next one.
+    endJob(static_cast<int>(closeAfterRun_ ? QueuedJob::Status::kPending
+                                           : QueuedJob::Status::kCancelled),
+           QString());
+  }
   emit generationEnded();
-  if (closeAfterRun_) close();
+  if (closeAfterRun_) {
+    close();
+    return;
+  }
+  startNextJob();
 }
 
 void MainWindow::onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps) {
-  if (video != lastVideo_) return;
-  player_->setFrames(frames, fps);
-  player_->play();
+  // The video the player waits for (not another one clicked meanwhile, nor a finished one while
+  // the next run shows its previews).
+  if (video == lastVideo_ && state_ == State::kIdle) {
+    player_->setFrames(frames, fps);
+    player_->play();
+  }
   if (pending_ && pending_->video == video) {
     addToHistory(frames.isEmpty() ? lastPreview_ : frames.front());
   }
 }
 
 void MainWindow::onFramesFailed(const QString& video, const QString& message) {
-  if (video != lastVideo_) return;
-  player_->clear(tr("The video was written but cannot be shown here: %1").arg(message));
+  if (video == lastVideo_ && state_ == State::kIdle) {
+    player_->clear(tr("The video was written but cannot be shown here: %1").arg(message));
+  }
   if (pending_ && pending_->video == video) addToHistory(lastPreview_);
 }
 
@@ -1096,6 +1306,8 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
                              6000);
   }
   historyPanel_->reload();
+  if (!jobAwaitingHistory_.isEmpty()) emit jobEnded(std::exchange(jobAwaitingHistory_, QString()));
+  startNextJob();
 }
 
 void MainWindow::restoreRun(const GenerationSettings& settings, const QString& video) {

@@ -3,6 +3,9 @@
 // live VRAM and RAM charts in the middle; the history on the right. On its first start it fills
 // the screen it opens on (a laptop's 1280×720 included: the primary controls need no scrolling),
 // and it opens as it was left after that.
+// "Queue" beside Generate adds the settings shown (×N seeds) to the job queue (job_queue.h), which
+// runs one job after another, each landing in the history; the settings stay editable while a
+// video is made, so the next jobs can be prepared and queued meanwhile.
 // The engine runs on a worker QThread (GenerationWorker); everything here reacts to its queued
 // signals, so the window never waits for the engine.
 #pragma once
@@ -24,6 +27,8 @@ class QProgressBar;
 class QPushButton;
 class QScreen;
 class QSettings;
+class QSpinBox;
+class QTabWidget;
 class QSplitter;
 
 namespace ferry::gui {
@@ -33,6 +38,8 @@ struct ClipLookup;
 class FramePlayer;
 class HistoryPanel;
 class HistoryStore;
+class JobQueue;
+class QueuePanel;
 class LatestQuery;
 class LoraList;
 class MemoryChart;
@@ -103,6 +110,13 @@ class MainWindow : public QMainWindow {
   QString statusText() const;
   bool generateEnabled() const;
   QString generateBlockedReason() const;
+  // Why "Queue" would add nothing now (as Generate's, but a running video does not stop it).
+  QString queueBlockedReason() const;
+  bool queueEnabled() const;
+  // Whether the window runs the queue's pending jobs, one after another.
+  bool queueRunning() const { return queueRunning_; }
+  // The queued job running now; empty for none (or for a run Generate started).
+  QString currentJob() const { return currentJob_; }
 
   // The parts the tests drive.
   PresetPanel* presetPanel() const { return presetPanel_; }
@@ -113,6 +127,10 @@ class MainWindow : public QMainWindow {
   StartImageBox* endImage() const { return endImage_; }
   FramePlayer* player() const { return player_; }
   HistoryPanel* historyPanel() const { return historyPanel_; }
+  JobQueue* jobQueue() const { return queue_; }
+  QueuePanel* queuePanel() const { return queuePanel_; }
+  QSpinBox* batchCount() const { return batch_; }       // "×N": how many jobs "Queue" adds
+  QTabWidget* sidePanels() const { return sideTabs_; }  // the history and the queue
   MemoryChart* vramChart() const { return vramChart_; }
   MemoryChart* ramChart() const { return ramChart_; }
   StageProgress* stageProgress() const { return stageProgress_; }
@@ -123,6 +141,12 @@ class MainWindow : public QMainWindow {
  public slots:
   void generate();
   void cancel();
+  // Adds the settings shown to the queue as ×N jobs (seeds s, s+1, …; a new random seed each in
+  // "random each time" mode) and, when nothing runs, starts the queue.
+  void enqueue();
+  void runQueue();
+  // Cancels the running queued job and starts no other; the pending jobs stay.
+  void stopQueue();
   void useDemoModel();
   // The step-distilled sampler for a distillation LoRA: distill4, `steps` steps, no CFG, shift 5.
   void useDistilledSampler(int steps);
@@ -131,6 +155,9 @@ class MainWindow : public QMainWindow {
  signals:
   void stateChanged(ferry::gui::MainWindow::State state);
   void generationEnded();  // finished, failed or cancelled, after the window is idle again
+  // A queued job ended (its status set, its video in the history when it made one).
+  void jobEnded(const QString& id);
+  void queueStopped();  // nothing left to run, or stopped
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -147,6 +174,7 @@ class MainWindow : public QMainWindow {
   void saveState();
   QString openSession();  // a problem with the user's presets, or empty
   std::shared_ptr<const pipeline::Session> sessionFor(const models::ModelParts& model);
+  std::shared_ptr<const pipeline::Session> demoSession();
   void onModelChanged();
   void onPlanChanged();
   void updatePlanInputs();
@@ -169,9 +197,21 @@ class MainWindow : public QMainWindow {
   void addToHistory(const QImage& thumbnail);
   // The settings key of the stage times measured for a model, preset and size.
   QString timingKey() const;
-  QString etaSuffix() const;
-  void startStageProgress();  // the plan's stages and what earlier runs measured  // " · ETA 1 min
-                              // 05 s", or empty while nothing tells
+  QString etaSuffix() const;  // " · ETA 1 min 05 s", or empty while nothing tells
+  // The plan's stages (none when unknown) and what earlier runs under `timingKey` measured.
+  void startStageProgress(const models::GenerationPlan* plan, int steps, const QString& timingKey);
+  QString inputsBlockedReason() const;
+  // A new file name in the output folder (created); empty with a message when it cannot be.
+  QString newOutputPath();
+  // Starts `job` (made from `settings`) on the engine thread.
+  void launch(GenerationJob job, const GenerationSettings& settings,
+              const models::GenerationPlan* plan, int steps, const QString& timingKey);
+  // The next pending job, when the queue runs and nothing else does.
+  void startNextJob();
+  // The running queued job ended: its status, then the next one.
+  void endJob(int status, const QString& detail);
+  void setQueueRunning(bool running);
+  void updateQueueButton();
   void onClipLookedUp(const GenerationSettings& settings, const ClipLookup& found);
   void openFile();
   void openFolder();
@@ -191,6 +231,15 @@ class MainWindow : public QMainWindow {
   std::optional<GenerationOutcome> pending_;  // finished, waiting for its frames for the history
   GenerationSettings runSettings_;
   bool demoRun_ = false;
+  JobQueue* queue_ = nullptr;
+  QueuePanel* queuePanel_ = nullptr;
+  QPushButton* queueButton_ = nullptr;
+  QSpinBox* batch_ = nullptr;
+  QTabWidget* sideTabs_ = nullptr;
+  bool queueRunning_ = false;
+  QString currentJob_;  // the running queued job's id
+  // A queued job that finished: its history item is written before the next one starts.
+  QString jobAwaitingHistory_;
   bool closeAfterRun_ = false;
 
   QThread thread_;

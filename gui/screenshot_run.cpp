@@ -2,11 +2,17 @@
 
 #include <QApplication>
 #include <QDir>
+#include <QListWidget>
+#include <QSpinBox>
+#include <QTabWidget>
 #include <QTimer>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include "gui/frame_player.h"
+#include "gui/history.h"
+#include "gui/job_queue.h"
 #include "gui/main_window.h"
 
 namespace ferry::gui {
@@ -22,6 +28,45 @@ void save(MainWindow& window, const QString& folder, const QString& name) {
   std::fflush(stdout);
 }
 
+// Three more seeds queued: the queue mid-way (one done, one running, one waiting), then the
+// history's gallery of the four videos.
+void startQueue(MainWindow& window, const QString& folder) {
+  auto shot = std::make_shared<bool>(false);
+  QObject::connect(
+      window.worker(), &GenerationWorker::step, &window,
+      [&window, folder, shot](const StepInfo& info) {
+        const auto& jobs = window.jobQueue()->jobs();
+        if (*shot || info.step < 2 || jobs.size() < 2 || window.currentJob() != jobs[1].id) {
+          return;
+        }
+        *shot = true;
+        QTimer::singleShot(150, &window, [&window, folder] {
+          save(window, folder, QStringLiteral("ferry-4-queue.png"));
+        });
+      });
+  QObject::connect(&window, &MainWindow::queueStopped, &window, [&window, folder] {
+    window.sidePanels()->setCurrentWidget(window.historyPanel());
+    window.historyPanel()->setGridView(true);
+    QListWidget* gallery = window.historyPanel()->list();
+    gallery->setCurrentRow(1);
+    emit gallery->itemClicked(gallery->currentItem());  // as a click: plays it
+    QTimer::singleShot(1500, &window, [&window, folder] {
+      window.player()->pause();
+      save(window, folder, QStringLiteral("ferry-5-gallery.png"));
+      QApplication::exit(0);
+    });
+  });
+  GenerationSettings s = window.settings();
+  s.prompt = QStringLiteral("a lighthouse on a cliff in the fog, waves below");
+  s.steps = 4;
+  s.seed = 100;
+  window.applySettings(s);
+  QTimer::singleShot(300, &window, [&window] {
+    window.batchCount()->setValue(3);
+    window.enqueue();
+  });
+}
+
 void startRun(MainWindow& window, const QString& folder) {
   auto* worker = window.worker();
   auto mid = std::make_shared<bool>(false);
@@ -34,12 +79,14 @@ void startRun(MainWindow& window, const QString& folder) {
                        save(window, folder, QStringLiteral("ferry-2-running.png"));
                      });
                    });
-  QObject::connect(worker, &GenerationWorker::framesLoaded, &window, [&window, folder] {
+  auto done = std::make_shared<bool>(false);
+  QObject::connect(worker, &GenerationWorker::framesLoaded, &window, [&window, folder, done] {
+    if (std::exchange(*done, true)) return;
     QTimer::singleShot(700, &window, [&window, folder] {
       window.player()->pause();
       window.player()->seek(window.player()->frameCount() / 2);
       save(window, folder, QStringLiteral("ferry-3-done.png"));
-      QApplication::exit(0);
+      startQueue(window, folder);
     });
   });
   QObject::connect(&window, &MainWindow::generationEnded, &window, [&window, folder] {

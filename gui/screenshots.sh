@@ -2,9 +2,10 @@
 # Screenshots of the real window during a real demo generation, as docs/screenshots keeps them:
 # the window as a first start opens it on a screen of the given size (maximised), ready, mid-run
 # (the stage bars, live charts, latent preview, "step k/N · s/step · ETA" for the whole job) and
-# at the end (the player showing the decoded video, the history item, "Done in …"). Each size gets
-# its own files, ferry-1-ready-WxH.png, ferry-2-running-WxH.png and ferry-3-done-WxH.png, in
-# OUT_DIR. Qt's offscreen platform with one screen of that size (a JSON file it reads): the same
+# at the end (the player showing the decoded video, the history item, "Done in …"), then with
+# three more seeds queued (the queue tab mid-way: done, running, pending) and the history as a
+# gallery. Each size gets its own files, ferry-1-ready-WxH.png, ferry-2-running-WxH.png,
+# ferry-3-done-WxH.png, ferry-4-queue-WxH.png and ferry-5-gallery-WxH.png, in OUT_DIR. Qt's offscreen platform with one screen of that size (a JSON file it reads): the same
 # pixels on any machine, no window decorations, no display needed.
 #
 #   gui/screenshots.sh [BUILD_DIR] [OUT_DIR] [WIDTHxHEIGHT ...]

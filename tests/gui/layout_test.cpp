@@ -13,8 +13,10 @@
 #include <QTemporaryFile>
 #include <QtTest/QtTest>
 
+#include "gui/history.h"
 #include "gui/main_window.h"
 #include "gui/preset_panel.h"
+#include "gui/queue_panel.h"
 #include "tests/gui/gui_test_support.h"
 
 using namespace ferry::gui;
@@ -60,6 +62,18 @@ T* named(const QWidget& window, const QString& name) {
   return nullptr;
 }
 
+// Every visible button shows its whole text.
+void checkButtonsWhole(const MainWindow& w) {
+  for (const QPushButton* b : w.findChildren<QPushButton*>()) {
+    if (!b->isVisible() || !outOfView(b).isEmpty()) continue;
+    QVERIFY2(b->width() >= b->sizeHint().width(),
+             qPrintable(QStringLiteral("\"%1\" is %2 px wide, needs %3")
+                            .arg(b->text())
+                            .arg(b->width())
+                            .arg(b->sizeHint().width())));
+  }
+}
+
 // The primary controls are in view and every visible button shows its whole text.
 void checkInView(const MainWindow& w) {
   const QList<QWidget*> primary = {
@@ -70,6 +84,8 @@ void checkInView(const MainWindow& w) {
       named<QWidget>(w, QStringLiteral("Start image")),
       named<QPushButton>(w, QStringLiteral("&Generate")),
       named<QPushButton>(w, QStringLiteral("Cancel")),
+      named<QPushButton>(w, QStringLiteral("&Queue")),
+      named<QWidget>(w, QStringLiteral("Jobs to queue")),
       named<QComboBox>(w, QStringLiteral("Memory preset")),
       named<QWidget>(w, QStringLiteral("Predicted memory per stage")),
       named<QWidget>(w, QStringLiteral("History of generations")),
@@ -78,18 +94,36 @@ void checkInView(const MainWindow& w) {
     const QString why = outOfView(c);
     QVERIFY2(why.isEmpty(), qPrintable(why));
   }
-  for (const QPushButton* b : w.findChildren<QPushButton*>()) {
-    if (!b->isVisible() || !outOfView(b).isEmpty()) continue;
-    QVERIFY2(b->width() >= b->sizeHint().width(),
-             qPrintable(QStringLiteral("\"%1\" is %2 px wide, needs %3")
-                            .arg(b->text())
-                            .arg(b->width())
-                            .arg(b->sizeHint().width())));
-  }
+  checkButtonsWhole(w);
   // The history is a side panel, not a fifth of the window.
   const auto* history = named<QWidget>(w, QStringLiteral("History of generations"));
   QVERIFY2(history->width() <= w.width() / 5,
            qPrintable(QStringLiteral("%1 of %2").arg(history->width()).arg(w.width())));
+}
+
+// The side panels' other faces: the history's gallery (its search and toggles) and the queue
+// (its list and buttons) fit the same column, in view and uncut.
+void checkSidePanels(MainWindow& w) {
+  w.historyPanel()->setGridView(true);
+  for (const QWidget* c :
+       {named<QWidget>(w, QStringLiteral("Search the history by prompt")),
+        named<QWidget>(w, QStringLiteral("Grid")), named<QWidget>(w, QStringLiteral("List"))}) {
+    const QString why = outOfView(c);
+    QVERIFY2(why.isEmpty(), qPrintable(why));
+  }
+  w.sidePanels()->setCurrentWidget(w.queuePanel());
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  QVERIFY2(outOfView(named<QWidget>(w, QStringLiteral("Queued jobs"))).isEmpty(),
+           qPrintable(outOfView(named<QWidget>(w, QStringLiteral("Queued jobs")))));
+  for (const QString& text :
+       {QStringLiteral("Up"), QStringLiteral("Down"), QStringLiteral("Remove"),
+        QStringLiteral("Clear ended"), QStringLiteral("Run the queue")}) {
+    const QPushButton* b = named<QPushButton>(*w.queuePanel(), text);
+    QVERIFY2(outOfView(b).isEmpty(), qPrintable(text + QStringLiteral(": ") + outOfView(b)));
+  }
+  checkButtonsWhole(w);  // the queue's included
+  w.sidePanels()->setCurrentIndex(0);
+  w.historyPanel()->setGridView(false);
 }
 
 }  // namespace
@@ -116,6 +150,7 @@ class LayoutTest : public QObject {
     QTRY_COMPARE(w.frameGeometry().size(), s->availableGeometry().size());
     QVERIFY(settle(w));
     checkInView(w);
+    checkSidePanels(w);
   }
 
   void a_1280x650_window_keeps_them_in_view_and_opens_as_it_was_left() {
@@ -132,6 +167,7 @@ class LayoutTest : public QObject {
       QTRY_COMPARE(w.size(), QSize(1280, 650));
       QVERIFY(settle(w));
       checkInView(w);
+      checkSidePanels(w);
       left = w.geometry();
       w.close();
     }

@@ -10,18 +10,22 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QMimeData>
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QSignalSpy>
 #include <QStatusBar>
+#include <QToolButton>
 #include <QtTest/QtTest>
 
 #include "core/media/video_reader.h"
 #include "gui/advanced_box.h"
 #include "gui/frame_player.h"
 #include "gui/history.h"
+#include "gui/job_queue.h"
 #include "gui/memory_chart.h"
 #include "gui/model_panel.h"
 #include "gui/preset_panel.h"
@@ -652,6 +656,80 @@ class MainWindowTest : public QObject {
     QVERIFY(settle(w));
     QCOMPARE(w.settings().prompt, other.prompt);
     QCOMPARE(w.settings().seed, quint64{5});
+  }
+
+  // Issue 23's gallery: the history as a grid of thumbnails, one per run; a search of the
+  // prompts filters it (and the list); a click plays the clip and shows its settings read-only
+  // with "Use these settings".
+  void the_gallery_shows_a_thumbnail_per_run_filters_by_prompt_and_plays_a_click() {
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.show();
+    w.applySettings(demoSettings(1));
+    QVERIFY(settle(w));
+    const QStringList prompts = {QStringLiteral("a red ferry at dawn"),
+                                 QStringLiteral("a lighthouse in the fog"),
+                                 QStringLiteral("a red kite over the sea")};
+    for (int i = 0; i < prompts.size(); ++i) {
+      GenerationSettings s = demoSettings(1);
+      s.prompt = prompts[i];
+      s.seed = 10 + i;
+      w.jobQueue()->add(s, QStringLiteral("seed %1").arg(s.seed));
+    }
+    QSignalSpy stopped(&w, &MainWindow::queueStopped);
+    w.runQueue();
+    QVERIFY(stopped.wait(120000));
+    QCOMPARE(w.historyPanel()->count(), 3);
+
+    HistoryPanel* history = w.historyPanel();
+    QToolButton* grid = nullptr;
+    for (QToolButton* b : history->findChildren<QToolButton*>()) {
+      if (b->text() == QLatin1String("Grid")) grid = b;
+    }
+    QVERIFY(grid != nullptr);
+    QTest::mouseClick(grid, Qt::LeftButton);
+    QVERIFY(history->gridView());
+    QListWidget* list = history->list();
+    QCOMPARE(list->viewMode(), QListView::IconMode);
+    QCOMPARE(history->shownCount(), 3);
+    // One thumbnail per run, side by side in rows (not one under the other).
+    for (int i = 0; i < 3; ++i) QVERIFY(!list->item(i)->icon().isNull());
+    QTRY_VERIFY2(
+        list->visualItemRect(list->item(0)).top() == list->visualItemRect(list->item(1)).top(),
+        qPrintable(
+            QStringLiteral("a column of thumbnails in %1 px").arg(list->viewport()->width())));
+
+    QLineEdit* search = nullptr;
+    for (QLineEdit* e : history->findChildren<QLineEdit*>()) {
+      if (e->accessibleName() == QLatin1String("Search the history by prompt")) search = e;
+    }
+    QVERIFY(search != nullptr);
+    QTest::keyClicks(search, QStringLiteral("RED"));
+    QCOMPARE(history->shownCount(), 2);
+    QVERIFY(list->item(1)->isHidden());  // newest first: the lighthouse is the second
+    history->setGridView(false);         // the list is filtered the same way
+    QCOMPARE(history->shownCount(), 2);
+    QVERIFY(list->item(1)->isHidden());
+    history->setGridView(true);
+    search->clear();
+    QTest::keyClicks(search, QStringLiteral("lighthouse"));
+    QCOMPARE(history->shownCount(), 1);
+
+    w.player()->clear(QStringLiteral("nothing"));
+    QListWidgetItem* item = list->item(1);
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(item).center());
+    QTRY_COMPARE_WITH_TIMEOUT(w.player()->frameCount(), 5, 30000);
+    QVERIFY2(history->settingsText().contains(prompts[1]), qPrintable(history->settingsText()));
+    QVERIFY(history->settingsText().contains(QLatin1String("Seed: 11")));
+    QPushButton* use = nullptr;
+    for (QPushButton* b : history->findChildren<QPushButton*>()) {
+      if (b->text() == QLatin1String("Use these settings")) use = b;
+    }
+    QVERIFY(use != nullptr && use->isEnabled());
+    QTest::mouseClick(use, Qt::LeftButton);
+    QVERIFY(settle(w));
+    QCOMPARE(w.settings().prompt, prompts[1]);
+    QCOMPARE(w.settings().seed, quint64{11});
   }
 
   void a_clip_restores_its_start_and_end_images_from_beside_it() {
