@@ -19,6 +19,11 @@ __device__ __forceinline__ float gelu_tanh(float u) {
   return 0.5f * u * (1.0f + tanhf(kAlpha * (u + 0.044715f * u * u * u)));
 }
 
+__device__ __forceinline__ float gelu_erf(float u) {
+  constexpr float kSqrtHalf = 0.7071067811865476f;  // 1/√2
+  return 0.5f * u * (1.0f + erff(u * kSqrtHalf));
+}
+
 __device__ __forceinline__ float silu(float v) {
   return v / (1.0f + expf(-v));
 }
@@ -27,7 +32,10 @@ __global__ void unary_kernel(UnaryOp op, const void* x, DType xt, void* y, DType
                              std::int64_t n) {
   FERRY_GRID_STRIDE(i, n) {
     const float v = load_f32(x, xt, i);
-    store_f32(y, yt, i, op == UnaryOp::kGeluTanh ? gelu_tanh(v) : silu(v));
+    store_f32(y, yt, i,
+              op == UnaryOp::kGeluTanh  ? gelu_tanh(v)
+              : op == UnaryOp::kGeluErf ? gelu_erf(v)
+                                        : silu(v));
   }
 }
 

@@ -2,8 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "core/error.h"
 
 namespace ferry {
+
+void Backend::gelu_erf(const Tensor&, const Tensor&) {
+  throw Error(ErrorCode::kUnsupported, "the " + name() + " backend has no exact (erf) GELU");
+}
 
 int t5_relative_bucket(std::int64_t relative_position) {
   // wan.md §A.2: 16 buckets a direction, exact below 8, logarithmic up to 128, in float32.

@@ -141,6 +141,9 @@ class Backend {
   // y = 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³))), y = x · sigmoid(x). y may alias x.
   virtual void gelu_tanh(const Tensor& x, const Tensor& y) = 0;
   virtual void silu(const Tensor& x, const Tensor& y) = 0;
+  // y = 0.5 x (1 + erf(x / √2)): the exact GELU (torch's nn.GELU(); Qwen3-VL's patch mergers).
+  // y may alias x. A backend without it refuses with Error(kUnsupported).
+  virtual void gelu_erf(const Tensor& x, const Tensor& y);
   // Softmax over each row of x[R,C], in f32. y may alias x.
   virtual void softmax(const Tensor& x, const Tensor& y) = 0;
   // Element conversion: y = x rounded to y's dtype (same shapes).

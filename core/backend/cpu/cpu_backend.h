@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
   void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void gelu_tanh(const Tensor& x, const Tensor& y) override;
   void silu(const Tensor& x, const Tensor& y) override;
+  void gelu_erf(const Tensor& x, const Tensor& y) override;
   void softmax(const Tensor& x, const Tensor& y) override;
   void convert(const Tensor& x, const Tensor& y) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
