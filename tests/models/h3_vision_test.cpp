@@ -13,6 +13,8 @@
 
 #include "core/error.h"
 #include "core/io/tensor_set.h"
+#include "core/models/h3/bpe_tokenizer.h"
+#include "core/models/h3/conditioner.h"
 #include "core/models/h3/image_preprocess.h"
 #include "core/models/h3/presentation.h"
 #include "core/models/h3/vision_tower.h"
@@ -336,6 +338,158 @@ TEST_F(H3Vision, TowerRefusesImagesThatDoNotFit) {
   std::vector<VisionPatches> wrong = {
       preprocess_image(reference().image("keyframes.one.0"), small)};
   EXPECT_EQ(test::error_code_of([&] { encode_images(backend, t.weights, plan, wrong); }),
+            ErrorCode::kBadArgument);
+}
+
+// ---- 3. the whole conditioner ----
+
+// Ferry's conditioner against Qwen3VLModel's hidden_states[50] (the tower's output in the image
+// rows, DeepStack, get_rope_index's positions, 50 layers). The floor is PyTorch's own bf16 run
+// against its f32 run: relative RMS 0.017-0.031, max |d| up to 0.58 (the script prints it); the
+// text-only encoder's bounds (h3_text_encoder_test.cpp) were set the same way and hold here.
+constexpr double kCondRelRms = 0.06;
+constexpr double kCondMaxAbs = 1.25;
+
+const BpeTokenizer& tokenizer() {
+  static const BpeTokenizer t = BpeTokenizer::from_folder(test::data_path("h3/tokenizer"));
+  return t;
+}
+
+constexpr const char* kPrompt =
+    "A red fox trots across a snowy field at dawn, <d>its breath</d> steaming; the camera pans "
+    "left. 狐狸在雪地上奔跑。";
+
+struct Conditioner {
+  io::TensorSet text_set, vision_set;
+  TextEncoderWeights text;
+  VisionTowerWeights vision;
+  Conditioner(const std::string& config, const std::string& text_file)
+      : text_set(
+            io::TensorSet::open(test::data_path("h3/text_encoder/" + config + "/" + text_file))),
+        vision_set(
+            io::TensorSet::open(test::data_path("h3/vision/" + config + ".visual.safetensors"))),
+        text(TextEncoderWeights::from(text_set)),
+        vision(VisionTowerWeights::from(vision_set, 2, {0, 2, 3})) {
+    text.set_mrope_section(config == "tiny" ? std::array<std::int64_t, 3>{1, 1, 2}
+                                            : std::array<std::int64_t, 3>{2, 3, 3});
+  }
+};
+
+struct Prompt {
+  std::vector<VisionPatches> images;
+  std::vector<std::int32_t> ids;
+};
+
+Prompt prompt(const std::string& k) {
+  Prompt p;
+  std::vector<std::size_t> tokens;
+  for (int i = 0; reference().has("keyframes." + k + "." + std::to_string(i)); ++i) {
+    const media::RgbImage image = reference().image("keyframes." + k + "." + std::to_string(i));
+    tokens.push_back(vision_token_count(static_cast<std::size_t>(image.height),
+                                        static_cast<std::size_t>(image.width)));
+    p.images.push_back(preprocess_image(image));
+  }
+  p.ids = present_with_keyframes(tokenizer(), kPrompt, tokens).ids;
+  return p;
+}
+
+ConditionerResult run_conditioner(const Conditioner& m, const Prompt& p, Placement blocks) {
+  std::int64_t patches = 0;
+  for (const auto& i : p.images) patches += i.patches();
+  const Plan vision_plan = plan_for(m.vision.model_layout(patches), blocks);
+  const Plan text_plan = plan_for(m.text.model_layout(), blocks);
+  return encode_conditioner(test::model_backend(), m.text, m.vision, {&vision_plan, &text_plan},
+                            p.ids, *tokenizer().token_id("<|image_pad|>"),
+                            *tokenizer().token_id("<|video_pad|>"), p.images);
+}
+
+std::vector<float> as_f32(const TextStates& s) {
+  std::vector<float> out(s.bf16.size());
+  convert_to_f32(DType::kBF16, s.bf16.data(), out.data(), out.size());
+  return out;
+}
+
+void expect_conditioner_matches(const std::string& config, const std::string& file,
+                                const std::string& kind) {
+  const Conditioner m(config, file);
+  for (const char* k : {"one", "two"}) {
+    const std::string key = "cond." + config + "." + k;
+    const Prompt p = prompt(k);
+    expect_grids(p.images, key);
+    ASSERT_EQ(p.ids, reference().values<std::int32_t>(key + ".ids")) << key;
+    // The positions the conditioner used are get_rope_index's.
+    ConditionerInput laid;
+    VisionFeatures none;
+    for (const auto& i : p.images) none.tokens += i.patches() / 4;
+    none.merged.assign(static_cast<std::size_t>(none.tokens * m.text.config().dim), 0.0f);
+    lay_out_keyframes(p.ids, *tokenizer().token_id("<|image_pad|>"),
+                      *tokenizer().token_id("<|video_pad|>"), p.images, 2, none, laid);
+    const auto pos = reference().values<std::int32_t>(key + ".positions");
+    const std::size_t n = p.ids.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(laid.text.positions.t[i], pos[i]) << key << " row " << i;
+      ASSERT_EQ(laid.text.positions.h[i], pos[n + i]) << key << " row " << i;
+      ASSERT_EQ(laid.text.positions.w[i], pos[2 * n + i]) << key << " row " << i;
+    }
+    const ConditionerResult r = run_conditioner(m, p, Placement::kDevice);
+    const std::string prefix = kind == "nf4" ? ".nf4" : "";
+    const Diff e =
+        compare(as_f32(r.text.states), reference().values<float>(key + prefix + ".bf16"));
+    const Diff f = compare(as_f32(r.text.states), reference().values<float>(key + prefix + ".f32"));
+    EXPECT_LE(e.rel_rms, kCondRelRms) << key << " " << file;
+    EXPECT_LE(e.max_abs, kCondMaxAbs) << key << " " << file;
+    EXPECT_LE(f.rel_rms, kCondRelRms) << key << " " << file;
+    std::printf(
+        "[ measured ] %s/%s %s L=%zu: vs bf16 max|d| %.4f rel rms %.5f; vs f32 max|d| %.4f rel "
+        "rms %.5f\n",
+        config.c_str(), file.c_str(), k, n, e.max_abs, e.rel_rms, f.max_abs, f.rel_rms);
+  }
+}
+
+TEST_F(H3Vision, ConditionerWithKeyframesMatchesTransformers) {
+  expect_conditioner_matches("tiny", "release.safetensors", "bf16");
+  expect_conditioner_matches("gqa", "release.safetensors", "bf16");
+}
+
+TEST_F(H3Vision, ConditionerWithAnNf4LanguageModelMatchesItsDequantisedReference) {
+  expect_conditioner_matches("gqa", "nf4.safetensors", "nf4");
+}
+
+TEST_F(H3Vision, ConditionerStreamedIsBitIdenticalToResident) {
+  for (const char* file : {"release.safetensors", "nf4.safetensors"}) {
+    const Conditioner m("gqa", file);
+    const Prompt p = prompt("two");
+    const ConditionerResult resident = run_conditioner(m, p, Placement::kDevice);
+    for (Placement blocks : {Placement::kDisk, Placement::kPinnedCache}) {
+      const ConditionerResult streamed = run_conditioner(m, p, blocks);
+      EXPECT_EQ(streamed.text.states.bf16, resident.text.states.bf16) << file;
+      EXPECT_EQ(streamed.vision_stream.groups_uploaded, m.vision.model_layout().groups.size());
+      EXPECT_EQ(streamed.text.stream.groups_uploaded, 50u) << file;
+    }
+  }
+}
+
+TEST_F(H3Vision, ConditionerRefusesMismatchedParts) {
+  // The tiny tower (out 16) with the gqa language model (hidden 64).
+  const Conditioner tiny("tiny", "release.safetensors");
+  const Conditioner gqa("gqa", "release.safetensors");
+  const Prompt p = prompt("one");
+  const Plan plan = plan_for(gqa.text.model_layout(), Placement::kDevice);
+  EXPECT_EQ(test::error_code_of([&] {
+              encode_conditioner(test::model_backend(), gqa.text, tiny.vision, {&plan, &plan},
+                                 p.ids, *tokenizer().token_id("<|image_pad|>"),
+                                 *tokenizer().token_id("<|video_pad|>"), p.images);
+            }),
+            ErrorCode::kBadModelFile);
+  // Two keyframes' ids with one image.
+  const Prompt two = prompt("two");
+  ConditionerInput laid;
+  VisionFeatures features;
+  EXPECT_EQ(test::error_code_of([&] {
+              lay_out_keyframes(two.ids, *tokenizer().token_id("<|image_pad|>"),
+                                *tokenizer().token_id("<|video_pad|>"), p.images, 2, features,
+                                laid);
+            }),
             ErrorCode::kBadArgument);
 }
 
