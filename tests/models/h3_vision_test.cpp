@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/io/safetensors_writer.h"
 #include "core/io/tensor_set.h"
 #include "core/models/h3/bpe_tokenizer.h"
 #include "core/models/h3/conditioner.h"
@@ -339,6 +341,49 @@ TEST_F(H3Vision, TowerRefusesImagesThatDoNotFit) {
       preprocess_image(reference().image("keyframes.one.0"), small)};
   EXPECT_EQ(test::error_code_of([&] { encode_images(backend, t.weights, plan, wrong); }),
             ErrorCode::kBadArgument);
+}
+
+TEST_F(H3Vision, TowerCancelStopsBeforeTheNextBlock) {
+  const Tower t = tower("tiny");
+  std::atomic<bool> cancel{true};
+  VisionEncodeOptions options;
+  options.cancel = &cancel;
+  const std::vector<VisionPatches> images = keyframes("one");
+  EXPECT_EQ(test::error_code_of([&] {
+              encode_images(test::model_backend(), t.weights,
+                            plan_for(t.weights.model_layout(), Placement::kDisk), images, options);
+            }),
+            ErrorCode::kCancelled);
+}
+
+TEST_F(H3Vision, TowerNamesAMissingTensorAndRefusesOtherFiles) {
+  test::ScratchDir dir;
+  const auto src = io::TensorSet::open(test::data_path("h3/vision/tower.tiny.safetensors"));
+  const std::string dropped = "model.visual.blocks.1.norm2.bias";
+  std::vector<io::TensorSpec> specs;
+  std::vector<const io::TensorSet::Entry*> entries;
+  for (const auto& e : src.entries()) {
+    if (e.tensor->name == dropped) continue;
+    specs.push_back({e.tensor->name, e.tensor->dtype, e.tensor->shape});
+    entries.push_back(&e);
+  }
+  const auto path = dir / "visual.safetensors";
+  io::write_safetensors(path, specs, {},
+                        [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+                          entries[i]->file->map(*entries[i]->tensor).copy_to(offset, out);
+                        });
+  const auto set = io::TensorSet::open(path);
+  try {
+    VisionTowerWeights::from(set, 2, {0, 2, 3});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kMissingTensor);
+    EXPECT_NE(std::string(e.what()).find(dropped), std::string::npos) << e.what();
+  }
+  const auto text =
+      io::TensorSet::open(test::data_path("h3/text_encoder/tiny/release.safetensors"));
+  EXPECT_FALSE(VisionTowerWeights::present(text));
+  EXPECT_EQ(test::error_code_of([&] { VisionTowerWeights::from(text); }), ErrorCode::kBadModelFile);
 }
 
 // ---- 3. the whole conditioner ----

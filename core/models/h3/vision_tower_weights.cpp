@@ -54,6 +54,14 @@ const io::TensorSet::Entry& tensor(const io::TensorSet& set, const std::string& 
   return *e;
 }
 
+// Dimension `i` of a tensor's shape, or the file is named as not a vision tower.
+std::uint64_t dim_of(const io::TensorSet& set, const io::TensorSet::Entry& e, std::size_t i) {
+  if (e.tensor->shape.size() <= i) {
+    bad(set, "tensor '" + e.tensor->name + "' has shape " + shape_str(e.tensor->shape));
+  }
+  return e.tensor->shape[i];
+}
+
 }  // namespace
 
 const std::array<std::int64_t, 3> VisionTowerWeights::kDeepstackBlocks = {8, 16, 24};
@@ -95,8 +103,9 @@ VisionTowerWeights VisionTowerWeights::from(const io::TensorSet& set, std::int64
   }
   const auto& table = tensor(set, pre + "pos_embed.weight", {});
   const auto& ts = table.tensor->shape;
-  c.position_side = i64(static_cast<std::uint64_t>(std::lround(std::sqrt(double(ts.at(0))))));
-  if (ts.size() != 2 || ts[1] != u64(c.dim) || u64(c.position_side * c.position_side) != ts[0]) {
+  c.position_side = std::lround(std::sqrt(static_cast<double>(dim_of(set, table, 0))));
+  if (ts.size() != 2 || c.position_side == 0 || ts[1] != u64(c.dim) ||
+      u64(c.position_side * c.position_side) != ts[0]) {
     bad(set, "the position table has shape " + shape_str(ts) + ", not [side², " +
                  std::to_string(c.dim) + "]");
   }
@@ -105,16 +114,16 @@ VisionTowerWeights VisionTowerWeights::from(const io::TensorSet& set, std::int64
   }
   if (c.depth == 0) bad(set, "it has no blocks");
   const auto& fc1 = tensor(set, pre + "blocks.0.mlp.linear_fc1.weight", {});
-  c.ffn_dim = i64(fc1.tensor->shape.at(0));
+  c.ffn_dim = i64(dim_of(set, fc1, 0));
   const auto& merger_fc1 = tensor(set, pre + "merger.linear_fc1.weight", {});
   const auto& merger_fc2 = tensor(set, pre + "merger.linear_fc2.weight", {});
-  const std::int64_t merged = i64(merger_fc1.tensor->shape.at(1));
+  const std::int64_t merged = i64(dim_of(set, merger_fc1, 1));
   c.merge = static_cast<std::int64_t>(std::lround(std::sqrt(double(merged / c.dim))));
   if (c.merge <= 0 || c.merged_dim() != merged) {
     bad(set, "the merger reads " + std::to_string(merged) + " values, not a square number of " +
                  std::to_string(c.dim) + "-wide patches");
   }
-  c.out_dim = i64(merger_fc2.tensor->shape.at(0));
+  c.out_dim = i64(dim_of(set, merger_fc2, 0));
 
   std::int64_t mergers = 0;
   while (set.find(pre + "deepstack_merger_list." + std::to_string(mergers) + ".norm.weight") !=
