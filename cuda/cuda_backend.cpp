@@ -361,6 +361,13 @@ void CudaBackend::gelu_tanh(const Tensor& x, const Tensor& y) {
   launch_unary(UnaryOp::kGeluTanh, x.data, x.dtype, y.data, y.dtype, x.numel(), stream_);
 }
 
+void CudaBackend::gelu_erf(const Tensor& x, const Tensor& y) {
+  require_same_shape(x, y, "gelu_erf");
+  require_input(x, "gelu_erf", "x");
+  require_output(y, "gelu_erf", "y");
+  launch_unary(UnaryOp::kGeluErf, x.data, x.dtype, y.data, y.dtype, x.numel(), stream_);
+}
+
 void CudaBackend::silu(const Tensor& x, const Tensor& y) {
   require_same_shape(x, y, "silu");
   require_input(x, "silu", "x");

@@ -19,6 +19,11 @@ __device__ __forceinline__ float gelu_tanh(float u) {
   return 0.5f * u * (1.0f + tanhf(kAlpha * (u + 0.044715f * u * u * u)));
 }
 
+__device__ __forceinline__ float gelu_erf(float u) {
+  constexpr float kSqrtHalf = 0.7071067811865476f;  // 1/√2
+  return 0.5f * u * (1.0f + erff(u * kSqrtHalf));
+}
+
 __device__ __forceinline__ float silu(float v) {
   return v / (1.0f + expf(-v));
 }
@@ -27,6 +32,8 @@ __device__ __forceinline__ float unary(UnaryOp op, float v, float a, float b) {
   switch (op) {
     case UnaryOp::kGeluTanh:
       return gelu_tanh(v);
+    case UnaryOp::kGeluErf:
+      return gelu_erf(v);
     case UnaryOp::kSilu:
       return silu(v);
     case UnaryOp::kClamp:

@@ -1,6 +1,7 @@
-// Elementwise kernels: add, mul, gelu_tanh, silu, clamp, tanh_clamp, modulate, gated_add. Each element is widened to
-// f32, computed with the CPU backend's expression (same operation order; the kernels are built
-// with --fmad=false so no multiply-add is fused where the CPU does not fuse one), and rounded once.
+// Elementwise kernels: add, mul, gelu_tanh, gelu_erf, silu, clamp, tanh_clamp, modulate,
+// gated_add. Each element is widened to f32, computed with the CPU backend's expression (same
+// operation order; the kernels are built with --fmad=false so no multiply-add is fused where the
+// CPU does not fuse one), and rounded once.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,7 +13,7 @@
 namespace ferry::cuda {
 
 enum class BinaryOp { kAdd, kMul };
-enum class UnaryOp { kGeluTanh, kSilu, kClamp, kTanhClamp };
+enum class UnaryOp { kGeluTanh, kGeluErf, kSilu, kClamp, kTanhClamp };
 
 // out = a (op) b, n elements; out may alias a or b.
 void launch_binary(BinaryOp op, const void* a, DType at, const void* b, DType bt, void* out,

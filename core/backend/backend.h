@@ -147,6 +147,9 @@ class Backend {
   // y = limit · tanh(x / limit) (TAEHV's soft clamp of its input latent, limit 3). y may alias x.
   virtual void clamp(const Tensor& x, float lo, float hi, const Tensor& y) = 0;
   virtual void tanh_clamp(const Tensor& x, float limit, const Tensor& y) = 0;
+  // y = 0.5 x (1 + erf(x / √2)): the exact GELU (torch's nn.GELU(); Qwen3-VL's patch mergers).
+  // y may alias x.
+  virtual void gelu_erf(const Tensor& x, const Tensor& y) = 0;
   // Softmax over each row of x[R,C], in f32. y may alias x.
   virtual void softmax(const Tensor& x, const Tensor& y) = 0;
   // Element conversion: y = x rounded to y's dtype (same shapes).

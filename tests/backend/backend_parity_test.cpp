@@ -613,21 +613,23 @@ TEST_F(BackendParity, clamp_and_tanh_clamp_match_in_place_and_out_of_place) {
   }
 }
 
-TEST_F(BackendParity, gelu_tanh_and_silu_match_in_place_and_out_of_place) {
-  for (const bool gelu : {true, false}) {
+TEST_F(BackendParity, gelu_tanh_gelu_erf_and_silu_match_in_place_and_out_of_place) {
+  using Op = void (Backend::*)(const Tensor&, const Tensor&);
+  const std::pair<const char*, Op> ops[] = {{"gelu_tanh ", &Backend::gelu_tanh},
+                                            {"gelu_erf ", &Backend::gelu_erf},
+                                            {"silu ", &Backend::silu}};
+  for (const auto& [name, op] : ops) {
     for (const DType t : {DType::kF32, DType::kBF16}) {
       Operand x(t, {3, 1000}, Fill::kRandom, -8.0f, 8.0f);
       Operand y(t, {3, 1000}, Fill::kOutput);
-      gelu ? cpu().gelu_tanh(x.cpu, y.cpu) : cpu().silu(x.cpu, y.cpu);
-      gelu ? gpu().gelu_tanh(x.gpu, y.gpu) : gpu().silu(x.gpu, y.gpu);
-      expect_parity(gpu(), std::string(gelu ? "gelu_tanh " : "silu ") + dt(t), transcendental(t),
-                    {&y, &x});
+      (cpu().*op)(x.cpu, y.cpu);
+      (gpu().*op)(x.gpu, y.gpu);
+      expect_parity(gpu(), std::string(name) + dt(t), transcendental(t), {&y, &x});
       Operand z(t, {777}, Fill::kRandom, -8.0f, 8.0f);
       z.written();
-      gelu ? cpu().gelu_tanh(z.cpu, z.cpu) : cpu().silu(z.cpu, z.cpu);
-      gelu ? gpu().gelu_tanh(z.gpu, z.gpu) : gpu().silu(z.gpu, z.gpu);
-      expect_parity(gpu(), std::string(gelu ? "gelu_tanh " : "silu ") + dt(t) + " in place",
-                    transcendental(t), {&z});
+      (cpu().*op)(z.cpu, z.cpu);
+      (gpu().*op)(z.gpu, z.gpu);
+      expect_parity(gpu(), std::string(name) + dt(t) + " in place", transcendental(t), {&z});
     }
   }
 }

@@ -273,6 +273,13 @@ TEST(CpuElementwise, activations_softmax_add_mul_convert) {
   }
   expect_close(out.values(), want, 2e-6, "gelu_tanh");
 
+  backend().gelu_erf(a.t, out.t);
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    const double x = av[i];
+    want[i] = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  }
+  expect_close(out.values(), want, 2e-6, "gelu_erf");
+
   backend().silu(a.t, out.t);
   for (std::size_t i = 0; i < av.size(); ++i) want[i] = av[i] / (1 + std::exp(-double(av[i])));
   expect_close(out.values(), want, 2e-6, "silu");

@@ -342,6 +342,17 @@ void CpuBackend::gelu_tanh(const Tensor& x, const Tensor& y) {
   });
 }
 
+void CpuBackend::gelu_erf(const Tensor& x, const Tensor& y) {
+  require_same_shape(x, y, "gelu_erf");
+  rowwise(pool_, x, nullptr, y, [](float* v, const float*, std::int64_t n) {
+    constexpr float kSqrtHalf = 0.7071067811865476f;  // 1/√2
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float u = v[i];
+      v[i] = 0.5f * u * (1.0f + std::erf(u * kSqrtHalf));
+    }
+  });
+}
+
 void CpuBackend::silu(const Tensor& x, const Tensor& y) {
   require_same_shape(x, y, "silu");
   rowwise(pool_, x, nullptr, y, [](float* v, const float*, std::int64_t n) {

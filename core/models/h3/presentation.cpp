@@ -5,23 +5,13 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/models/h3/image_preprocess.h"
 
 namespace ferry::models::h3 {
 
 namespace {
 
-constexpr std::size_t kFactor = 32;  // patch 16 x merge 2
-constexpr double kMinPixels = 65536;
-constexpr double kMaxPixels = 16777216;
 constexpr std::size_t kMaxSide = 65536;
-
-// Python's round(n / 32) * 32 for a whole n: halves go to the even multiple.
-std::size_t round_to_factor(std::size_t n) {
-  std::size_t q = n / kFactor;
-  const std::size_t r = n % kFactor;
-  if (r * 2 > kFactor || (r * 2 == kFactor && q % 2 == 1)) ++q;
-  return q * kFactor;
-}
 
 std::int32_t required_token(const BpeTokenizer& tokenizer, std::string_view token) {
   const auto id = tokenizer.token_id(token);
@@ -41,20 +31,7 @@ void append(Presentation& p, const std::vector<std::int32_t>& ids, std::uint8_t 
 }  // namespace
 
 ImageSize smart_resize(std::size_t height, std::size_t width) {
-  const double h = static_cast<double>(height), w = static_cast<double>(width);
-  const double f = static_cast<double>(kFactor);
-  ImageSize out{round_to_factor(height), round_to_factor(width)};
-  const double area = static_cast<double>(out.height) * static_cast<double>(out.width);
-  if (area > kMaxPixels) {
-    const double beta = std::sqrt(h * w / kMaxPixels);
-    out.height = std::max(kFactor, static_cast<std::size_t>(std::floor(h / beta / f)) * kFactor);
-    out.width = std::max(kFactor, static_cast<std::size_t>(std::floor(w / beta / f)) * kFactor);
-  } else if (area < kMinPixels) {
-    const double beta = std::sqrt(kMinPixels / (h * w));
-    out.height = static_cast<std::size_t>(std::ceil(h * beta / f)) * kFactor;
-    out.width = static_cast<std::size_t>(std::ceil(w * beta / f)) * kFactor;
-  }
-  return out;
+  return smart_resize(height, width, ImageProcessorConfig{});
 }
 
 std::size_t vision_token_count(std::size_t height, std::size_t width) {

@@ -36,6 +36,7 @@ class ShapeBackend final : public Backend {
   void add(const Tensor&, const Tensor&, const Tensor&) override {}
   void mul(const Tensor&, const Tensor&, const Tensor&) override {}
   void gelu_tanh(const Tensor&, const Tensor&) override {}
+  void gelu_erf(const Tensor&, const Tensor&) override {}
   void silu(const Tensor&, const Tensor&) override {}
   void clamp(const Tensor&, float, float, const Tensor&) override {}
   void tanh_clamp(const Tensor&, float, const Tensor&) override {}
