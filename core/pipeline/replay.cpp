@@ -6,19 +6,14 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
-#include "core/io/tensor_file.h"
 #include "core/io/safetensors_writer.h"
+#include "core/io/shape_text.h"
+#include "core/io/tensor_file.h"
 
 namespace ferry::pipeline {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 [[noreturn]] void bad(const fs::path& path, const std::string& what) {
   throw Error(ErrorCode::kBadArgument, "--noise " + io::detail::display(path) + ": " + what);
@@ -39,14 +34,14 @@ std::vector<std::vector<float>> read_noise(const fs::path& path,
     const io::TensorInfo* t = file->find(want.name);
     if (t == nullptr) {
       bad(path, "no tensor '" + want.name + "' (this request needs " + want.name + " " +
-                    shape_text(want.shape) + " F32)");
+                    io::shape_text(want.shape) + " F32)");
     }
     if (t->dtype != DType::kF32) {
       bad(path, "'" + want.name + "' is " + std::string(dtype_name(t->dtype)) + ", not F32");
     }
     if (t->shape != want.shape) {
-      bad(path, "'" + want.name + "' is " + shape_text(t->shape) + ", but this request needs " +
-                    shape_text(want.shape) + " (its size and frames decide the shape)");
+      bad(path, "'" + want.name + "' is " + io::shape_text(t->shape) + ", but this request needs " +
+                    io::shape_text(want.shape) + " (its size and frames decide the shape)");
     }
     std::vector<float> values(static_cast<std::size_t>(t->element_count()));
     try {

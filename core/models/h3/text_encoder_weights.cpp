@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/io/shape_text.h"
 #include "core/memory/arena.h"
 
 namespace ferry::models::h3 {
@@ -24,15 +25,6 @@ std::string_view prefix(KeyLayout layout) {
 bool is_float(DType d) {
   return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF8E4M3 ||
          d == DType::kF8E5M2;
-}
-
-std::string shape_str(const std::vector<std::uint64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 [[noreturn]] void bad(const io::TensorSet& set, const std::string& what) {
@@ -69,8 +61,8 @@ void check_tensor(const io::TensorSet& set, const io::TensorSet::Entry& e,
     bad(set, "'" + e.tensor->name + "' is stored as fp8; only Linear weights may be");
   }
   if (e.tensor->shape != expected) {
-    bad(set, "tensor '" + e.tensor->name + "' has shape " + shape_str(e.tensor->shape) +
-                 ", expected " + shape_str(expected));
+    bad(set, "tensor '" + e.tensor->name + "' has shape " + io::shape_text(e.tensor->shape) +
+                 ", expected " + io::shape_text(expected));
   }
 }
 
@@ -128,7 +120,7 @@ TextEncoderWeights TextEncoderWeights::from(const io::TensorSet& set) {
   }
   if (!is_float(embedding->tensor->dtype) || embedding->tensor->shape.size() != 2) {
     bad(set, "the token embedding is " + std::string(dtype_name(embedding->tensor->dtype)) +
-                 shape_str(embedding->tensor->shape));
+                 io::shape_text(embedding->tensor->shape));
   }
   w.embedding_ = *embedding;
 
@@ -146,8 +138,9 @@ TextEncoderWeights TextEncoderWeights::from(const io::TensorSet& set) {
   const auto& gate = require_tensor(set, layer_tensor_name(w.layout_, 0, kGateProj));
   if (q.tensor->shape.size() != 2 || k.tensor->shape.size() != 2 ||
       q_norm.tensor->shape.size() != 1 || gate.tensor->shape.size() != 2) {
-    bad(set, "layer 0 has shapes q_proj " + shape_str(q.tensor->shape) + ", k_proj " +
-                 shape_str(k.tensor->shape) + ", q_norm " + shape_str(q_norm.tensor->shape));
+    bad(set, "layer 0 has shapes q_proj " + io::shape_text(q.tensor->shape) + ", k_proj " +
+                 io::shape_text(k.tensor->shape) + ", q_norm " +
+                 io::shape_text(q_norm.tensor->shape));
   }
   c.head_dim = static_cast<std::int64_t>(q_norm.tensor->shape[0]);
   const auto q_rows = static_cast<std::int64_t>(q.tensor->shape[0]);
@@ -155,9 +148,9 @@ TextEncoderWeights TextEncoderWeights::from(const io::TensorSet& set) {
   if (c.head_dim == 0 || c.head_dim % 2 != 0 || q_rows % c.head_dim != 0 ||
       k_rows % c.head_dim != 0 || k_rows == 0 ||
       (q_rows / c.head_dim) % (k_rows / c.head_dim) != 0) {
-    bad(set, "q_proj " + shape_str(q.tensor->shape) + " and k_proj " + shape_str(k.tensor->shape) +
-                 " do not split into heads of " + std::to_string(c.head_dim) +
-                 " with key/value heads shared evenly");
+    bad(set, "q_proj " + io::shape_text(q.tensor->shape) + " and k_proj " +
+                 io::shape_text(k.tensor->shape) + " do not split into heads of " +
+                 std::to_string(c.head_dim) + " with key/value heads shared evenly");
   }
   c.heads = q_rows / c.head_dim;
   c.kv_heads = k_rows / c.head_dim;

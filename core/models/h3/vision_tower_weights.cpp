@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/io/shape_text.h"
 #include "core/memory/arena.h"
 
 namespace ferry::models::h3 {
@@ -18,15 +19,6 @@ constexpr std::string_view kMergerSuffix[kMergerTensorCount] = {
     "norm.weight",     "norm.bias",         "linear_fc1.weight",
     "linear_fc1.bias", "linear_fc2.weight", "linear_fc2.bias"};
 constexpr std::string_view kPrefixes[] = {"model.visual.", "visual."};
-
-std::string shape_str(const std::vector<std::uint64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 [[noreturn]] void bad(const io::TensorSet& set, const std::string& what) {
   throw Error(ErrorCode::kBadModelFile,
@@ -48,8 +40,8 @@ const io::TensorSet::Entry& tensor(const io::TensorSet& set, const std::string& 
                     "; Ferry runs the vision tower from f32, f16 or bf16 weights");
   }
   if (!shape.empty() && e->tensor->shape != shape) {
-    bad(set, "tensor '" + name + "' has shape " + shape_str(e->tensor->shape) + ", expected " +
-                 shape_str(shape));
+    bad(set, "tensor '" + name + "' has shape " + io::shape_text(e->tensor->shape) + ", expected " +
+                 io::shape_text(shape));
   }
   return *e;
 }
@@ -57,7 +49,7 @@ const io::TensorSet::Entry& tensor(const io::TensorSet& set, const std::string& 
 // Dimension `i` of a tensor's shape, or the file is named as not a vision tower.
 std::uint64_t dim_of(const io::TensorSet& set, const io::TensorSet::Entry& e, std::size_t i) {
   if (e.tensor->shape.size() <= i) {
-    bad(set, "tensor '" + e.tensor->name + "' has shape " + shape_str(e.tensor->shape));
+    bad(set, "tensor '" + e.tensor->name + "' has shape " + io::shape_text(e.tensor->shape));
   }
   return e.tensor->shape[i];
 }
@@ -89,7 +81,7 @@ VisionTowerWeights VisionTowerWeights::from(const io::TensorSet& set, std::int64
   const auto& patch = tensor(set, pre + "patch_embed.proj.weight", {});
   const auto& ps = patch.tensor->shape;
   if (ps.size() != 5 || ps[1] != 3 || ps[3] != ps[4] || ps[0] == 0) {
-    bad(set, "the patch embedding has shape " + shape_str(ps) + ", not [dim, 3, T, P, P]");
+    bad(set, "the patch embedding has shape " + io::shape_text(ps) + ", not [dim, 3, T, P, P]");
   }
   const auto i64 = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
   const auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
@@ -106,7 +98,7 @@ VisionTowerWeights VisionTowerWeights::from(const io::TensorSet& set, std::int64
   c.position_side = std::lround(std::sqrt(static_cast<double>(dim_of(set, table, 0))));
   if (ts.size() != 2 || c.position_side == 0 || ts[1] != u64(c.dim) ||
       u64(c.position_side * c.position_side) != ts[0]) {
-    bad(set, "the position table has shape " + shape_str(ts) + ", not [side², " +
+    bad(set, "the position table has shape " + io::shape_text(ts) + ", not [side², " +
                  std::to_string(c.dim) + "]");
   }
   while (set.find(pre + "blocks." + std::to_string(c.depth) + ".attn.qkv.weight") != nullptr) {

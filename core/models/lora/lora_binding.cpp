@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/io/shape_text.h"
 #include "core/models/lora/distill_name.h"
 
 namespace ferry::models::lora {
@@ -28,16 +29,6 @@ std::unordered_map<std::string, Place> places_by_official_name(const offload::Mo
   return places;
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  return shape_text(std::vector<std::int64_t>(shape.begin(), shape.end()));
-}
-
 // A Linear's weight as a matrix [out, in] (a Conv's kernel flattened into in).
 std::pair<std::int64_t, std::int64_t> matrix_of(const io::TensorInfo& weight) {
   if (weight.shape.empty()) return {1, 1};
@@ -57,12 +48,12 @@ void check_fits(const LoraFile& lora, const Term& term, const io::TensorInfo& ta
   const std::string where = io::detail::display(lora.path.filename()) + ": " + term.module;
   const auto up = up_shape(lora, term);
   const std::string target_text =
-      io::quote_tensor_name(target.name) + " " + shape_text(target.shape);
+      io::quote_tensor_name(target.name) + " " + io::shape_text(target.shape);
   if (term.kind != TermKind::kLowRank) {
     if (count(up) != static_cast<std::int64_t>(target.element_count())) {
       throw Error(ErrorCode::kBadModelFile,
                   "the LoRA does not fit this model (a LoRA for another model?): " + where +
-                      " adds " + shape_text(up) + " to " + target_text);
+                      " adds " + io::shape_text(up) + " to " + target_text);
     }
     return;
   }
@@ -72,8 +63,8 @@ void check_fits(const LoraFile& lora, const Term& term, const io::TensorInfo& ta
       up[0] != out || up[1] != down[0]) {
     throw Error(ErrorCode::kBadModelFile,
                 "the LoRA does not fit this model (a LoRA for another model?): " + where +
-                    " is up " + shape_text(up) + " · down " + shape_text(down) + ", the layer " +
-                    target_text);
+                    " is up " + io::shape_text(up) + " · down " + io::shape_text(down) +
+                    ", the layer " + target_text);
   }
   if (down[0] > std::max(in, out)) {
     throw Error(ErrorCode::kBadModelFile, where + ": rank " + std::to_string(down[0]) +

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/io/shape_text.h"
 #include "core/tensor/convert.h"
 
 namespace ferry::models::lora {
@@ -153,15 +154,6 @@ bool is_float(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
 }
 
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 std::uint64_t trailing_product(const std::vector<std::uint64_t>& shape) {
   std::uint64_t n = 1;
   for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];  // ≤ the tensor's byte size
@@ -284,17 +276,19 @@ Term Reader::low_rank_term(const Group& g) const {
   check_float(down);
   check_float(up);
   // A Conv down is [r, in, k...] and its up [out, r, 1...]: both apply as matrices.
-  if (down.shape.size() < 2) fail(down.name, "is not a matrix: shape " + shape_text(down.shape));
+  if (down.shape.size() < 2)
+    fail(down.name, "is not a matrix: shape " + io::shape_text(down.shape));
   bool up_is_matrix = up.shape.size() >= 2;
   for (std::size_t i = 2; i < up.shape.size(); ++i) up_is_matrix = up_is_matrix && up.shape[i] == 1;
-  if (!up_is_matrix) fail(up.name, "is not a matrix: shape " + shape_text(up.shape));
-  if (down.element_count() == 0) fail(down.name, "is empty: shape " + shape_text(down.shape));
-  if (up.element_count() == 0) fail(up.name, "is empty: shape " + shape_text(up.shape));
+  if (!up_is_matrix) fail(up.name, "is not a matrix: shape " + io::shape_text(up.shape));
+  if (down.element_count() == 0) fail(down.name, "is empty: shape " + io::shape_text(down.shape));
+  if (up.element_count() == 0) fail(up.name, "is empty: shape " + io::shape_text(up.shape));
   const std::uint64_t rank = down.shape[0];
   if (up.shape[1] != rank) {
-    fail(up.name, "has rank " + std::to_string(up.shape[1]) + " (shape " + shape_text(up.shape) +
-                      ") but its down " + io::quote_tensor_name(down.name) + " has rank " +
-                      std::to_string(rank) + " (shape " + shape_text(down.shape) + ")");
+    fail(up.name, "has rank " + std::to_string(up.shape[1]) + " (shape " +
+                      io::shape_text(up.shape) + ") but its down " +
+                      io::quote_tensor_name(down.name) + " has rank " + std::to_string(rank) +
+                      " (shape " + io::shape_text(down.shape) + ")");
   }
   Term term{g.module,  g.style, TermKind::kLowRank,
             down.name, up.name, static_cast<std::int64_t>(rank),
@@ -318,7 +312,7 @@ void Reader::check_float(const TensorInfo& t) const {
 float Reader::one_value(const TensorInfo& t, std::string_view what) const {
   const auto refuse = [&] {
     fail(t.name, "is not one finite value, as a LoRA " + std::string(what) + " is (it is " +
-                     std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape) + ")");
+                     std::string(dtype_name(t.dtype)) + " " + io::shape_text(t.shape) + ")");
   };
   if (t.element_count() != 1) refuse();
   std::array<std::byte, 8> raw{};

@@ -1,9 +1,11 @@
 #include "core/models/taehv/taehv_weights.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/io/shape_text.h"
 #include "core/memory/arena.h"
 #include "core/tensor/convert.h"
 
@@ -58,14 +60,16 @@ class Reader {
               Tensor& target) {
     const auto d = dims(name, 4);
     if (d[0] != co || d[1] != ci || d[2] != k || d[3] != k) {
-      bad(name + " is " + shape_text(d) + ", expected " + shape_text({co, ci, k, k}));
+      bad(name + " is " + io::shape_text(d) + ", expected " +
+          io::shape_text(std::array{co, ci, k, k}));
     }
     place(name, Shape{co, ci, 1, k, k}, target, false);
   }
 
   void bias(const std::string& name, std::int64_t co, Tensor& target) {
     const auto d = dims(name, 1);
-    if (d[0] != co) bad(name + " is " + shape_text(d) + ", expected " + shape_text({co}));
+    if (d[0] != co)
+      bad(name + " is " + io::shape_text(d) + ", expected " + io::shape_text(std::array{co}));
     place(name, Shape{co}, target, true);
   }
 
@@ -73,12 +77,6 @@ class Reader {
   const std::vector<Planned>& plan() const { return plan_; }
 
  private:
-  static std::string shape_text(const std::vector<std::int64_t>& d) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-    return s + "]";
-  }
-
   // Weights stay in their 16-bit dtype (conv3d widens them exactly); biases are F32.
   void place(const std::string& name, const Shape& shape, Tensor& target, bool to_f32) {
     const io::TensorSet::Entry& e = entry(name);

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/io/shape_text.h"
 #include "core/memory/arena.h"
 
 namespace ferry::models::umt5 {
@@ -38,15 +39,6 @@ bool is_f8(DType d) {
   return d == DType::kF8E4M3 || d == DType::kF8E5M2;
 }
 
-std::string shape_str(const std::vector<std::uint64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 [[noreturn]] void bad(const io::TensorSet& set, const std::string& what) {
   throw Error(ErrorCode::kBadModelFile,
               set.path().string() + ": not a usable umT5 text encoder: " + what);
@@ -77,8 +69,8 @@ void check_shape(const io::TensorSet& set, const io::TensorSet::Entry& e,
                  (quantizable ? ", not a float or quantized type" : ", not a float type"));
   }
   if (e.tensor->shape != expected) {
-    bad(set, "tensor '" + e.tensor->name + "' has shape " + shape_str(e.tensor->shape) +
-                 ", expected " + shape_str(expected));
+    bad(set, "tensor '" + e.tensor->name + "' has shape " + io::shape_text(e.tensor->shape) +
+                 ", expected " + io::shape_text(expected));
   }
 }
 
@@ -92,8 +84,8 @@ float read_scale(const io::TensorSet& set, const io::TensorSet::Entry& weight) {
   if (scale == nullptr) return 1.0f;
   const io::TensorInfo& t = *scale->tensor;
   if (t.dtype != DType::kF32 || t.element_count() != 1) {
-    bad(set, "scale '" + t.name + "' is " + std::string(dtype_name(t.dtype)) + shape_str(t.shape) +
-                 "; only one F32 scale per tensor is supported");
+    bad(set, "scale '" + t.name + "' is " + std::string(dtype_name(t.dtype)) +
+                 io::shape_text(t.shape) + "; only one F32 scale per tensor is supported");
   }
   if (!is_f8(weight.tensor->dtype)) {
     bad(set, "'" + name + "' has a scale but is stored as " +
@@ -138,7 +130,7 @@ EncoderWeights EncoderWeights::from(const io::TensorSet& set) {
         "encoder.embed_tokens.weight or token_embd.weight)");
   }
   if (embedding->tensor->dtype == DType::kBnb4 || embedding->tensor->shape.size() != 2) {
-    bad(set, "the token embedding has shape " + shape_str(embedding->tensor->shape));
+    bad(set, "the token embedding has shape " + io::shape_text(embedding->tensor->shape));
   }
   w.embedding_ = *embedding;
   w.embedding_scale_ = read_scale(set, *embedding);
@@ -154,8 +146,9 @@ EncoderWeights EncoderWeights::from(const io::TensorSet& set) {
   if (q.tensor->shape.size() != 2 || rel.tensor->shape.size() != 2 ||
       gate.tensor->shape.size() != 2 ||
       rel.tensor->shape[0] != static_cast<std::uint64_t>(kRelativeBuckets)) {
-    bad(set, "block 0 has shapes q " + shape_str(q.tensor->shape) + ", relative bias " +
-                 shape_str(rel.tensor->shape) + ", gate " + shape_str(gate.tensor->shape));
+    bad(set, "block 0 has shapes q " + io::shape_text(q.tensor->shape) + ", relative bias " +
+                 io::shape_text(rel.tensor->shape) + ", gate " +
+                 io::shape_text(gate.tensor->shape));
   }
   const auto inner = static_cast<std::int64_t>(q.tensor->shape[0]);
   c.heads = static_cast<std::int64_t>(rel.tensor->shape[1]);
