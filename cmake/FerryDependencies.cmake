@@ -85,9 +85,18 @@ set(FERRY_GTEST_SOURCE_DIR "/usr/src/googletest" CACHE PATH
 if(FERRY_BUILD_TESTS)
   if(EXISTS "${FERRY_GTEST_SOURCE_DIR}/CMakeLists.txt")
     set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+    set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)  # no suite uses GoogleMock
     set(gtest_force_shared_crt ON CACHE BOOL "" FORCE)
     add_subdirectory("${FERRY_GTEST_SOURCE_DIR}" "${CMAKE_BINARY_DIR}/googletest" EXCLUDE_FROM_ALL
                      SYSTEM)
+    # GoogleTest's one big file is compiled in every lane from nothing: without debug information
+    # and lightly optimised (unoptimised under the sanitizers), it costs 21 s instead of 54 s
+    # under ASan and 23 s instead of 33 s in release. The suites themselves keep their flags.
+    if(NOT MSVC)
+      foreach(_gtest_target IN ITEMS gtest gtest_main)
+        target_compile_options(${_gtest_target} PRIVATE -g0 $<IF:$<BOOL:${FERRY_SANITIZE}>,-O0,-O1>)
+      endforeach()
+    endif()
   else()
     find_package(GTest QUIET)
     if(NOT GTest_FOUND)

@@ -13,8 +13,8 @@ packages=(
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   # the desktop app (Qt 6 Widgets; Qt Test runs on the offscreen platform)
   qt6-base-dev qt6-qpa-plugins
-  # tests and sanitizers (clang 14: the sanitizer runtimes of the default clang)
-  libgtest-dev googletest clang libclang-rt-14-dev
+  # tests (the ASan lane uses GCC's sanitizers)
+  libgtest-dev googletest
   # the fuzz lane (preset linux-fuzz): clang 19 and its libFuzzer runtime. Debian 12's clang 14
   # rejects the tree (structured bindings captured by lambdas), so the fuzz targets rotted there.
   clang-19 libclang-rt-19-dev

@@ -3,7 +3,8 @@
 #   linux-release (with the CUDA backend when the toolkit is present; its tests skip without a
 #   GPU), linux-asan (AddressSanitizer + UndefinedBehaviorSanitizer), mingw-wine (the Windows
 #   build, tests under Wine), then the fuzz lane (scripts/fuzz-smoke.sh: the libFuzzer targets
-#   built alone with clang 19, each run FERRY_FUZZ_SECONDS, 20 by default, from its seeds).
+#   built alone with clang 19, each run FERRY_FUZZ_SECONDS, 30 by default, from its seeds,
+#   FERRY_JOBS at once).
 #   Exits non-zero if any lane fails.
 set -euo pipefail
 

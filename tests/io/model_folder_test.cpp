@@ -134,8 +134,10 @@ TEST(ModelFolder, EveryPyTorchPickleFormatIsListedApartNeverOpened) {
 TEST(ModelFolder, OpeningAPickleIsRefusedNamingSafetensorsAndGguf) {
   test::ScratchDir dir;
   // (The name starts its own literal: "\x00a..." would read as one hex escape.)
-  const std::string zip =
-      std::string("PK\x03\x04\x14\x00\x00\x00\x08\x00", 10) + "archive/data.pkl";
+  const std::string zip(
+      "PK\x03\x04\x14\x00\x00\x00\x08\x00"
+      "archive/data.pkl",
+      26);
   // PROTO 2, then LONG1 of torch.save's magic number (0x1950a86a20f9469cfc6c), then STOP.
   const std::string stream(
       "\x80\x02\x8a\x0a"
