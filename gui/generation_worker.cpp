@@ -193,6 +193,8 @@ StepInfo stepInfo(const pipeline::StepProgress& p) {
   info.vramPeakBytes = std::max<quint64>(p.stats.device_peak_in_step, info.vramBytes);
   info.bytesRead = p.stats.bytes_read;
   info.ioWaitSeconds = p.stats.io_wait_seconds;
+  info.previewSeconds = p.stats.preview_seconds;
+  info.previewSkipped = p.stats.preview_skipped;
   return info;
 }
 

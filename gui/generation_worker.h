@@ -48,6 +48,10 @@ struct StepInfo {
   quint64 vramPeakBytes = 0;
   quint64 bytesRead = 0;
   double ioWaitSeconds = 0;
+  // The TAEHV preview of the step (offload::StepStats): its seconds, or skipped to keep previews
+  // under 5% of the step time. Steps without a TAEHV decoder have a colour sketch, neither.
+  double previewSeconds = 0;
+  bool previewSkipped = false;
 };
 
 struct GenerationOutcome {

@@ -21,6 +21,7 @@
 #include "gui/generation_worker.h"
 
 class QAction;
+class QCheckBox;
 class QLabel;
 class QPlainTextEdit;
 class QProgressBar;
@@ -118,7 +119,12 @@ class MainWindow : public QMainWindow {
   // The queued job running now; empty for none (or for a run Generate started).
   QString currentJob() const { return currentJob_; }
 
+  // The caption under each step's preview: "preview", or, when the model set has no TAEHV
+  // decoder (its previews are a colour sketch of the latent), how to get real pictures.
+  QString previewCaption() const { return previewCaption_; }
+
   // The parts the tests drive.
+  QCheckBox* draftBox() const { return draft_; }  // "Decode draft with TAEHV"
   PresetPanel* presetPanel() const { return presetPanel_; }
   ModelPanel* modelPanel() const { return modelPanel_; }
   LoraList* loraList() const { return loraList_; }
@@ -147,6 +153,11 @@ class MainWindow : public QMainWindow {
   void runQueue();
   // Cancels the running queued job and starts no other; the pending jobs stay.
   void stopQueue();
+  // The full VAE decode of a draft (a history item made with "Decode draft with TAEHV"): its
+  // kept latents decoded without denoising, into a new video whose history item names the draft
+  // (`draftId`). A message instead while a video is being made or when the latents are gone.
+  void decodeDraft(const ferry::gui::GenerationSettings& settings, const QString& video,
+                   const QString& draftId);
   void useDemoModel();
   // The step-distilled sampler for a distillation LoRA: distill4, `steps` steps, no CFG, shift 5.
   void useDistilledSampler(int steps);
@@ -206,6 +217,12 @@ class MainWindow : public QMainWindow {
   // Starts `job` (made from `settings`) on the engine thread.
   void launch(GenerationJob job, const GenerationSettings& settings,
               const models::GenerationPlan* plan, int steps, const QString& timingKey);
+  // The job for `settings` writing to `output`: on the model the window has open when it is the
+  // settings' folder (then `plan`, `steps` and `key` are filled in for the whole job's ETA), else
+  // on the model the engine thread finds there.
+  GenerationJob jobFor(const GenerationSettings& settings, const QString& output,
+                       std::optional<models::GenerationPlan>& plan, int& steps, QString& key);
+  void updateDraftBox();
   // The next pending job, when the queue runs and nothing else does.
   void startNextJob();
   // The running queued job ended: its status, then the next one.
@@ -257,6 +274,9 @@ class MainWindow : public QMainWindow {
   AdvancedBox* advanced_ = nullptr;
   LatestQuery* clipQuery_ = nullptr;  // restoring a clip: its model files and noise file
   QLabel* planLine_ = nullptr;
+  QCheckBox* draft_ = nullptr;
+  QString previewCaption_;
+  QString runDraftOf_;  // the running job is the full decode of this history item (its id)
   QPushButton* generate_ = nullptr;
   QPushButton* cancel_ = nullptr;
   QLabel* message_ = nullptr;

@@ -115,8 +115,11 @@ struct RequestRules {
   float low_noise_guide_scale = 0;
   double shift = 0;
   std::string sampler;
-  // A draft decode (VideoDecoder::kTaehvDraft) is possible: the set has a preview decoder.
+  // A draft decode (VideoDecoder::kTaehvDraft) is possible: the set has a preview decoder, which
+  // also makes each step's preview a picture. Without one, `preview_decoder_help` says how to get
+  // one (which file, from where, where to put it); empty when the family has none to offer.
   bool draft_decode = false;
+  std::string preview_decoder_help;
   // The model decodes a run's saved latents without denoising (GenerationRequest::latents).
   bool decodes_saved_latents = false;
   // Sizes to offer (the official ones first); each follows the rules above.

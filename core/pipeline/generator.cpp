@@ -215,7 +215,9 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
   }
   ReplayFile noise_out, latents_out;
   result.peak_device_bytes = plan.predicted_vram_peak;
-  const nlohmann::json settings = settings_json(r, parts, preset, latents_path);
+  // A draft's clip names its kept latents: the full decode looks for them beside it.
+  const nlohmann::json settings =
+      settings_json(r, parts, preset, draft ? latents_path : fs::path());
 
   // Telemetry: a line per step and per stage to the stats file, steps to the sink.
   std::ofstream jsonl;

@@ -107,6 +107,13 @@ std::vector<PartFile> WanParts::files() const {
 RequestRules WanParts::rules() const {
   RequestRules rules = request_rules(set_);
   rules.draft_decode = preview_decoder() != nullptr;
+  if (!rules.draft_decode) {
+    rules.preview_decoder_help =
+        "put " + std::string(preview_decoder_file(set_.dit_config.out_dim)) +
+        " (github.com/madebyollin/taehv, in its safetensors/ folder) next to the diffusion "
+        "model, in " +
+        io::detail::display(set_.dit.parent_path());
+  }
   rules.decodes_saved_latents = true;
   return rules;
 }
@@ -115,12 +122,9 @@ ResolvedRequest WanParts::resolve(const GenerationRequest& request,
                                   std::optional<std::pair<int, int>> image_size) const {
   ResolvedRequest r = wan::resolve(request, set_, image_size);
   if (request.decoder == VideoDecoder::kTaehvDraft && preview_decoder() == nullptr) {
-    const std::string file(preview_decoder_file(set_.dit_config.out_dim));
     throw Error(ErrorCode::kBadArgument,
-                "a draft decode needs the TAEHV decoder for this model's latents: put " + file +
-                    " (github.com/madebyollin/taehv, in its safetensors/ folder) next to the "
-                    "diffusion model, in " +
-                    io::detail::display(set_.dit.parent_path()));
+                "a draft decode needs the TAEHV decoder for this model's latents: " +
+                    rules().preview_decoder_help);
   }
   // Every LoRA is checked before any work (a refusal is exit 2); modules that adapt nothing in
   // this model are said once per file, never silently dropped.
