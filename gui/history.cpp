@@ -189,9 +189,7 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   buttons->addWidget(remove_, 1, 1);
   buttons->addWidget(fullDecode_, 2, 0, 1, 2);
   buttons->setColumnStretch(2, 1);
-  fullDecode_->setToolTip(
-      tr("Make the full video of this draft: its kept latents decoded by the model's VAE, "
-         "without denoising again (a new item in the history)"));
+
   // Above the list: the search of the prompts and the list / gallery toggle.
   search_->setPlaceholderText(tr("Search prompts"));
   search_->setAccessibleName(tr("Search the history by prompt"));
@@ -385,7 +383,15 @@ void HistoryPanel::updateButtons() {
   open_->setEnabled(item != nullptr && QFileInfo::exists(item->video));
   const QString latents = item ? keptLatentsPath(*item) : QString();
   fullDecode_->setVisible(item != nullptr && item->settings.draft);
-  fullDecode_->setEnabled(!latents.isEmpty() && QFileInfo::exists(latents));
+  const bool kept = !latents.isEmpty() && QFileInfo::exists(latents);
+  fullDecode_->setEnabled(kept);
+  fullDecode_->setToolTip(
+      kept || item == nullptr
+          ? tr("Make the full video of this draft: its kept latents decoded by the model's VAE, "
+               "without denoising again (a new item in the history)")
+          : tr("The draft's latents (%1) are not beside its video: the full video needs a new "
+               "run")
+                .arg(item->settings.keptLatents));
 }
 
 }  // namespace ferry::gui

@@ -40,6 +40,19 @@ TaehvDraftPlan make_taehv_draft_plan(const io::TensorSet& set, const offload::Pr
                     " (Wan 2.2 TI2V-5B: taew2_2; Wan 2.1 and A14B: taew2_1)");
   }
   const TaehvOptions options;  // the published decoder: every upsample, time grown 4×
+  // Refused here rather than when the stage starts (TaehvDecoder checks the same).
+  for (std::size_t k = 0; k < 3; ++k) {
+    const std::int64_t need =
+        static_cast<std::int64_t>(config.widths[k]) * (options.time_upscale[k] ? 2 : 1);
+    if (config.tgrow_rows[k] < need) {
+      throw Error(ErrorCode::kBadModelFile,
+                  "the TAEHV decoder " + file + " cannot grow time (decoder." +
+                      std::to_string(kTGrows[k]) + " has " + std::to_string(config.tgrow_rows[k]) +
+                      " rows, " + std::to_string(need) +
+                      " needed): a draft needs the published "
+                      "taew2_1 or taew2_2 file");
+    }
+  }
   // The published decoder's geometry (taehv.py): time grown 4× less the first 3 frames, 8 ·
   // patch pixels per latent position.
   const TaehvOutput out{4 * frames - 3, h * config.spatial(), w * config.spatial()};
