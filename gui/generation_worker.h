@@ -96,6 +96,8 @@ class GenerationWorker : public QObject {
   void stageChanged(int stage, const QString& name);
   void step(const ferry::gui::StepInfo& info);
   void preview(const QImage& image);
+  // The small animated preview: every latent frame as a small picture (with a TAEHV decoder).
+  void previewFrames(const QVector<QImage>& frames);
   void finished(const ferry::gui::GenerationOutcome& outcome);
   void failed(const QString& message, int errorCode);
   void cancelled();

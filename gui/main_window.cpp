@@ -351,6 +351,16 @@ void MainWindow::buildUi() {
   resultRow->addWidget(openFile_);
   resultRow->addWidget(openFolder_);
   resultRow->addStretch();
+  // The animated preview: as tall as the buttons beside it, so the player keeps its room.
+  animation_ = new QLabel;
+  animation_->setAccessibleName(tr("Animated preview"));
+  animation_->setToolTip(tr("Every frame of the estimate so far, small (TAEHV)"));
+  animation_->setFixedHeight(openFile_->sizeHint().height());
+  animation_->hide();
+  animationTimer_ = new QTimer(this);
+  animationTimer_->setInterval(125);  // 8 frames a second
+  connect(animationTimer_, &QTimer::timeout, this, &MainWindow::showAnimationFrame);
+  resultRow->addWidget(animation_);
   topLayout->addLayout(resultRow);
 
   presetPanel_ = new PresetPanel;
@@ -532,6 +542,7 @@ void MainWindow::connectWorker() {
   connect(worker_, &GenerationWorker::stageChanged, this, &MainWindow::onStage);
   connect(worker_, &GenerationWorker::step, this, &MainWindow::onStep);
   connect(worker_, &GenerationWorker::preview, this, &MainWindow::onPreview);
+  connect(worker_, &GenerationWorker::previewFrames, this, &MainWindow::onPreviewFrames);
   connect(worker_, &GenerationWorker::finished, this, &MainWindow::onFinished);
   connect(worker_, &GenerationWorker::failed, this, &MainWindow::onFailed);
   connect(worker_, &GenerationWorker::cancelled, this, &MainWindow::onCancelled);
@@ -1152,6 +1163,11 @@ void MainWindow::setState(State state) {
   if (idle) {
     setWindowTitle(tr("Ferry"));
     progress_->setRange(0, 1);
+    // The animated preview is the run's: the video itself plays now.
+    animationTimer_->stop();
+    animation_->hide();
+  } else {
+    animationFrames_.clear();
   }
   updateGenerateButton();
   const bool haveVideo = !lastVideo_.isEmpty() && QFileInfo::exists(lastVideo_);
@@ -1235,6 +1251,26 @@ void MainWindow::onStep(const StepInfo& engineInfo) {
 void MainWindow::onPreview(const QImage& image) {
   lastPreview_ = image;
   player_->showPreview(image, previewCaption_);
+}
+
+void MainWindow::onPreviewFrames(const QVector<QImage>& frames) {
+  if (state_ == State::kIdle) return;  // a late one from a run that has ended
+  animationFrames_ = frames;
+  animationFrame_ = 0;
+  animation_->setVisible(!frames.isEmpty());
+  showAnimationFrame();
+  if (!animationTimer_->isActive()) animationTimer_->start();
+}
+
+void MainWindow::showAnimationFrame() {
+  if (animationFrames_.isEmpty()) return;
+  animationFrame_ %= static_cast<int>(animationFrames_.size());
+  animation_->setPixmap(QPixmap::fromImage(animationFrames_[animationFrame_++].scaledToHeight(
+      animation_->height(), Qt::SmoothTransformation)));
+}
+
+bool MainWindow::animatedPreviewShown() const {
+  return animation_->isVisibleTo(this) && animationTimer_->isActive();
 }
 
 void MainWindow::onFinished(const GenerationOutcome& outcome) {

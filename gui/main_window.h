@@ -30,6 +30,7 @@ class QScreen;
 class QSettings;
 class QSpinBox;
 class QTabWidget;
+class QTimer;
 class QSplitter;
 
 namespace ferry::gui {
@@ -122,6 +123,10 @@ class MainWindow : public QMainWindow {
   // The caption under each step's preview: "preview", or, when the model set has no TAEHV
   // decoder (its previews are a colour sketch of the latent), how to get real pictures.
   QString previewCaption() const { return previewCaption_; }
+  // The small animated preview beside the player's buttons: every latent frame of the last step's
+  // estimate, looping while the video is made (with a TAEHV decoder; hidden otherwise).
+  int animatedPreviewFrames() const { return static_cast<int>(animationFrames_.size()); }
+  bool animatedPreviewShown() const;
 
   // The parts the tests drive.
   QCheckBox* draftBox() const { return draft_; }  // "Decode draft with TAEHV"
@@ -200,6 +205,8 @@ class MainWindow : public QMainWindow {
   void onStage(int stage, const QString& name);
   void onStep(const StepInfo& info);
   void onPreview(const QImage& image);
+  void onPreviewFrames(const QVector<QImage>& frames);
+  void showAnimationFrame();
   void onFinished(const GenerationOutcome& outcome);
   void onFailed(const QString& message, int code);
   void onCancelled();
@@ -275,6 +282,10 @@ class MainWindow : public QMainWindow {
   LatestQuery* clipQuery_ = nullptr;  // restoring a clip: its model files and noise file
   QLabel* planLine_ = nullptr;
   QCheckBox* draft_ = nullptr;
+  QLabel* animation_ = nullptr;  // the animated preview
+  QTimer* animationTimer_ = nullptr;
+  QVector<QImage> animationFrames_;
+  int animationFrame_ = 0;
   QString previewCaption_;
   QString runDraftOf_;  // the running job is the full decode of this history item (its id)
   QPushButton* generate_ = nullptr;

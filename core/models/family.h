@@ -111,6 +111,9 @@ struct RunContext {
   std::function<void(std::string_view name, std::span<const float>)> final_latent;
   std::function<void(const TensorBytes&)> text_state;
   std::function<void(std::string_view name, std::span<float>)> saved_latent;
+  // The small animated preview: every latent frame of the work so far as a small picture, after
+  // the steps whose picture preview was made (only with a TAEHV decoder). Empty: not wanted.
+  std::function<void(const std::vector<media::RgbImage>&)> preview_frames;
 };
 
 // One generation's stages. run_stage is called once per stage of stages(), in that order.

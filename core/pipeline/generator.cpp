@@ -259,7 +259,13 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
       {},
       {},
       {},
+      {},
       {}};
+  if (sink.wants_preview_frames()) {
+    context.preview_frames = [&](const std::vector<media::RgbImage>& frames) {
+      sink.preview_frames(frames);
+    };
+  }
   if (!noise_from_file.empty()) {
     context.initial_noise = [&](std::string_view name, std::span<float> out) {
       for (std::size_t i = 0; i < noise_layout.size(); ++i) {

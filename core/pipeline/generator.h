@@ -48,6 +48,11 @@ class ProgressSink {
   virtual void step(const StepProgress&) {}
   // The denoised estimate's first frame, small and cheap (not a VAE decode).
   virtual void preview(const media::RgbImage&) {}
+  // The small animated preview (RunContext::preview_frames): every latent frame of the denoised
+  // estimate as a small picture, after each step whose picture preview was made, when the model
+  // set has a TAEHV decoder. Decoding them costs time, so only sinks that show them ask.
+  virtual bool wants_preview_frames() const { return false; }
+  virtual void preview_frames(const std::vector<media::RgbImage>&) {}
   // Something the user should know that is not an error ("no usable GPU: the cpu preset runs").
   virtual void note(const std::string&) {}
   // What the request asks that is allowed but probably not meant (ResolvedRequest::warnings),

@@ -3,8 +3,9 @@
 // the video's size, every step the budget allows: the first always) and "Decode draft with TAEHV"
 // is offered; a draft lands in the history with its badge, and "Decode with the full VAE" makes
 // from its kept latents, without denoising, a new item linked to it whose frames are those of a
-// normal run. Without the decoder the preview is the latent's colour sketch and its caption says
-// which file to put where; the draft box is disabled with the same advice.
+// normal run; a small animated preview of every latent frame loops while a video is made. Without
+// the decoder the preview is the latent's colour sketch and its caption says which file to put
+// where; the draft box is disabled with the same advice.
 #include <QCheckBox>
 #include <QDir>
 #include <QFile>
@@ -110,9 +111,25 @@ class DraftTest : public QObject {
     QVERIFY(w.draftBox()->isEnabled());
     Watched seen;
     watch(w, seen);
+    // The animated preview: every latent frame small (2 of 8 × 8 px for 5 frames at 64 × 64),
+    // shown looping beside the player's buttons while the video is made.
+    QList<QList<QSize>> animations;
+    bool shown = true;
+    connect(w.worker(), &GenerationWorker::previewFrames, &w, [&](const QVector<QImage>& f) {
+      QList<QSize> sizes;
+      for (const QImage& image : f) sizes << image.size();
+      animations << sizes;
+      shown = shown && w.animatedPreviewShown() && w.animatedPreviewFrames() == f.size();
+    });
     w.generate();
     QVERIFY(waitForIdle(w));
     QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
+    QVERIFY(!w.animatedPreviewShown());  // the video plays now
+    QCOMPARE(animations.size(), seen.previews.size());
+    for (const QList<QSize>& sizes : animations) {
+      QCOMPARE(sizes, (QList<QSize>{QSize(8, 8), QSize(8, 8)}));
+    }
+    QVERIFY(shown);
     QCOMPARE(seen.skipped.size(), 4);
     // A picture for every step whose preview was made (the first always: it measures the cost),
     // at half the video's size (the preview decoder's last upsample is off), none for the others.
@@ -147,6 +164,7 @@ class DraftTest : public QObject {
     QVERIFY2(caption.contains(QStringLiteral("taew2_2.safetensors")), qPrintable(caption));
     QVERIFY2(caption.contains(QStringLiteral("github.com/madebyollin/taehv")), qPrintable(caption));
     QVERIFY2(caption.contains(QDir::toNativeSeparators(model)), qPrintable(caption));
+    QCOMPARE(w.animatedPreviewFrames(), 0);  // no TAEHV, no animation
   }
 
   void a_draft_is_badged_in_the_history_and_its_full_decode_equals_a_normal_run() {

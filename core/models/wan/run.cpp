@@ -302,9 +302,9 @@ class WanRun final : public FamilyRun {
     // under 5% of the step time; without one, the colour sketch of latent_preview.
     std::unique_ptr<taehv::TaehvPreview> pictures;
     if (ctx.preview && parts_.preview_decoder() != nullptr) {
-      pictures = std::make_unique<taehv::TaehvPreview>(ctx.backend, *parts_.preview_decoder(),
-                                                       grid_.channels, grid_.frames, grid_.height,
-                                                       grid_.width);
+      pictures = std::make_unique<taehv::TaehvPreview>(
+          ctx.backend, *parts_.preview_decoder(), grid_.channels, grid_.frames, grid_.height,
+          grid_.width, static_cast<bool>(ctx.preview_frames));
     }
     taehv::PreviewBudget preview_budget;
 
@@ -327,10 +327,13 @@ class WanRun final : public FamilyRun {
       if (pictures && preview_budget.due(step_seconds)) {
         const Clock::time_point start = Clock::now();
         const media::RgbImage image = pictures->decode(x0);
+        std::vector<media::RgbImage> frames;
+        if (ctx.preview_frames) frames = pictures->decode_all(x0);
         const double cost = seconds_since(start);
         preview_budget.spent(cost);
         ctx.telemetry.note_preview(cost, false);
         ctx.preview(image);
+        if (ctx.preview_frames) ctx.preview_frames(frames);
       } else if (pictures) {
         ctx.telemetry.note_preview(0, true);
       }
