@@ -23,6 +23,11 @@ int run_demo(const std::vector<std::string>& args);
 // not within ±100.
 models::LoraChoice lora_option(const std::string& text);
 
+// --decode vae|taehv (generate, demo and plan): the model's VAE (the default) or a TAEHV draft.
+// Error(kBadArgument) for another name.
+class Args;
+models::VideoDecoder decoder_option(const Args& args);
+
 // "12.3 MiB", "4.00 GiB", "512 B".
 std::string human_bytes(unsigned long long bytes);
 

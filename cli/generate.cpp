@@ -150,6 +150,16 @@ models::LoraChoice lora_option(const std::string& text) {
   return lora;
 }
 
+models::VideoDecoder decoder_option(const Args& args) {
+  const std::string name = args.value_or("decode", "vae");
+  if (name == "vae") return models::VideoDecoder::kVae;
+  if (name == "taehv") return models::VideoDecoder::kTaehvDraft;
+  throw Error(ErrorCode::kBadArgument,
+              "--decode takes vae (the model's VAE) or taehv (a draft with the TAEHV preview "
+              "decoder), not '" +
+                  name + "'");
+}
+
 namespace {
 
 // The options generate and demo share → a request.
@@ -200,13 +210,16 @@ pipeline::GenerationRequest request_from(const Args& args) {
   if (const auto f = args.value("save-noise")) r.save_noise = io::detail::path_from_utf8(*f);
   if (const auto f = args.value("save-latents")) r.save_latents = io::detail::path_from_utf8(*f);
   r.save_text_states = args.flag("save-text-states");
+  r.decoder = decoder_option(args);
+  if (const auto f = args.value("latents")) r.latents = io::detail::path_from_utf8(*f);
   return r;
 }
 
 const std::set<std::string> kGenerateOptions = {
-    "model", "prompt", "negative", "image",   "end-image", "width",      "height",       "frames",
-    "fps",   "steps",  "cfg",      "cfg-low", "shift",     "sampler",    "seed",         "preset",
-    "out",   "stats",  "vram-mib", "ram-mib", "noise",     "save-noise", "save-latents", "lora"};
+    "model",      "prompt",       "negative", "image",  "end-image", "width",   "height",
+    "frames",     "fps",          "steps",    "cfg",    "cfg-low",   "shift",   "sampler",
+    "seed",       "preset",       "out",      "stats",  "vram-mib",  "ram-mib", "noise",
+    "save-noise", "save-latents", "lora",     "decode", "latents"};
 const std::set<std::string> kGenerateFlags = {"save-text-states"};
 
 void print_step_table(const pipeline::GenerationResult& result, bool device) {
@@ -237,6 +250,14 @@ int run(const pipeline::Session& session, const models::ModelParts& model,
               io::detail::display(result.video).c_str(), s.width, s.height, s.frames, s.fps,
               result.encoder.c_str(), static_cast<unsigned long long>(s.request.seed));
   std::printf("settings: %s\n", io::detail::display(result.sidecar).c_str());
+  if (request.decoder == models::VideoDecoder::kTaehvDraft) {
+    std::printf("draft: decoded with TAEHV%s\n",
+                result.latents.empty()
+                    ? ""
+                    : ("; for the full VAE decode: the same command with --decode vae --latents " +
+                       io::detail::display(result.latents))
+                          .c_str());
+  }
   return 0;
 }
 

@@ -1,9 +1,10 @@
 // `ferry-cli plan --model PATH [--preset NAME] [--width --height --frames] [--image FILE]
-// [--json]`: the plan of every stage of a generation with the model set at PATH, exactly as a
-// run on this machine (or on one described by --vram-mib / --ram-mib) would make it — the same
-// session calls the app's preset panel makes — and the predicted VRAM and RAM peaks. --json
-// prints the same for scripts: every stage, every group's placement, the peaks, in bytes. Exit
-// code 3 when a stage does not fit.
+// [--decode taehv] [--latents FILE] [--json]`: the plan of every stage of a generation with the
+// model set at PATH, exactly as a run on this machine (or on one described by --vram-mib /
+// --ram-mib) would make it — the same session calls the app's preset panel makes — and the
+// predicted VRAM and RAM peaks. --json prints the same for scripts: every stage, every group's
+// placement, the peaks, in bytes. Exit code 3 when a stage does not fit. A draft (--decode taehv)
+// plans the TAEHV decode instead of the VAE's; saved latents (--latents) plan only the decode.
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -108,15 +109,14 @@ nlohmann::json plan_json(const pipeline::Session& session, const models::ModelPa
 int run_plan(const std::vector<std::string>& argv) {
   const Args args(argv,
                   {"model", "preset", "width", "height", "frames", "image", "end-image", "vram-mib",
-                   "ram-mib", "lora"},
+                   "ram-mib", "lora", "decode", "latents"},
                   {"json"});
   const auto model_path = args.value("model");
   if (!model_path || !args.positional().empty()) {
     throw Error(ErrorCode::kBadArgument,
                 "usage: ferry-cli plan --model PATH [--preset NAME] [--width W --height H "
-                "--frames F] [--image FILE [--end-image FILE]] [--lora FILE[:S]]... [--vram-mib N "
-                "--ram-mib N] "
-                "[--json]");
+                "--frames F] [--image FILE [--end-image FILE]] [--lora FILE[:S]]... [--decode "
+                "vae|taehv] [--latents FILE] [--vram-mib N --ram-mib N] [--json]");
   }
   const pipeline::Session session(session_options(args));
   std::vector<std::filesystem::path> model_paths;
@@ -134,6 +134,8 @@ int run_plan(const std::vector<std::string>& argv) {
     request.end_image = io::detail::path_from_utf8(*end);
   }
   for (const std::string& lora : args.values("lora")) request.loras.push_back(lora_option(lora));
+  request.decoder = decoder_option(args);
+  if (const auto f = args.value("latents")) request.latents = io::detail::path_from_utf8(*f);
   const models::ResolvedRequest r = session.validate(*model, request);
   const pipeline::RunTarget target = session.target(request.preset);
   const models::GenerationPlan plan = session.plan(*model, r);

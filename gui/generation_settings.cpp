@@ -184,6 +184,15 @@ models::GenerationRequest GenerationSettings::toRequest(const QString& output) c
       r.loras.push_back({toPath(l.path), static_cast<float>(l.strength)});
     }
   }
+  r.decoder = draft ? models::VideoDecoder::kTaehvDraft : models::VideoDecoder::kVae;
+  if (!latents.isEmpty()) {
+    // Saved latents are decoded alone: what a denoising run would save is not asked for.
+    r.latents = toPath(latents);
+    r.noise.clear();
+    r.save_noise.clear();
+    r.save_latents.clear();
+    r.save_text_states = false;
+  }
   return r;
 }
 
@@ -216,6 +225,9 @@ QJsonObject GenerationSettings::toJson() const {
     j[QStringLiteral("model_files")] = files;
   }
   if (!noiseFile.name.isEmpty()) j[QStringLiteral("noise_file")] = clipFileJson(noiseFile);
+  if (draft) j[QStringLiteral("decode")] = QStringLiteral("taehv-draft");
+  if (!keptLatents.isEmpty()) j[QStringLiteral("latents_kept")] = keptLatents;
+  if (!latentsFile.name.isEmpty()) j[QStringLiteral("latents_file")] = clipFileJson(latentsFile);
   if (!loras.isEmpty()) {
     QJsonArray list;
     for (const LoraSetting& l : loras) list.append(loraJson(l));
@@ -263,6 +275,11 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
   for (const auto& value : j.value(QStringLiteral("loras")).toArray()) {
     LoraSetting l = loraFromJson(value);
     if (!l.name.isEmpty()) s.loras.push_back(std::move(l));
+  }
+  s.draft = j.value(QStringLiteral("decode")).toString() == QLatin1String("taehv-draft");
+  s.keptLatents = lastComponent(j.value(QStringLiteral("latents_kept")).toString());
+  if (j.contains(QStringLiteral("latents_file"))) {
+    s.latentsFile = clipFileFromJson(j.value(QStringLiteral("latents_file")));
   }
   return s;
 }
@@ -313,6 +330,8 @@ std::optional<GenerationSettings> GenerationSettings::fromClip(const QByteArray&
   if (!s.endImage.isEmpty()) names << s.endImage;
   for (const ClipFile& f : s.modelFiles) names << f.name;
   if (!s.noiseFile.name.isEmpty()) names << s.noiseFile.name;
+  if (!s.keptLatents.isEmpty()) names << s.keptLatents;
+  if (!s.latentsFile.name.isEmpty()) names << s.latentsFile.name;
   for (const QString& name : names) {
     const QString problem = unsafeName(name);
     if (!problem.isEmpty()) {

@@ -78,6 +78,16 @@ struct GenerationSettings {
   bool saveTextStates = false;
   QString saveNoisePath;
   QString saveLatentsPath;
+  // A draft: the video decoded by the model set's TAEHV decoder instead of its VAE (seconds, softer
+  // detail), its final latents kept beside it ("decode": "taehv-draft" in the clip).
+  bool draft = false;
+  // The final latents to decode instead of denoising (a draft's, for the full VAE decode): the
+  // run's, never stored in the settings JSON nor restored.
+  QString latents;
+  // What a clip says about its latents (read back): the file a draft kept beside it, and the
+  // saved latents a clip was decoded from (name and fingerprint; empty: it was denoised).
+  QString keptLatents;
+  ClipFile latentsFile;
   // What the clip says about where it came from (read back, never sent to the engine): its model
   // files, and the noise file it was made from (name and fingerprint; empty: the seed's noise).
   QList<ClipFile> modelFiles;
@@ -92,7 +102,8 @@ struct GenerationSettings {
 
   // The generator's settings JSON keys (prompt, negative_prompt, seed, width, height, frames, fps,
   // steps, guide_scale, low_noise_guide_scale, shift, sampler, preset, image, end_image,
-  // model_files, noise_file, loras: name, bytes, fingerprint, strength) plus the GUI's own
+  // model_files, noise_file, loras: name, bytes, fingerprint, strength; decode, latents_kept,
+  // latents_file) plus the GUI's own
   // (model_folder, seed_mode, noise, save_noise, save_latents, save_text_states; each LoRA's path
   // and enabled).
   QJsonObject toJson() const;

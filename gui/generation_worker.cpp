@@ -73,6 +73,12 @@ class GenerationWorker::Sink final : public pipeline::ProgressSink {
   }
   void step(const pipeline::StepProgress& p) override { emit worker_.step(stepInfo(p)); }
   void preview(const media::RgbImage& image) override { emit worker_.preview(toQImage(image)); }
+  bool wants_preview_frames() const override { return true; }
+  void preview_frames(const std::vector<media::RgbImage>& frames) override {
+    QVector<QImage> images;
+    for (const media::RgbImage& f : frames) images.push_back(toQImage(f));
+    emit worker_.previewFrames(images);
+  }
 
  private:
   GenerationWorker& worker_;
@@ -193,6 +199,8 @@ StepInfo stepInfo(const pipeline::StepProgress& p) {
   info.vramPeakBytes = std::max<quint64>(p.stats.device_peak_in_step, info.vramBytes);
   info.bytesRead = p.stats.bytes_read;
   info.ioWaitSeconds = p.stats.io_wait_seconds;
+  info.previewSeconds = p.stats.preview_seconds;
+  info.previewSkipped = p.stats.preview_skipped;
   return info;
 }
 

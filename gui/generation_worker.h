@@ -48,6 +48,10 @@ struct StepInfo {
   quint64 vramPeakBytes = 0;
   quint64 bytesRead = 0;
   double ioWaitSeconds = 0;
+  // The TAEHV preview of the step (offload::StepStats): its seconds, or skipped to keep previews
+  // under 5% of the step time. Steps without a TAEHV decoder have a colour sketch, neither.
+  double previewSeconds = 0;
+  bool previewSkipped = false;
 };
 
 struct GenerationOutcome {
@@ -92,6 +96,8 @@ class GenerationWorker : public QObject {
   void stageChanged(int stage, const QString& name);
   void step(const ferry::gui::StepInfo& info);
   void preview(const QImage& image);
+  // The small animated preview: every latent frame as a small picture (with a TAEHV decoder).
+  void previewFrames(const QVector<QImage>& frames);
   void finished(const ferry::gui::GenerationOutcome& outcome);
   void failed(const QString& message, int errorCode);
   void cancelled();

@@ -11,6 +11,8 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMessageBox>
+#include <QPainter>
+#include <QPixmap>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSaveFile>
@@ -58,7 +60,31 @@ QString describe(const GenerationSettings& s) {
                  .arg(l.enabled ? QString() : QObject::tr(" (off)"));
   }
   if (!s.noise.isEmpty()) lines << QObject::tr("Noise file: %1").arg(QFileInfo(s.noise).fileName());
+  if (s.draft) {
+    lines << QObject::tr("Draft: decoded with TAEHV (softer than the VAE); latents kept in %1")
+                 .arg(s.keptLatents);
+  }
+  if (!s.latentsFile.name.isEmpty()) {
+    lines
+        << QObject::tr("Decoded from the saved latents %1 (no denoising)").arg(s.latentsFile.name);
+  }
   return lines.join(QLatin1Char('\n'));
+}
+
+// A thumbnail with a "DRAFT" badge in its corner.
+QPixmap draftBadged(QPixmap thumbnail) {
+  QPainter p(&thumbnail);
+  QFont font = p.font();
+  font.setBold(true);
+  font.setPixelSize(std::max(10, thumbnail.height() / 6));
+  p.setFont(font);
+  const QString text = QObject::tr("DRAFT");
+  const QRect box = QFontMetrics(font).boundingRect(text).adjusted(-4, -2, 4, 2);
+  const QRect badge(QPoint(2, 2), box.size());
+  p.fillRect(badge, QColor(0xb8, 0x86, 0x0b));
+  p.setPen(Qt::white);
+  p.drawText(badge, Qt::AlignCenter, text);
+  return thumbnail;
 }
 
 }  // namespace
@@ -66,7 +92,8 @@ QString describe(const GenerationSettings& s) {
 HistoryStore::HistoryStore(QString folder) : folder_(std::move(folder)) {}
 
 HistoryItem HistoryStore::add(const GenerationSettings& settings, const QString& video,
-                              const QString& summary, const QImage& thumbnail) {
+                              const QString& summary, const QImage& thumbnail,
+                              const QString& draftOf) {
   HistoryItem item;
   if (!QDir().mkpath(folder_)) return item;
   item.created = QDateTime::currentDateTime();
@@ -78,6 +105,7 @@ HistoryItem HistoryStore::add(const GenerationSettings& settings, const QString&
   item.video = video;
   item.settings = settings;
   item.summary = summary;
+  item.draftOf = draftOf;
   const QDir dir(folder_);
   if (!thumbnail.isNull()) {
     QSaveFile png(dir.filePath(id + QStringLiteral(".png")));
@@ -93,6 +121,7 @@ HistoryItem HistoryStore::add(const GenerationSettings& settings, const QString&
   j[QStringLiteral("video")] = video;
   j[QStringLiteral("summary")] = summary;
   j[QStringLiteral("settings")] = settings.toJson();
+  if (!draftOf.isEmpty()) j[QStringLiteral("draft_of")] = draftOf;
   QSaveFile file(dir.filePath(id + QStringLiteral(".json")));
   if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(j).toJson()) < 0 ||
       !file.commit()) {
@@ -136,7 +165,8 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
       details_(new QPlainTextEdit(this)),
       restore_(new QPushButton(tr("Use these settings"), this)),
       open_(new QPushButton(tr("Play here"), this)),
-      remove_(new QPushButton(tr("Remo&ve"), this)) {
+      remove_(new QPushButton(tr("Remo&ve"), this)),
+      fullDecode_(new QPushButton(tr("Decode with the full VAE"), this)) {
   list_->setIconSize(QSize(kThumbnailWidth / 2, kThumbnailWidth * 9 / 32));
   list_->setWordWrap(true);
   list_->setUniformItemSizes(false);
@@ -157,7 +187,9 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   buttons->addWidget(restore_, 0, 0, 1, 2);
   buttons->addWidget(open_, 1, 0);
   buttons->addWidget(remove_, 1, 1);
+  buttons->addWidget(fullDecode_, 2, 0, 1, 2);
   buttons->setColumnStretch(2, 1);
+
   // Above the list: the search of the prompts and the list / gallery toggle.
   search_->setPlaceholderText(tr("Search prompts"));
   search_->setAccessibleName(tr("Search the history by prompt"));
@@ -196,6 +228,11 @@ HistoryPanel::HistoryPanel(HistoryStore* store, QWidget* parent)
   connect(restore_, &QPushButton::clicked, this, restore);
   connect(open_, &QPushButton::clicked, this, [this] {
     if (const HistoryItem* item = current()) emit openRequested(item->video);
+  });
+  connect(fullDecode_, &QPushButton::clicked, this, [this] {
+    if (const HistoryItem* item = current()) {
+      emit fullDecodeRequested(item->settings, item->video, item->id);
+    }
   });
   connect(remove_, &QPushButton::clicked, this, [this] {
     const HistoryItem* item = current();
@@ -287,6 +324,8 @@ void HistoryPanel::fillRows() {
   for (const HistoryItem& item : items_) {
     QString prompt = item.settings.prompt.simplified();
     if (prompt.size() > 90) prompt = prompt.left(88) + QStringLiteral("…");
+    // A draft's badge leads its row (and marks its thumbnail): it is not the finished video.
+    if (item.settings.draft) prompt = tr("[draft] ") + prompt;
     // What made it: the model (its folder's name), the preset, the sampler, the start image.
     QStringList made;
     const HistoryItem& i = item;
@@ -304,7 +343,10 @@ void HistoryPanel::fillRows() {
         grid ? list_->fontMetrics().elidedText(prompt, Qt::ElideRight, kThumbnailWidth * 9 / 20)
              : full,
         list_);
-    if (!item.thumbnail.isEmpty()) row->setIcon(QIcon(item.thumbnail));
+    if (!item.thumbnail.isEmpty()) {
+      row->setIcon(QIcon(item.settings.draft ? draftBadged(QPixmap(item.thumbnail))
+                                             : QPixmap(item.thumbnail)));
+    }
     row->setToolTip(grid ? full + QLatin1Char('\n') + QDir::toNativeSeparators(item.video)
                          : QDir::toNativeSeparators(item.video));
   }
@@ -323,6 +365,11 @@ QString HistoryPanel::settingsText() const {
   return details_->toPlainText();
 }
 
+QString HistoryPanel::rowText(int row) const {
+  const QListWidgetItem* item = list_->item(row);
+  return item ? item->text() : QString();
+}
+
 void HistoryPanel::showDetails() {
   const HistoryItem* item = current();
   details_->setPlainText(item ? describe(item->settings) : QString());
@@ -334,6 +381,17 @@ void HistoryPanel::updateButtons() {
   restore_->setEnabled(item != nullptr);
   remove_->setEnabled(item != nullptr);
   open_->setEnabled(item != nullptr && QFileInfo::exists(item->video));
+  const QString latents = item ? keptLatentsPath(*item) : QString();
+  fullDecode_->setVisible(item != nullptr && item->settings.draft);
+  const bool kept = !latents.isEmpty() && QFileInfo::exists(latents);
+  fullDecode_->setEnabled(kept);
+  fullDecode_->setToolTip(
+      kept || item == nullptr
+          ? tr("Make the full video of this draft: its kept latents decoded by the model's VAE, "
+               "without denoising again (a new item in the history)")
+          : tr("The draft's latents (%1) are not beside its video: the full video needs a new "
+               "run")
+                .arg(item->settings.keptLatents));
 }
 
 }  // namespace ferry::gui

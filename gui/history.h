@@ -29,8 +29,9 @@ class HistoryStore {
 
   // Writes the item's JSON and thumbnail (each under a temporary name, then renamed); returns it
   // with its id and paths filled in, or an empty id when it could not be written.
+  // `draftOf`: the id of the draft the video is the full decode of (HistoryItem::draftOf).
   HistoryItem add(const GenerationSettings& settings, const QString& video, const QString& summary,
-                  const QImage& thumbnail);
+                  const QImage& thumbnail, const QString& draftOf = {});
   // Every readable item, newest first; unreadable files are skipped.
   QList<HistoryItem> items() const;
   bool remove(const QString& id);
@@ -46,9 +47,12 @@ class HistoryPanel : public QWidget {
   explicit HistoryPanel(HistoryStore* store, QWidget* parent = nullptr);
   void reload();
   QListWidget* list() const { return list_; }
+  QPushButton* fullDecodeButton() const { return fullDecode_; }  // "Decode with the full VAE"
   int count() const;
   // The chosen item's settings as the read-only view under the list shows them.
   QString settingsText() const;
+  // Row `row`'s text as the list or gallery shows it (a draft's starts with its badge).
+  QString rowText(int row) const;
   // The gallery: the items as a grid of their thumbnails (a click plays one and shows its
   // settings, as in the list); false: the list.
   void setGridView(bool grid);
@@ -61,6 +65,9 @@ class HistoryPanel : public QWidget {
   // `video`: the item's video, beside which a noise file it was made from is looked for.
   void restoreRequested(const ferry::gui::GenerationSettings& settings, const QString& video);
   void openRequested(const QString& video);
+  // "Decode with the full VAE" on a draft whose kept latents are beside it.
+  void fullDecodeRequested(const ferry::gui::GenerationSettings& settings, const QString& video,
+                           const QString& id);
 
  private:
   const HistoryItem* current() const;
@@ -79,6 +86,7 @@ class HistoryPanel : public QWidget {
   QPushButton* restore_;
   QPushButton* open_;
   QPushButton* remove_;
+  QPushButton* fullDecode_;  // shown for drafts
 };
 
 }  // namespace ferry::gui

@@ -1,5 +1,7 @@
 #include "gui/history_item.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
 
@@ -17,7 +19,13 @@ std::optional<HistoryItem> historyItemFromJson(const QByteArray& json, const QSt
   item.video = j.value(QStringLiteral("video")).toString();
   item.summary = j.value(QStringLiteral("summary")).toString();
   item.settings = GenerationSettings::fromJson(j.value(QStringLiteral("settings")).toObject());
+  item.draftOf = j.value(QStringLiteral("draft_of")).toString();
   return item;
+}
+
+QString keptLatentsPath(const HistoryItem& item) {
+  if (!item.settings.draft || item.settings.keptLatents.isEmpty()) return {};
+  return QFileInfo(item.video).dir().filePath(item.settings.keptLatents);
 }
 
 }  // namespace ferry::gui

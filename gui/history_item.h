@@ -18,7 +18,13 @@ struct HistoryItem {
   GenerationSettings settings;
   QString summary;    // "1280×704 · 121 frames · seed 42"
   QString thumbnail;  // the PNG's path; empty when there is none
+  // The id of the draft this video is the full VAE decode of; empty for any other video.
+  QString draftOf;
 };
+
+// Where a draft's latents are kept (beside its video, under the name its clip gives); empty when
+// the item is no draft or names none.
+QString keptLatentsPath(const HistoryItem& item);
 
 // History files larger than this are skipped unread (one is about 2 KB).
 inline constexpr qint64 kMaxHistoryFileBytes = 1 << 20;

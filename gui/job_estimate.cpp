@@ -14,10 +14,12 @@ JobEstimate::JobEstimate(const QStringList& stages, const QVector<bool>& streams
     Row row;
     row.name = stages[i];
     const bool blocks = i < streams.size() && streams[i];
-    if (i == 0) {
-      row.kind = Kind::kText;
-    } else if (i == stages.size() - 1) {
+    // The last stage decodes (a decode of saved latents is the only one); the first encodes
+    // the prompt.
+    if (i == stages.size() - 1) {
       row.kind = Kind::kDecode;
+    } else if (i == 0) {
+      row.kind = Kind::kText;
     } else {
       row.kind = blocks ? Kind::kDenoise : Kind::kImage;
     }

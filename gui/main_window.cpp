@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QCloseEvent>
 #include <QDateTime>
 #include <QDesktopServices>
@@ -68,14 +69,17 @@ constexpr int kLeftColumnMinWidth = 460;
 constexpr int kMiddleMinWidth = 420;
 constexpr int kHistoryMinWidth = 200;
 
-// Speed depends on the model, where it runs and the latent's size; not on the prompt or seed.
+// Speed depends on the model, where it runs, the latent's size and the decoder (a draft's TAEHV
+// decode takes seconds); not on the prompt or seed.
 QString timingKeyOf(const models::ModelParts& model, const pipeline::RunTarget& target,
                     const pipeline::ResolvedRequest& resolved) {
-  return QStringLiteral("timings/%1-%2-%3x%4x%5")
+  return QStringLiteral("timings/%1-%2-%3x%4x%5%6")
       .arg(QString::fromStdString(model.name()), QString::fromStdString(target.preset.name))
       .arg(resolved.width)
       .arg(resolved.height)
-      .arg(resolved.frames);
+      .arg(resolved.frames)
+      .arg(resolved.request.decoder == models::VideoDecoder::kTaehvDraft ? QStringLiteral("-draft")
+                                                                         : QString());
 }
 
 }  // namespace
@@ -291,6 +295,10 @@ void MainWindow::buildUi() {
   batch_->setMinimumHeight(generate_->minimumHeight());
   queueButton_ = new QPushButton(tr("&Queue"));
   queueButton_->setMinimumHeight(generate_->minimumHeight());
+  // A draft: the TAEHV decoder instead of the VAE, in seconds; its latents are kept for the full
+  // decode from the history.
+  draft_ = new QCheckBox(tr("Decode draft with TAEHV"));
+  draft_->setAccessibleName(tr("Decode draft with TAEHV"));
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(generate_, 2);
   buttons->addWidget(batch_);
@@ -323,6 +331,7 @@ void MainWindow::buildUi() {
   footer->setContentsMargins(9, 0, 9, 6);
   footer->addWidget(message_);
   footer->addWidget(planLine_);
+  footer->addWidget(draft_);
   footer->addLayout(buttons);
   leftColumnLayout->addLayout(footer);
 
@@ -342,6 +351,16 @@ void MainWindow::buildUi() {
   resultRow->addWidget(openFile_);
   resultRow->addWidget(openFolder_);
   resultRow->addStretch();
+  // The animated preview: as tall as the buttons beside it, so the player keeps its room.
+  animation_ = new QLabel;
+  animation_->setAccessibleName(tr("Animated preview"));
+  animation_->setToolTip(tr("Every frame of the estimate so far, small (TAEHV)"));
+  animation_->setFixedHeight(openFile_->sizeHint().height());
+  animation_->hide();
+  animationTimer_ = new QTimer(this);
+  animationTimer_->setInterval(125);  // 8 frames a second
+  connect(animationTimer_, &QTimer::timeout, this, &MainWindow::showAnimationFrame);
+  resultRow->addWidget(animation_);
   topLayout->addLayout(resultRow);
 
   presetPanel_ = new PresetPanel;
@@ -448,6 +467,8 @@ void MainWindow::buildUi() {
   connect(historyPanel_, &HistoryPanel::restoreRequested, this,
           [this](const GenerationSettings& s, const QString& video) { restoreRun(s, video); });
   connect(historyPanel_, &HistoryPanel::openRequested, this, &MainWindow::showVideo);
+  connect(historyPanel_, &HistoryPanel::fullDecodeRequested, this, &MainWindow::decodeDraft);
+  connect(draft_, &QCheckBox::toggled, this, &MainWindow::updatePlanInputs);
 }
 
 void MainWindow::buildMenus() {
@@ -521,6 +542,7 @@ void MainWindow::connectWorker() {
   connect(worker_, &GenerationWorker::stageChanged, this, &MainWindow::onStage);
   connect(worker_, &GenerationWorker::step, this, &MainWindow::onStep);
   connect(worker_, &GenerationWorker::preview, this, &MainWindow::onPreview);
+  connect(worker_, &GenerationWorker::previewFrames, this, &MainWindow::onPreviewFrames);
   connect(worker_, &GenerationWorker::finished, this, &MainWindow::onFinished);
   connect(worker_, &GenerationWorker::failed, this, &MainWindow::onFailed);
   connect(worker_, &GenerationWorker::cancelled, this, &MainWindow::onCancelled);
@@ -544,6 +566,7 @@ GenerationSettings MainWindow::settings() const {
   advanced_->fill(s);
   s.loras = loraList_->loras();
   s.preset = presetPanel_->presetName();
+  s.draft = draft_->isEnabled() && draft_->isChecked();
   return s;
 }
 
@@ -607,6 +630,7 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
   }
   video_->apply(s);
   advanced_->apply(s);
+  draft_->setChecked(s.draft);
   if (!s.preset.isEmpty()) presetPanel_->setPresetName(s.preset);
   updatePlanInputs();
 }
@@ -754,8 +778,27 @@ void MainWindow::onModelChanged() {
                          : tr("This model takes no end image (first–last frame: Wan 2.2 A14B "
                               "I2V)."));
   keepSettingsForModel_ = false;
+  updateDraftBox();
   presetPanel_->setModel(model);
   updatePlanInputs();
+}
+
+// The draft needs the model set's TAEHV decoder; without one the box says how to get it.
+void MainWindow::updateDraftBox() {
+  const pipeline::ModelHandle& model = modelPanel_->model();
+  const models::RequestRules rules = model ? model->rules() : models::RequestRules{};
+  draft_->setEnabled(rules.draft_decode);
+  if (rules.draft_decode) {
+    draft_->setToolTip(
+        tr("Decode the video with the tiny TAEHV decoder instead of the VAE: seconds instead of "
+           "minutes, softer detail. Its latents are kept beside it: \"Decode with the full VAE\" "
+           "in the history makes the full video from them without denoising again."));
+  } else if (!rules.preview_decoder_help.empty()) {
+    draft_->setToolTip(tr("A draft needs the model's TAEHV decoder: %1.")
+                           .arg(QString::fromStdString(rules.preview_decoder_help)));
+  } else {
+    draft_->setToolTip(tr("This model has no draft decoder."));
+  }
 }
 
 void MainWindow::onPlanChanged() {
@@ -933,6 +976,17 @@ void MainWindow::launch(GenerationJob job, const GenerationSettings& settings,
   stepTime_->setText(tr("Step time: –"));
   startStageProgress(plan, steps, timingKey);
   lastPreview_ = {};
+  runDraftOf_.clear();
+  // Without a TAEHV decoder the previews are a colour sketch of the latent: said under it, with
+  // how to get real pictures.
+  previewCaption_ = tr("preview");
+  if (job.model) {
+    const models::RequestRules rules = job.model->rules();
+    if (!rules.draft_decode && !rules.preview_decoder_help.empty()) {
+      previewCaption_ = tr("preview: a colour sketch of the latent. For real pictures, %1")
+                            .arg(QString::fromStdString(rules.preview_decoder_help));
+    }
+  }
   setState(State::kRunning);
   statusBar()->clearMessage();  // the progress label underneath must show
   setProgressText(tr("Starting…"), QString());
@@ -1019,11 +1073,18 @@ void MainWindow::startNextJob() {
   }
   currentJob_ = id;  // a failure's banner stays: the next job does not hide it
   queue_->setStatus(id, QueuedJob::Status::kRunning, tr("starting…"));
-  GenerationJob job;
-  job.request = s.toRequest(output);
   std::optional<models::GenerationPlan> plan;
   int steps = s.steps;
   QString key;
+  const GenerationJob job = jobFor(s, output, plan, steps, key);
+  launch(job, s, plan ? &*plan : nullptr, steps, key);
+}
+
+GenerationJob MainWindow::jobFor(const GenerationSettings& s, const QString& output,
+                                 std::optional<models::GenerationPlan>& plan, int& steps,
+                                 QString& key) {
+  GenerationJob job;
+  job.request = s.toRequest(output);
   const pipeline::ModelHandle& shown = modelPanel_->model();
   if (!modelPanel_->scanning() && shown &&
       QDir::fromNativeSeparators(modelPanel_->folder()) == s.modelFolder) {
@@ -1043,7 +1104,37 @@ void MainWindow::startNextJob() {
     job.session = session_;
     job.demoSession = demoSession();
   }
-  launch(job, s, plan ? &*plan : nullptr, steps, key);
+  return job;
+}
+
+void MainWindow::decodeDraft(const GenerationSettings& settings, const QString& video,
+                             const QString& draftId) {
+  if (state_ != State::kIdle) {
+    showMessage(tr("A video is being made: decode the draft with the full VAE when it is done."));
+    return;
+  }
+  const QString latents = settings.keptLatents.isEmpty()
+                              ? QString()
+                              : QFileInfo(video).dir().filePath(settings.keptLatents);
+  if (latents.isEmpty() || !QFileInfo::exists(latents)) {
+    showMessage(tr("The draft's latents (%1) are not beside it any more: the full video needs a "
+                   "new run (\"Use these settings\", then Generate without the draft).")
+                    .arg(QDir::toNativeSeparators(latents.isEmpty() ? video : latents)));
+    return;
+  }
+  clearMessage();
+  GenerationSettings s = settings;
+  s.draft = false;
+  s.latents = latents;
+  const QString output = newOutputPath();
+  if (output.isEmpty()) return;
+  std::optional<models::GenerationPlan> plan;
+  int steps = s.steps;
+  QString key;
+  const GenerationJob job = jobFor(s, output, plan, steps, key);
+  currentJob_.clear();
+  launch(job, s, plan ? &*plan : nullptr, 0, QString());
+  runDraftOf_ = draftId;
 }
 
 void MainWindow::updateQueueButton() {
@@ -1072,6 +1163,11 @@ void MainWindow::setState(State state) {
   if (idle) {
     setWindowTitle(tr("Ferry"));
     progress_->setRange(0, 1);
+    // The animated preview is the run's: the video itself plays now.
+    animationTimer_->stop();
+    animation_->hide();
+  } else {
+    animationFrames_.clear();
   }
   updateGenerateButton();
   const bool haveVideo = !lastVideo_.isEmpty() && QFileInfo::exists(lastVideo_);
@@ -1154,7 +1250,27 @@ void MainWindow::onStep(const StepInfo& engineInfo) {
 
 void MainWindow::onPreview(const QImage& image) {
   lastPreview_ = image;
-  player_->showPreview(image, tr("preview"));
+  player_->showPreview(image, previewCaption_);
+}
+
+void MainWindow::onPreviewFrames(const QVector<QImage>& frames) {
+  if (state_ == State::kIdle) return;  // a late one from a run that has ended
+  animationFrames_ = frames;
+  animationFrame_ = 0;
+  animation_->setVisible(!frames.isEmpty());
+  showAnimationFrame();
+  if (!animationTimer_->isActive()) animationTimer_->start();
+}
+
+void MainWindow::showAnimationFrame() {
+  if (animationFrames_.isEmpty()) return;
+  animationFrame_ %= static_cast<int>(animationFrames_.size());
+  animation_->setPixmap(QPixmap::fromImage(animationFrames_[animationFrame_++].scaledToHeight(
+      animation_->height(), Qt::SmoothTransformation)));
+}
+
+bool MainWindow::animatedPreviewShown() const {
+  return animation_->isVisibleTo(this) && animationTimer_->isActive();
 }
 
 void MainWindow::onFinished(const GenerationOutcome& outcome) {
@@ -1294,13 +1410,16 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
     }
     s = resolved;
   }
-  const QString summary = tr("%1×%2 · %3 frames · %4 steps · seed %5")
-                              .arg(outcome.width)
-                              .arg(outcome.height)
-                              .arg(outcome.frames)
-                              .arg(outcome.steps)
-                              .arg(outcome.seed);
-  if (history_->add(s, outcome.video, summary, thumbnail).id.isEmpty()) {
+  QString summary = tr("%1×%2 · %3 frames · %4 steps · seed %5")
+                        .arg(outcome.width)
+                        .arg(outcome.height)
+                        .arg(outcome.frames)
+                        .arg(outcome.steps)
+                        .arg(outcome.seed);
+  if (s.draft) summary += tr(" · draft (TAEHV)");
+  if (!runDraftOf_.isEmpty()) summary += tr(" · full VAE decode of a draft");
+  if (history_->add(s, outcome.video, summary, thumbnail, std::exchange(runDraftOf_, QString()))
+          .id.isEmpty()) {
     statusBar()->showMessage(tr("The history could not be written in %1")
                                  .arg(QDir::toNativeSeparators(history_->folder())),
                              6000);

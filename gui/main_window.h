@@ -21,6 +21,7 @@
 #include "gui/generation_worker.h"
 
 class QAction;
+class QCheckBox;
 class QLabel;
 class QPlainTextEdit;
 class QProgressBar;
@@ -29,6 +30,7 @@ class QScreen;
 class QSettings;
 class QSpinBox;
 class QTabWidget;
+class QTimer;
 class QSplitter;
 
 namespace ferry::gui {
@@ -118,7 +120,16 @@ class MainWindow : public QMainWindow {
   // The queued job running now; empty for none (or for a run Generate started).
   QString currentJob() const { return currentJob_; }
 
+  // The caption under each step's preview: "preview", or, when the model set has no TAEHV
+  // decoder (its previews are a colour sketch of the latent), how to get real pictures.
+  QString previewCaption() const { return previewCaption_; }
+  // The small animated preview beside the player's buttons: every latent frame of the last step's
+  // estimate, looping while the video is made (with a TAEHV decoder; hidden otherwise).
+  int animatedPreviewFrames() const { return static_cast<int>(animationFrames_.size()); }
+  bool animatedPreviewShown() const;
+
   // The parts the tests drive.
+  QCheckBox* draftBox() const { return draft_; }  // "Decode draft with TAEHV"
   PresetPanel* presetPanel() const { return presetPanel_; }
   ModelPanel* modelPanel() const { return modelPanel_; }
   LoraList* loraList() const { return loraList_; }
@@ -147,6 +158,11 @@ class MainWindow : public QMainWindow {
   void runQueue();
   // Cancels the running queued job and starts no other; the pending jobs stay.
   void stopQueue();
+  // The full VAE decode of a draft (a history item made with "Decode draft with TAEHV"): its
+  // kept latents decoded without denoising, into a new video whose history item names the draft
+  // (`draftId`). A message instead while a video is being made or when the latents are gone.
+  void decodeDraft(const ferry::gui::GenerationSettings& settings, const QString& video,
+                   const QString& draftId);
   void useDemoModel();
   // The step-distilled sampler for a distillation LoRA: distill4, `steps` steps, no CFG, shift 5.
   void useDistilledSampler(int steps);
@@ -189,6 +205,8 @@ class MainWindow : public QMainWindow {
   void onStage(int stage, const QString& name);
   void onStep(const StepInfo& info);
   void onPreview(const QImage& image);
+  void onPreviewFrames(const QVector<QImage>& frames);
+  void showAnimationFrame();
   void onFinished(const GenerationOutcome& outcome);
   void onFailed(const QString& message, int code);
   void onCancelled();
@@ -206,6 +224,12 @@ class MainWindow : public QMainWindow {
   // Starts `job` (made from `settings`) on the engine thread.
   void launch(GenerationJob job, const GenerationSettings& settings,
               const models::GenerationPlan* plan, int steps, const QString& timingKey);
+  // The job for `settings` writing to `output`: on the model the window has open when it is the
+  // settings' folder (then `plan`, `steps` and `key` are filled in for the whole job's ETA), else
+  // on the model the engine thread finds there.
+  GenerationJob jobFor(const GenerationSettings& settings, const QString& output,
+                       std::optional<models::GenerationPlan>& plan, int& steps, QString& key);
+  void updateDraftBox();
   // The next pending job, when the queue runs and nothing else does.
   void startNextJob();
   // The running queued job ended: its status, then the next one.
@@ -257,6 +281,13 @@ class MainWindow : public QMainWindow {
   AdvancedBox* advanced_ = nullptr;
   LatestQuery* clipQuery_ = nullptr;  // restoring a clip: its model files and noise file
   QLabel* planLine_ = nullptr;
+  QCheckBox* draft_ = nullptr;
+  QLabel* animation_ = nullptr;  // the animated preview
+  QTimer* animationTimer_ = nullptr;
+  QVector<QImage> animationFrames_;
+  int animationFrame_ = 0;
+  QString previewCaption_;
+  QString runDraftOf_;  // the running job is the full decode of this history item (its id)
   QPushButton* generate_ = nullptr;
   QPushButton* cancel_ = nullptr;
   QLabel* message_ = nullptr;

@@ -103,11 +103,17 @@ struct RunContext {
   // Replays and tests. initial_noise fills the noise tensor `name` (of noise_layout) instead of the
   // seed; noise_used sees each noise tensor as the run starts from it; final_latent each latent
   // tensor (of latent_layout) before it is decoded; text_state each tensor of the text stage's
-  // output. Each may be empty.
+  // output; saved_latent fills the latent tensor `name` (of latent_layout) from the request's
+  // latents file (GenerationRequest::latents: the run decodes it instead of denoising). Each may
+  // be empty.
   std::function<void(std::string_view name, std::span<float>)> initial_noise;
   std::function<void(std::string_view name, std::span<const float>)> noise_used;
   std::function<void(std::string_view name, std::span<const float>)> final_latent;
   std::function<void(const TensorBytes&)> text_state;
+  std::function<void(std::string_view name, std::span<float>)> saved_latent;
+  // The small animated preview: every latent frame of the work so far as a small picture, after
+  // the steps whose picture preview was made (only with a TAEHV decoder). Empty: not wanted.
+  std::function<void(const std::vector<media::RgbImage>&)> preview_frames;
 };
 
 // One generation's stages. run_stage is called once per stage of stages(), in that order.

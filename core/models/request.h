@@ -21,11 +21,16 @@ struct LoraChoice {
   bool operator==(const LoraChoice&) const = default;
 };
 
+// What makes the video from the final latent: the model's VAE, or the TAEHV preview decoder for a
+// draft (formats_lora_moe.md §7: full size and frame count, softer detail, seconds instead of
+// minutes), whose latents are kept so the VAE can decode them later without denoising again.
+enum class VideoDecoder { kVae, kTaehvDraft };
+
 struct GenerationRequest {
   std::vector<std::filesystem::path> model;  // a folder, or the parts' files
   std::string prompt;
-  std::string negative_prompt;                 // empty: the family's default
-  std::optional<std::filesystem::path> image;  // start image (PNG, JPEG, WebP)
+  std::string negative_prompt;                     // empty: the family's default
+  std::optional<std::filesystem::path> image;      // start image (PNG, JPEG, WebP)
   std::optional<std::filesystem::path> end_image;  // end image (first–last frame), same formats
   // 0 (or unset) takes the model's default.
   int width = 0;
@@ -54,6 +59,12 @@ struct GenerationRequest {
   std::filesystem::path save_noise;
   std::filesystem::path save_latents;
   bool save_text_states = false;
+  VideoDecoder decoder = VideoDecoder::kVae;
+  // A run's final latents read from this safetensors file (what save_latents or a draft wrote,
+  // ModelParts::latent_layout) instead of denoised: the run only decodes them. The other settings
+  // must be those of the run that made them (its size and frames decide the shape). Empty: the
+  // run denoises.
+  std::filesystem::path latents;
 };
 
 // A request with nothing left to choose.
@@ -104,6 +115,13 @@ struct RequestRules {
   float low_noise_guide_scale = 0;
   double shift = 0;
   std::string sampler;
+  // A draft decode (VideoDecoder::kTaehvDraft) is possible: the set has a preview decoder, which
+  // also makes each step's preview a picture. Without one, `preview_decoder_help` says how to get
+  // one (which file, from where, where to put it); empty when the family has none to offer.
+  bool draft_decode = false;
+  std::string preview_decoder_help;
+  // The model decodes a run's saved latents without denoising (GenerationRequest::latents).
+  bool decodes_saved_latents = false;
   // Sizes to offer (the official ones first); each follows the rules above.
   std::vector<std::pair<int, int>> sizes;
 

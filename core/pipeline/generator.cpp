@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 // Every setting a clip needs to be made again, for its metadata and sidecar. Model files are
 // named by file name, size and fingerprint only: a shared clip must not carry the user's folders.
 nlohmann::json settings_json(const ResolvedRequest& r, const models::ModelParts& parts,
-                             const offload::Preset& preset) {
+                             const offload::Preset& preset, const fs::path& latents_kept) {
   nlohmann::json j;
   j["prompt"] = r.request.prompt;
   j["negative_prompt"] = r.negative_prompt;
@@ -60,6 +60,15 @@ nlohmann::json settings_json(const ResolvedRequest& r, const models::ModelParts&
   }
   if (r.request.image) j["image"] = io::detail::display(r.request.image->filename());
   if (r.request.end_image) j["end_image"] = io::detail::display(r.request.end_image->filename());
+  if (r.request.decoder == models::VideoDecoder::kTaehvDraft) {
+    // A draft: decoded by TAEHV, softer than the VAE's; its latents kept for a full decode.
+    j["decode"] = "taehv-draft";
+  }
+  if (!latents_kept.empty()) j["latents_kept"] = io::detail::display(latents_kept.filename());
+  if (!r.request.latents.empty()) {
+    j["latents_file"] = {{"name", io::detail::display(r.request.latents.filename())},
+                         {"fingerprint", io::file_fingerprint(r.request.latents)}};
+  }
   if (!r.request.noise.empty()) {
     j["noise_file"] = {{"name", io::detail::display(r.request.noise.filename())},
                        {"fingerprint", io::file_fingerprint(r.request.noise)}};
@@ -139,6 +148,32 @@ std::optional<media::RgbImage> load_frame_image(const std::optional<std::filesys
 
 }  // namespace
 
+fs::path draft_latents_path(const fs::path& video) {
+  return fs::path(video).replace_extension(".latents.safetensors");
+}
+
+void check_decode_request(const models::ModelParts& parts, const GenerationRequest& request) {
+  const models::RequestRules rules = parts.rules();
+  if (request.decoder == models::VideoDecoder::kTaehvDraft && !rules.draft_decode) {
+    throw Error(ErrorCode::kBadArgument,
+                "the model " + parts.name() + " has no draft decoder: decode with its VAE");
+  }
+  if (request.latents.empty()) return;
+  if (!rules.decodes_saved_latents) {
+    throw Error(ErrorCode::kBadArgument,
+                "the model " + parts.name() + " cannot decode saved latents: generate instead");
+  }
+  const auto refuse = [](const char* option) {
+    throw Error(ErrorCode::kBadArgument, std::string("--latents decodes saved latents without "
+                                                     "denoising; ") +
+                                             option + " belongs to a run that denoises");
+  };
+  if (!request.noise.empty()) refuse("--noise");
+  if (!request.save_noise.empty()) refuse("--save-noise");
+  if (!request.save_latents.empty()) refuse("--save-latents");
+  if (request.save_text_states) refuse("--save-text-states");
+}
+
 GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
                           const offload::Preset& preset, const models::ModelParts& parts,
                           const GenerationRequest& request, ProgressSink& sink,
@@ -153,6 +188,7 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
   result.settings = r;
   result.model = parts.name();
   result.preset = preset.name;
+  check_decode_request(parts, request);
 
   // Every stage is planned before any work starts, so a budget that cannot hold one of them is
   // refused at once (each stage still allocates only when it runs).
@@ -160,8 +196,18 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
   // Replays: the noise file read and checked, the outputs' folders checked, before any work.
   const std::vector<models::TensorLayout> noise_layout = parts.noise_layout(r);
   const std::vector<models::TensorLayout> latent_layout = parts.latent_layout(r);
-  std::vector<std::vector<float>> noise_from_file;
+  std::vector<std::vector<float>> noise_from_file, latents_from_file;
   if (!request.noise.empty()) noise_from_file = read_noise(request.noise, noise_layout);
+  if (!request.latents.empty()) {
+    latents_from_file = read_replay_tensors(request.latents, latent_layout, "--latents");
+  }
+  // A draft keeps its latents beside the video unless asked to write them elsewhere (a draft of
+  // saved latents has them already).
+  const bool draft = request.decoder == models::VideoDecoder::kTaehvDraft;
+  const fs::path latents_path = !request.save_latents.empty() ? request.save_latents
+                                : draft && request.latents.empty()
+                                    ? draft_latents_path(request.output)
+                                    : fs::path();
   if (!request.save_noise.empty()) check_replay_output(request.save_noise, "--save-noise");
   if (!request.save_latents.empty()) check_replay_output(request.save_latents, "--save-latents");
   if (request.save_text_states && request.save_latents.empty()) {
@@ -169,7 +215,9 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
   }
   ReplayFile noise_out, latents_out;
   result.peak_device_bytes = plan.predicted_vram_peak;
-  const nlohmann::json settings = settings_json(r, parts, preset);
+  // A draft's clip names its kept latents: the full decode looks for them beside it.
+  const nlohmann::json settings =
+      settings_json(r, parts, preset, draft ? latents_path : fs::path());
 
   // Telemetry: a line per step and per stage to the stats file, steps to the sink.
   std::ofstream jsonl;
@@ -210,7 +258,14 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
       {},
       {},
       {},
+      {},
+      {},
       {}};
+  if (sink.wants_preview_frames()) {
+    context.preview_frames = [&](const std::vector<media::RgbImage>& frames) {
+      sink.preview_frames(frames);
+    };
+  }
   if (!noise_from_file.empty()) {
     context.initial_noise = [&](std::string_view name, std::span<float> out) {
       for (std::size_t i = 0; i < noise_layout.size(); ++i) {
@@ -229,10 +284,19 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
       noise_out.add(name, values, noise_layout);
     };
   }
-  if (!request.save_latents.empty() || options.final_latent) {
+  if (!latents_path.empty() || options.final_latent) {
     context.final_latent = [&](std::string_view name, std::span<const float> values) {
       if (options.final_latent) options.final_latent(values);
-      if (!request.save_latents.empty()) latents_out.add(name, values, latent_layout);
+      if (!latents_path.empty()) latents_out.add(name, values, latent_layout);
+    };
+  }
+  if (!latents_from_file.empty()) {
+    context.saved_latent = [&](std::string_view name, std::span<float> out) {
+      for (std::size_t i = 0; i < latent_layout.size(); ++i) {
+        if (latent_layout[i].name == name) {
+          std::copy(latents_from_file[i].begin(), latents_from_file[i].end(), out.begin());
+        }
+      }
     };
   }
   if (request.save_text_states) {
@@ -263,7 +327,10 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
       {"model", parts.name()},
       {"seed", std::to_string(request.seed)}};
   if (!request.save_noise.empty()) noise_out.write(request.save_noise, replay_metadata);
-  if (!request.save_latents.empty()) latents_out.write(request.save_latents, replay_metadata);
+  if (!latents_path.empty()) {
+    latents_out.write(latents_path, replay_metadata);
+    result.latents = latents_path;
+  }
 
   result.video = request.output;
   result.sidecar = fs::path(request.output).replace_extension(".json");

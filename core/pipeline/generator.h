@@ -48,6 +48,11 @@ class ProgressSink {
   virtual void step(const StepProgress&) {}
   // The denoised estimate's first frame, small and cheap (not a VAE decode).
   virtual void preview(const media::RgbImage&) {}
+  // The small animated preview (RunContext::preview_frames): every latent frame of the denoised
+  // estimate as a small picture, after each step whose picture preview was made, when the model
+  // set has a TAEHV decoder. Decoding them costs time, so only sinks that show them ask.
+  virtual bool wants_preview_frames() const { return false; }
+  virtual void preview_frames(const std::vector<media::RgbImage>&) {}
   // Something the user should know that is not an error ("no usable GPU: the cpu preset runs").
   virtual void note(const std::string&) {}
   // What the request asks that is allowed but probably not meant (ResolvedRequest::warnings),
@@ -65,6 +70,9 @@ struct GenerationResult {
   std::vector<offload::StepStats> steps;
   std::vector<offload::StageStats> stages;  // text, [image,] denoise, decode (with the write)
   std::uint64_t peak_device_bytes = 0;      // the largest of any stage's plan
+  // The final latents written beside the video (a draft keeps them for a full decode later) or
+  // where save_latents said; empty when none were written.
+  std::filesystem::path latents;
 };
 
 struct GeneratorOptions {
@@ -87,6 +95,16 @@ struct GeneratorOptions {
   // every check, before the first stage (where the run goes, a fallback and why).
   std::vector<std::string> notes;
 };
+
+// Where a draft keeps its final latents when the request names no save_latents file: beside the
+// video, "<stem>.latents.safetensors" (the app's default for saved latents too).
+std::filesystem::path draft_latents_path(const std::filesystem::path& video);
+
+// Error(kBadArgument) unless `parts` can do what `request` asks of its decode: a draft needs a
+// family and a model set that have a draft decoder (the family's own message first: resolve()),
+// saved latents a family that decodes them, and saved latents are not combined with the options
+// of a denoising run (--noise, --save-noise, --save-latents, --save-text-states).
+void check_decode_request(const models::ModelParts& parts, const GenerationRequest& request);
 
 // Runs one job on `backend` for `machine` under `preset`: `parts` is the opened model set.
 // Throws Error: kBadArgument (request), kBadModelFile / kMissingTensor (model parts), kDoesNotFit

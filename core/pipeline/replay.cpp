@@ -15,43 +15,52 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void bad(const fs::path& path, const std::string& what) {
-  throw Error(ErrorCode::kBadArgument, "--noise " + io::detail::display(path) + ": " + what);
+[[noreturn]] void bad(const std::string& option, const fs::path& path, const std::string& what) {
+  throw Error(ErrorCode::kBadArgument, option + " " + io::detail::display(path) + ": " + what);
 }
 
 }  // namespace
 
 std::vector<std::vector<float>> read_noise(const fs::path& path,
                                            const std::vector<models::TensorLayout>& layout) {
+  return read_replay_tensors(path, layout, "--noise");
+}
+
+std::vector<std::vector<float>> read_replay_tensors(const fs::path& path,
+                                                    const std::vector<models::TensorLayout>& layout,
+                                                    const std::string& option) {
   std::optional<io::TensorFile> file;
   try {
     file.emplace(io::TensorFile::open(path));
   } catch (const Error& e) {
-    bad(path, e.what());
+    bad(option, path, e.what());
   }
-  std::vector<std::vector<float>> noise;
+  std::vector<std::vector<float>> tensors;
   for (const models::TensorLayout& want : layout) {
     const io::TensorInfo* t = file->find(want.name);
     if (t == nullptr) {
-      bad(path, "no tensor '" + want.name + "' (this request needs " + want.name + " " +
-                    io::shape_text(want.shape) + " F32)");
+      bad(option, path,
+          "no tensor '" + want.name + "' (this request needs " + want.name + " " +
+              io::shape_text(want.shape) + " F32)");
     }
     if (t->dtype != DType::kF32) {
-      bad(path, "'" + want.name + "' is " + std::string(dtype_name(t->dtype)) + ", not F32");
+      bad(option, path,
+          "'" + want.name + "' is " + std::string(dtype_name(t->dtype)) + ", not F32");
     }
     if (t->shape != want.shape) {
-      bad(path, "'" + want.name + "' is " + io::shape_text(t->shape) + ", but this request needs " +
-                    io::shape_text(want.shape) + " (its size and frames decide the shape)");
+      bad(option, path,
+          "'" + want.name + "' is " + io::shape_text(t->shape) + ", but this request needs " +
+              io::shape_text(want.shape) + " (its size and frames decide the shape)");
     }
     std::vector<float> values(static_cast<std::size_t>(t->element_count()));
     try {
       file->map(*t).copy_to(0, std::as_writable_bytes(std::span(values)));
     } catch (const Error& e) {
-      bad(path, e.what());
+      bad(option, path, e.what());
     }
-    noise.push_back(std::move(values));
+    tensors.push_back(std::move(values));
   }
-  return noise;
+  return tensors;
 }
 
 void check_replay_output(const fs::path& path, const std::string& what) {

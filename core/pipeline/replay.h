@@ -20,6 +20,11 @@ namespace ferry::pipeline {
 // a tensor missing, not F32, or of another shape than the request needs.
 std::vector<std::vector<float>> read_noise(const std::filesystem::path& path,
                                            const std::vector<models::TensorLayout>& layout);
+// The same for any replay file: `what` names the option in the messages ("--latents": a run's
+// final latents, read to be decoded again).
+std::vector<std::vector<float>> read_replay_tensors(const std::filesystem::path& path,
+                                                    const std::vector<models::TensorLayout>& layout,
+                                                    const std::string& what);
 
 // Error(kBadArgument) unless `path`'s folder exists and it ends in .safetensors; `what` names
 // the option in the message ("--save-noise").

@@ -146,6 +146,10 @@ void RunLog::preview(const media::RgbImage& image) {
   forward_.preview(image);
 }
 
+void RunLog::preview_frames(const std::vector<media::RgbImage>& frames) {
+  forward_.preview_frames(frames);
+}
+
 void RunLog::finished(const GenerationResult& result) {
   for (const offload::StageStats& s : result.stages) {
     line(cat({"stage ", s.stage, " ", offload::to_json_line(s)}));

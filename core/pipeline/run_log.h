@@ -44,6 +44,8 @@ class RunLog final : public ProgressSink {
   void stage(Stage stage) override;
   void step(const StepProgress& progress) override;
   void preview(const media::RgbImage& image) override;
+  bool wants_preview_frames() const override { return forward_.wants_preview_frames(); }
+  void preview_frames(const std::vector<media::RgbImage>& frames) override;
 
  private:
   void line(std::string_view text);

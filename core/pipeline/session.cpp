@@ -82,7 +82,9 @@ std::filesystem::path Session::write_demo_model(const std::filesystem::path& fol
 
 ResolvedRequest Session::validate(const models::ModelParts& model,
                                   const GenerationRequest& request) const {
-  return model.resolve(request, image_size(request));
+  ResolvedRequest r = model.resolve(request, image_size(request));
+  check_decode_request(model, request);
+  return r;
 }
 
 models::GenerationPlan Session::plan(const models::ModelParts& model,

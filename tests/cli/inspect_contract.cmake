@@ -180,6 +180,33 @@ expect_in("${err}" "--noise")
 if(EXISTS "${WORK}/r${VIDEO_EXT}")
   message(FATAL_ERROR "a refused replay wrote its video")
 endif()
+# drafts: --decode taehv without a TAEHV file is exit 2 naming the file; with one (the tiny test
+# decoder beside a copy of the demo model) the draft says so in its settings and keeps its
+# latents, which --latents decodes with the VAE without denoising; --decode takes vae or taehv.
+ferry_cli(2 generate --model "${DEMO_MODEL}" --prompt "a ferry" --out "${WORK}/d${VIDEO_EXT}" --decode taehv)
+expect_one_error_line()
+expect_in("${err}" "taew2_2.safetensors")
+ferry_cli(2 generate --model "${DEMO_MODEL}" --prompt "a ferry" --out "${WORK}/d${VIDEO_EXT}" --decode fast)
+expect_one_error_line()
+expect_in("${err}" "--decode")
+file(COPY "${DEMO_MODEL}/" DESTINATION "${WORK}/draft-model")
+file(COPY_FILE "${DATA}/taehv/taew2_2_tiny.safetensors" "${WORK}/draft-model/taew2_2.safetensors")
+set(draft_args --model "${WORK}/draft-model" --prompt "a ferry" --width 64 --height 64 --frames 5 --steps 1 --preset cpu)
+ferry_cli(0 plan --model "${WORK}/draft-model" --preset cpu --width 64 --height 64 --frames 5 --decode taehv)
+expect_in("${out}" "== TAEHV draft decode: TAEHV taew2_2.safetensors")
+ferry_cli(0 generate ${draft_args} --decode taehv --out "${WORK}/draft${VIDEO_EXT}")
+expect_in("${out}" "--latents")
+file(READ "${WORK}/draft.json" sidecar)
+expect_in("${sidecar}" "\"decode\": \"taehv-draft\"")
+expect_in("${sidecar}" "\"latents_kept\": \"draft.latents.safetensors\"")
+ferry_cli(0 generate ${draft_args} --latents "${WORK}/draft.latents.safetensors" --out "${WORK}/full${VIDEO_EXT}")
+expect_in("${err}" "decoding")
+string(FIND "${err}" "step 1/1" stepped)
+if(NOT stepped EQUAL -1)
+  message(FATAL_ERROR "decoding saved latents denoised:\n${err}")
+endif()
+file(READ "${WORK}/full.json" sidecar)
+expect_in("${sidecar}" "\"latents_file\"")
 # LoRAs: one written for the demo model runs and is named in the clip's settings; a LoRA for
 # another model (a shape disagrees), a truncated one and a pickle are exit 2 with one line before
 # any work, and write nothing (a LoRA with no key of the model: tests/models/wan_dit_lora_test).

@@ -21,6 +21,8 @@
 #include "core/io/safetensors_writer.h"
 #include "core/io/tensor_set.h"
 #include "core/memory/arena.h"
+#include "core/models/taehv/taehv_draft.h"
+#include "core/offload/preset.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
 #include "tests/test_support.h"
@@ -384,6 +386,41 @@ TEST_F(TaehvDecoderTest, a_tgrow_too_short_for_its_stride_is_a_bad_model_file) {
                 [&] { TaehvDecoder(test::model_backend(), weights, full_options(true)); }),
             ErrorCode::kBadModelFile);
   EXPECT_NO_THROW(TaehvDecoder(test::model_backend(), weights, preview_options()));
+}
+
+// The draft decode's plan (taehv_draft.h): the published decoder's geometry, its weights and
+// one latent frame's working memory against the budget; refused before any work for a decoder of
+// another latent space, a video of another size, a TGrow that cannot grow time, or a budget
+// that cannot hold it.
+TEST_F(TaehvDecoderTest, a_draft_plan_checks_the_decoder_the_video_and_the_budget) {
+  const offload::MachineInfo machine{false, 0, 0, 16ull << 30, 12ull << 30};
+  const offload::Preset cpu = offload::find_preset(offload::builtin_presets(), "cpu", machine);
+  const io::TensorSet set = io::TensorSet::open(fixture("taew2_1_tiny.safetensors"));
+  // taew2_1: z 16, 8 px per position, time × 4 less 3: a latent [16, 3, 4, 6] is 9 frames of
+  // 48 × 32.
+  const TaehvDraftPlan plan = make_taehv_draft_plan(set, cpu, machine, 16, 3, 4, 6, 9, 48, 32);
+  const TaehvWeights weights = TaehvWeights::shapes_only(set);
+  EXPECT_EQ(plan.weight_bytes, weights.bytes());
+  EXPECT_EQ(plan.arena_bytes, memory::Arena::footprint(16 * 4 * 6 * sizeof(float)) +
+                                  TaehvStream::arena_bytes(weights, TaehvOptions{}, 4, 6));
+  EXPECT_EQ(plan.predicted_vram_peak, 0u);  // the CPU's memory is the host's
+  const auto error = [&](const offload::Preset& preset, std::int64_t channels, int frames,
+                         const io::TensorSet& s) {
+    return test::error_code_of(
+        [&] { make_taehv_draft_plan(s, preset, machine, channels, 3, 4, 6, frames, 48, 32); });
+  };
+  EXPECT_EQ(error(cpu, 48, 9, set), ErrorCode::kBadModelFile);  // TI2V's latents
+  EXPECT_EQ(error(cpu, 16, 8, set), ErrorCode::kBadModelFile);  // not 4T - 3 frames
+  offload::Preset small = cpu;
+  small.ram_budget_bytes = 64ull << 20;
+  EXPECT_EQ(error(small, 16, 9, set), ErrorCode::kDoesNotFit);
+  test::ScratchDir dir;
+  const auto path = rewritten(dir, "taew2_1.safetensors", [](std::vector<FileTensor>& t) {
+    FileTensor* x = find(t, "decoder.13.conv.weight");
+    x->spec.shape[0] /= 2;
+    x->bytes.resize(static_cast<std::size_t>(x->spec.bytes()));
+  });
+  EXPECT_EQ(error(cpu, 16, 9, io::TensorSet::open(path)), ErrorCode::kBadModelFile);
 }
 
 TEST_F(TaehvDecoderTest, a_truncated_file_is_a_bad_model_file) {

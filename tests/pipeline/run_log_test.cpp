@@ -17,10 +17,12 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Counter final : ProgressSink {
-  int stages = 0, steps = 0, previews = 0;
+  int stages = 0, steps = 0, previews = 0, animations = 0;
   void stage(Stage) override { ++stages; }
   void step(const StepProgress&) override { ++steps; }
   void preview(const media::RgbImage&) override { ++previews; }
+  bool wants_preview_frames() const override { return true; }
+  void preview_frames(const std::vector<media::RgbImage>&) override { ++animations; }
 };
 
 std::string text_of(const fs::path& path) {
@@ -63,6 +65,9 @@ TEST(RunLog, LogsEachEventAndPassesItOn) {
   p.stats.bytes_read = 12345;
   log.step(p);
   log.preview(media::RgbImage{2, 2, std::vector<std::uint8_t>(12)});
+  // The animated preview is asked for when the wrapped sink asks, and handed on.
+  EXPECT_TRUE(log.wants_preview_frames());
+  log.preview_frames({media::RgbImage{2, 2, std::vector<std::uint8_t>(12)}});
   GenerationResult result;
   result.video = "out/clip.mp4";
   result.encoder = "libx264";
@@ -79,6 +84,7 @@ TEST(RunLog, LogsEachEventAndPassesItOn) {
   EXPECT_EQ(counter.stages, 1);
   EXPECT_EQ(counter.steps, 1);
   EXPECT_EQ(counter.previews, 1);
+  EXPECT_EQ(counter.animations, 1);
   const std::string text = text_of(log.path());
   for (const char* expected :
        {"Ferry " FERRY_VERSION " run started", "GPU with 8.00 GiB VRAM (7.00 GiB free)",

@@ -79,6 +79,48 @@ TEST(TaehvPreview, a_model_with_a_taehv_file_previews_pictures_within_the_budget
   for (const auto& size : sink.sizes) EXPECT_EQ(size, (std::pair<int, int>{32, 32}));
 }
 
+// The small animated preview (TaehvPreview::decode_all): a sink that asks gets, after each
+// picture preview, every latent frame as a small picture (time upscaling and every upsample off:
+// the latent's size × taew2_2's patch 2); one that does not ask gets none.
+struct AnimatedPreviews final : ProgressSink {
+  bool wanted = true;
+  int pictures = 0;
+  std::vector<std::vector<std::pair<int, int>>> animations;
+  void preview(const media::RgbImage&) override { ++pictures; }
+  bool wants_preview_frames() const override { return wanted; }
+  void preview_frames(const std::vector<media::RgbImage>& frames) override {
+    EXPECT_EQ(static_cast<int>(animations.size()), pictures - 1);  // after its picture
+    std::vector<std::pair<int, int>> sizes;
+    for (const media::RgbImage& f : frames) {
+      EXPECT_EQ(f.rgb.size(), static_cast<std::size_t>(f.width) * f.height * 3);
+      sizes.emplace_back(f.width, f.height);
+    }
+    animations.push_back(std::move(sizes));
+  }
+};
+
+TEST(TaehvPreview, a_sink_that_asks_gets_every_latent_frame_small_after_each_picture) {
+  test::ScratchDir dir;
+  const fs::path demo = models::wan::write_demo_model(dir / "demo");
+  fs::copy_file(test::data_path("taehv/taew2_2_tiny.safetensors"), demo / "taew2_2.safetensors");
+  const Session session = cpu_session();
+  const auto model = session.find({demo});
+  AnimatedPreviews sink;
+  CancelToken cancel;
+  session.run(*model, request_for(demo, dir / "clip.mp4"), sink, cancel);
+  ASSERT_GE(sink.pictures, 1);
+  ASSERT_EQ(static_cast<int>(sink.animations.size()), sink.pictures);
+  // 5 frames: 2 latent frames of 4 × 4 positions, 8 × 8 pixels each.
+  for (const auto& sizes : sink.animations) {
+    EXPECT_EQ(sizes, (std::vector<std::pair<int, int>>{{8, 8}, {8, 8}}));
+  }
+  AnimatedPreviews silent;
+  silent.wanted = false;
+  session.run(*model, request_for(demo, dir / "clip2.mp4"), silent, cancel);
+  EXPECT_GE(silent.pictures, 1);
+  EXPECT_TRUE(silent.animations.empty());
+}
+
 TEST(TaehvPreview, without_a_taehv_file_previews_stay_the_latent_sketch) {
   test::ScratchDir dir;
   const fs::path demo = models::wan::write_demo_model(dir / "demo");

@@ -16,23 +16,54 @@ TaehvOptions preview_options() {
   return o;
 }
 
+TaehvOptions frames_options() {
+  TaehvOptions o;
+  o.time_upscale = {false, false, false};
+  o.space_upscale = {false, false, false};
+  return o;
+}
+
+namespace {
+
+// Pixels [3, 1, H, W] in [0, 1] (clamped again: the raw values are not the decoder's business
+// here) as an 8-bit picture.
+media::RgbImage to_image(const std::vector<float>& pixels, int height, int width) {
+  media::RgbImage image;
+  image.height = height;
+  image.width = width;
+  const std::size_t plane = static_cast<std::size_t>(width) * height;
+  image.rgb.resize(plane * 3);
+  for (std::size_t i = 0; i < plane; ++i) {
+    for (std::size_t c = 0; c < 3; ++c) {
+      const float v = std::clamp(pixels[c * plane + i], 0.0f, 1.0f);
+      image.rgb[i * 3 + c] = static_cast<std::uint8_t>(std::lround(v * 255.0f));
+    }
+  }
+  return image;
+}
+
+}  // namespace
+
 struct TaehvPreview::State {
   Backend& backend;
   TaehvWeights weights;
   TaehvDecoder decoder;
+  TaehvDecoder small;  // the animated preview's (frames_options)
   std::int64_t channels, frames, h, w;
   std::unique_ptr<DeviceBuffer> memory;
   memory::Arena arena;
   Tensor input;  // [channels, 1, h, w]
   std::optional<TaehvStream> stream;
-  std::vector<float> frame;   // the chosen latent frame, host
-  std::vector<float> pixels;  // [3, 1, H, W], host
+  std::optional<TaehvStream> small_stream;  // with all_frames: a video, memory kept
+  std::vector<float> frame;                 // the chosen latent frame, host
+  std::vector<float> pixels;                // [3, 1, H, W], host
 
   State(Backend& b, const io::TensorSet& set, std::int64_t c, std::int64_t t, std::int64_t hh,
-        std::int64_t ww)
+        std::int64_t ww, bool all_frames)
       : backend(b),
         weights(TaehvWeights::load(b, set)),
         decoder(b, weights, preview_options()),
+        small(b, weights, frames_options()),
         channels(c),
         frames(t),
         h(hh),
@@ -46,18 +77,20 @@ struct TaehvPreview::State {
     }
     const std::size_t bytes =
         memory::Arena::footprint(static_cast<std::size_t>(c * h * w) * sizeof(float)) +
-        TaehvStream::arena_bytes(weights, decoder.options(), h, w, TaehvStream::Memory::kNone);
+        TaehvStream::arena_bytes(weights, decoder.options(), h, w, TaehvStream::Memory::kNone) +
+        (all_frames ? TaehvStream::arena_bytes(weights, small.options(), h, w) : 0);
     memory = b.allocate(bytes);
     arena = memory::Arena(memory->data(), bytes, b.device());
     input = arena.allocate(DType::kF32, Shape{c, 1, h, w});
     stream.emplace(decoder, h, w, arena, TaehvStream::Memory::kNone);
+    if (all_frames) small_stream.emplace(small, h, w, arena);
     frame.resize(static_cast<std::size_t>(c * h * w));
   }
 };
 
 TaehvPreview::TaehvPreview(Backend& backend, const io::TensorSet& set, std::int64_t channels,
-                           std::int64_t frames, std::int64_t h, std::int64_t w)
-    : state_(std::make_unique<State>(backend, set, channels, frames, h, w)) {}
+                           std::int64_t frames, std::int64_t h, std::int64_t w, bool all_frames)
+    : state_(std::make_unique<State>(backend, set, channels, frames, h, w, all_frames)) {}
 
 TaehvPreview::~TaehvPreview() = default;
 
@@ -78,18 +111,37 @@ media::RgbImage TaehvPreview::decode(std::span<const float> latent) {
   s.stream->push(s.input, [&](std::int64_t, const Tensor& pixels) {
     s.pixels.resize(static_cast<std::size_t>(pixels.numel()));
     s.backend.download(pixels, s.pixels.data());
-    image.height = static_cast<int>(pixels.shape[2]);
-    image.width = static_cast<int>(pixels.shape[3]);
+    image =
+        to_image(s.pixels, static_cast<int>(pixels.shape[2]), static_cast<int>(pixels.shape[3]));
   });
-  const std::size_t out_plane = static_cast<std::size_t>(image.width) * image.height;
-  image.rgb.resize(out_plane * 3);
-  for (std::size_t i = 0; i < out_plane; ++i) {
-    for (std::size_t c = 0; c < 3; ++c) {
-      const float v = std::clamp(s.pixels[c * out_plane + i], 0.0f, 1.0f);
-      image.rgb[i * 3 + c] = static_cast<std::uint8_t>(std::lround(v * 255.0f));
-    }
-  }
   return image;
+}
+
+std::vector<media::RgbImage> TaehvPreview::decode_all(std::span<const float> latent) {
+  State& s = *state_;
+  const std::size_t plane = static_cast<std::size_t>(s.h * s.w);
+  require(s.small_stream.has_value() &&
+              latent.size() == static_cast<std::size_t>(s.channels * s.frames) * plane,
+          "TaehvPreview::decode_all", "latent of ", latent.size(), " values");
+  std::vector<media::RgbImage> images;
+  s.small_stream->reset();
+  for (std::int64_t t = 0; t < s.frames; ++t) {
+    for (std::int64_t c = 0; c < s.channels; ++c) {
+      const auto from =
+          latent.begin() + static_cast<std::ptrdiff_t>((c * s.frames + t) * s.h * s.w);
+      std::copy_n(
+          from, plane,
+          s.frame.begin() + static_cast<std::ptrdiff_t>(c) * static_cast<std::ptrdiff_t>(plane));
+    }
+    s.backend.upload(s.input, s.frame.data());
+    s.small_stream->push(s.input, [&](std::int64_t, const Tensor& pixels) {
+      s.pixels.resize(static_cast<std::size_t>(pixels.numel()));
+      s.backend.download(pixels, s.pixels.data());
+      images.push_back(
+          to_image(s.pixels, static_cast<int>(pixels.shape[2]), static_cast<int>(pixels.shape[3])));
+    });
+  }
+  return images;
 }
 
 std::uint64_t TaehvPreview::device_bytes(const io::TensorSet& set, std::int64_t h, std::int64_t w) {
@@ -97,7 +149,8 @@ std::uint64_t TaehvPreview::device_bytes(const io::TensorSet& set, std::int64_t 
   const std::int64_t z = weights.config().latent_channels;
   return weights.bytes() +
          memory::Arena::footprint(static_cast<std::size_t>(z * h * w) * sizeof(float)) +
-         TaehvStream::arena_bytes(weights, preview_options(), h, w, TaehvStream::Memory::kNone);
+         TaehvStream::arena_bytes(weights, preview_options(), h, w, TaehvStream::Memory::kNone) +
+         TaehvStream::arena_bytes(weights, frames_options(), h, w);
 }
 
 bool PreviewBudget::due(double step_seconds) {

@@ -6,6 +6,10 @@
 // TGrows' last rows: the latest of the frames a latent frame stands for) and the last upsample
 // off (half the video's size: 640 × 352 for 1280 × 704). The chosen latent frame is decoded with
 // empty memory, as a video's first frame is: one frame's work, whatever the frame count.
+// The small animated preview (frames_options()): every latent frame, time upscaling and every
+// upsample off (the latent's size × the patch: 160 × 88 for 1280 × 704), decoded as a video (each
+// MemBlock remembering the previous frame): about as much work as the one-frame preview per
+// latent frame at a sixteenth of its pixels in the widest stages.
 #pragma once
 
 #include <cstdint>
@@ -23,22 +27,27 @@
 namespace ferry::models::taehv {
 
 TaehvOptions preview_options();
+TaehvOptions frames_options();
 
 class TaehvPreview {
  public:
   // Loads the decoder from `set` and allocates everything the previews of a latent of
   // [channels, frames, h, w] take, once. Error(kBadModelFile) when the decoder's latent channels
   // are not `channels`; the errors of TaehvWeights::load otherwise.
+  // With `all_frames`, decode_all() is possible too (its memory allocated as well).
   TaehvPreview(Backend& backend, const io::TensorSet& set, std::int64_t channels,
-               std::int64_t frames, std::int64_t h, std::int64_t w);
+               std::int64_t frames, std::int64_t h, std::int64_t w, bool all_frames = false);
   ~TaehvPreview();
 
   // The middle latent frame of `latent` ([channels, frames, h, w] F32 on the host) as a picture.
   // Allocates nothing on the backend.
   media::RgbImage decode(std::span<const float> latent);
+  // Every latent frame of `latent` as a small picture, in order (the animated preview; needs
+  // `all_frames`). Allocates nothing on the backend.
+  std::vector<media::RgbImage> decode_all(std::span<const float> latent);
 
-  // Backend bytes a TaehvPreview takes (weights, working frames, input): what the planner adds
-  // to the denoising stage. Reads only the file's header.
+  // Backend bytes a TaehvPreview takes (weights, working frames, input; the animated preview's
+  // included): what the planner adds to the denoising stage. Reads only the file's header.
   static std::uint64_t device_bytes(const io::TensorSet& set, std::int64_t h, std::int64_t w);
 
  private:

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/io/detail/os_file.h"
+#include "core/models/taehv/taehv_draft.h"
 #include "core/models/taehv/taehv_preview.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/wan/demo_model.h"
@@ -88,8 +90,7 @@ std::vector<std::string> WanParts::describe() const {
 std::vector<PartFile> WanParts::files() const {
   std::vector<PartFile> files;
   const auto add = [&](const char* role, const io::TensorSet& set) {
-    for (const io::TensorFile& f : set.files())
-      files.push_back({role, f.path(), f.file_size()});
+    for (const io::TensorFile& f : set.files()) files.push_back({role, f.path(), f.file_size()});
   };
   if (set_.two_experts()) {
     add("diffusion model (high-noise expert)", dit_);
@@ -104,12 +105,27 @@ std::vector<PartFile> WanParts::files() const {
 }
 
 RequestRules WanParts::rules() const {
-  return request_rules(set_);
+  RequestRules rules = request_rules(set_);
+  rules.draft_decode = preview_decoder() != nullptr;
+  if (!rules.draft_decode) {
+    rules.preview_decoder_help =
+        "put " + std::string(preview_decoder_file(set_.dit_config.out_dim)) +
+        " (github.com/madebyollin/taehv, in its safetensors/ folder) next to the diffusion "
+        "model, in " +
+        io::detail::display(set_.dit.parent_path());
+  }
+  rules.decodes_saved_latents = true;
+  return rules;
 }
 
 ResolvedRequest WanParts::resolve(const GenerationRequest& request,
                                   std::optional<std::pair<int, int>> image_size) const {
   ResolvedRequest r = wan::resolve(request, set_, image_size);
+  if (request.decoder == VideoDecoder::kTaehvDraft && preview_decoder() == nullptr) {
+    throw Error(ErrorCode::kBadArgument,
+                "a draft decode needs the TAEHV decoder for this model's latents: " +
+                    rules().preview_decoder_help);
+  }
   // Every LoRA is checked before any work (a refusal is exit 2); modules that adapt nothing in
   // this model are said once per file, never silently dropped.
   for (const LoraChoice& l : request.loras) {
@@ -170,14 +186,43 @@ std::vector<TensorLayout> WanParts::latent_layout(const ResolvedRequest& r) cons
   return layout;
 }
 
+// The draft decode's stage (taehv_draft.h), which the run reads back from family_plan.
+StagePlan WanParts::draft_decode_stage(const ResolvedRequest& r, const offload::Preset& preset,
+                                       const offload::MachineInfo& machine) const {
+  const taehv::TaehvDraftPlan draft = taehv::make_taehv_draft_plan(
+      preview_decoder_, preset, machine, set_.dit_config.out_dim, r.latent_frames, r.latent_height,
+      r.latent_width, r.frames, r.width, r.height);
+  StagePlan s;
+  s.stage = std::string(kDraftDecodeStage);
+  s.layout = "TAEHV " + io::detail::display(set_.preview_decoder.filename());
+  s.weight_bytes = draft.weight_bytes;
+  s.activation_bytes = draft.arena_bytes;
+  s.predicted_vram_peak = draft.predicted_vram_peak;
+  s.predicted_ram_peak = draft.predicted_ram_peak;
+  s.detail = draft.detail;
+  s.family_plan = draft;
+  return s;
+}
+
 GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& preset,
                               const offload::MachineInfo& machine, bool stream_all) const {
   GenerationPlan g;
   g.preset = preset.name;
+  const bool draft = r.request.decoder == VideoDecoder::kTaehvDraft;
+  const VaeWeights vae = VaeWeights::shapes_only(vae_);
+  const auto decode = [&] {
+    if (draft) return draft_decode_stage(r, preset, machine);
+    return decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames),
+                        vae.config());
+  };
+  // Saved latents are only decoded: the other stages do not run, so nothing else is planned.
+  if (!r.request.latents.empty()) {
+    g.add(decode());
+    return g;
+  }
   g.add(block_stage_plan(std::string(kTextStage),
                          umt5::EncoderWeights::from(text_encoder_).model_layout(), preset, machine,
                          stream_all));
-  const VaeWeights vae = VaeWeights::shapes_only(vae_);
   if (r.request.image) {
     // TI2V encodes the start image; A14B I2V the conditioning video, every frame.
     const int frames = set_.dit_config.in_dim == kI2V_A14B.in_dim ? r.frames : 1;
@@ -200,8 +245,7 @@ GenerationPlan WanParts::plan(const ResolvedRequest& r, const offload::Preset& p
         dit_tokens(set_.dit_config, r.width, r.height, r.frames), preset.chunk_tokens);
     g.add(block_stage_plan(std::string(dit_stage_name(set_, e)), dit, preset, machine, stream_all));
   }
-  g.add(
-      decode_stage(make_vae_plan(vae, preset, machine, r.width, r.height, r.frames), vae.config()));
+  g.add(decode());
   return g;
 }
 

@@ -48,6 +48,9 @@ class WanParts final : public ModelParts {
                                    FrameImages images) const override;
 
  private:
+  StagePlan draft_decode_stage(const ResolvedRequest& r, const offload::Preset& preset,
+                               const offload::MachineInfo& machine) const;
+
   ModelSet set_;
   io::TensorSet dit_;
   io::TensorSet low_noise_dit_;
@@ -80,5 +83,7 @@ inline constexpr std::string_view kDitStage = "diffusion model";
 inline constexpr std::string_view kHighNoiseStage = "high-noise expert";
 inline constexpr std::string_view kLowNoiseStage = "low-noise expert";
 inline constexpr std::string_view kDecodeStage = "VAE decode";
+// A draft (VideoDecoder::kTaehvDraft): the TAEHV preview decoder decodes the video instead.
+inline constexpr std::string_view kDraftDecodeStage = "TAEHV draft decode";
 
 }  // namespace ferry::models::wan

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/memory/arena.h"
 #include "core/models/noise.h"
+#include "core/models/taehv/taehv_draft.h"
 #include "core/models/taehv/taehv_preview.h"
 #include "core/models/umt5/encoder.h"
 #include "core/models/umt5/tokenizer.h"
@@ -133,6 +134,8 @@ class WanRun final : public FamilyRun {
               static_cast<int>(r.latent_height), static_cast<int>(r.latent_width)} {}
 
   std::vector<StageKind> stages() const override {
+    // Saved latents are decoded as they are: nothing to encode or denoise.
+    if (!r_.request.latents.empty()) return {StageKind::kDecode};
     if (images_.start)
       return {StageKind::kText, StageKind::kImage, StageKind::kDenoise, StageKind::kDecode};
     return {StageKind::kText, StageKind::kDenoise, StageKind::kDecode};
@@ -147,6 +150,8 @@ class WanRun final : public FamilyRun {
       case StageKind::kDenoise:
         return denoise_latent(ctx);
       case StageKind::kDecode:
+        if (!r_.request.latents.empty()) read_saved_latent(ctx);
+        if (r_.request.decoder == VideoDecoder::kTaehvDraft) return decode_draft(ctx);
         return decode(ctx);
       case StageKind::kWrite:
         break;
@@ -297,9 +302,9 @@ class WanRun final : public FamilyRun {
     // under 5% of the step time; without one, the colour sketch of latent_preview.
     std::unique_ptr<taehv::TaehvPreview> pictures;
     if (ctx.preview && parts_.preview_decoder() != nullptr) {
-      pictures = std::make_unique<taehv::TaehvPreview>(ctx.backend, *parts_.preview_decoder(),
-                                                       grid_.channels, grid_.frames, grid_.height,
-                                                       grid_.width);
+      pictures = std::make_unique<taehv::TaehvPreview>(
+          ctx.backend, *parts_.preview_decoder(), grid_.channels, grid_.frames, grid_.height,
+          grid_.width, static_cast<bool>(ctx.preview_frames));
     }
     taehv::PreviewBudget preview_budget;
 
@@ -322,10 +327,13 @@ class WanRun final : public FamilyRun {
       if (pictures && preview_budget.due(step_seconds)) {
         const Clock::time_point start = Clock::now();
         const media::RgbImage image = pictures->decode(x0);
+        std::vector<media::RgbImage> frames;
+        if (ctx.preview_frames) frames = pictures->decode_all(x0);
         const double cost = seconds_since(start);
         preview_budget.spent(cost);
         ctx.telemetry.note_preview(cost, false);
         ctx.preview(image);
+        if (ctx.preview_frames) ctx.preview_frames(frames);
       } else if (pictures) {
         ctx.telemetry.note_preview(0, true);
       }
@@ -352,6 +360,34 @@ class WanRun final : public FamilyRun {
     settings.boundary = parts_.set().two_experts() ? parts_.rules().expert_boundary : 0.0;
     settings.chunk_tokens = ctx.preset.chunk_tokens;
     return settings;
+  }
+
+  // The latent a run saved (the request's latents file, read and checked by the pipeline).
+  void read_saved_latent(RunContext& ctx) {
+    if (!ctx.saved_latent) {
+      throw Error(ErrorCode::kInternal, "the run was given no saved latents to decode");
+    }
+    latent_.resize(grid_.size());
+    ctx.saved_latent("latent", latent_);
+  }
+
+  // The draft: TAEHV decodes the latent a frame at a time at the video's full size
+  // (taehv_draft.h), frames handed to the pipeline as they come, in [-1, 1] as the VAE's are.
+  void decode_draft(RunContext& ctx) {
+    const auto& plan = std::any_cast<const taehv::TaehvDraftPlan&>(
+        stage_plan(plan_, kDraftDecodeStage).family_plan);
+    taehv::TaehvDraft draft(ctx.backend, *parts_.preview_decoder(), plan, grid_.channels,
+                            grid_.frames, grid_.height, grid_.width);
+    std::vector<float> frame;
+    for (std::int64_t t = 0; t < grid_.frames; ++t) {
+      ctx.cancel.throw_if_cancelled();
+      draft.push(latent_, t, [&](std::span<const float> pixels) {
+        frame.resize(pixels.size());
+        std::transform(pixels.begin(), pixels.end(), frame.begin(),
+                       [](float v) { return v * 2.0f - 1.0f; });
+        ctx.frames(1, frame);
+      });
+    }
   }
 
   // The VAE decode as its plan says (untiled chunks, chunk-major tiles, or whole), frames handed
