@@ -2,8 +2,6 @@
 // header is the input, followed by a 4 KiB data section that repeats the input's bytes (so
 // alphas and scales take fuzzed values). Any input must either give Terms that keep the promises
 // of lora_file.h or throw Error(kBadModelFile); anything else is a finding.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/models/lora/lora_file.h"
+#include "tests/fuzz/scratch_file.h"
 
 namespace {
 
@@ -29,24 +28,9 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-// The file each input is written to (in memory where /dev/shm exists), removed at exit.
-struct ScratchFile {
-  std::filesystem::path path;
-  ScratchFile() {
-    const char* shm = "/dev/shm";
-    const std::filesystem::path dir =
-        std::filesystem::is_directory(shm) ? shm : std::filesystem::temp_directory_path();
-    path = dir / ("ferry_lora_fuzz_" + std::to_string(::getpid()) + ".safetensors");
-  }
-  ~ScratchFile() {
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
-  }
-};
-
 const std::filesystem::path& scratch_file() {
-  static const ScratchFile file;
-  return file.path;
+  static const ferry::fuzz::ScratchFile file("ferry_lora_fuzz");
+  return file.path();
 }
 
 bool is_float(ferry::DType d) {

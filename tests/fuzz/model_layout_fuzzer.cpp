@@ -5,8 +5,6 @@
 // header's largest data_offsets end says (a sparse file, capped), so real headers reach the layout
 // checks. Each reader must either give a configuration that keeps its promises or throw
 // Error(kBadModelFile / kMissingTensor / kUnsupported); anything else is a finding.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -14,15 +12,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/error.h"
 #include "core/io/tensor_set.h"
 #include "core/models/h3/text_encoder_weights.h"
 #include "core/models/h3/vision_tower_weights.h"
 #include "core/models/taehv/taehv_weights.h"
+#include "tests/fuzz/scratch_file.h"
 
 namespace {
 
@@ -34,24 +32,9 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-// The file each input is written to (in memory where /dev/shm exists), removed at exit.
-struct ScratchFile {
-  std::filesystem::path path;
-  ScratchFile() {
-    const char* shm = "/dev/shm";
-    const std::filesystem::path dir =
-        std::filesystem::is_directory(shm) ? shm : std::filesystem::temp_directory_path();
-    path = dir / ("ferry_layout_fuzz_" + std::to_string(::getpid()) + ".safetensors");
-  }
-  ~ScratchFile() {
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
-  }
-};
-
 const std::filesystem::path& scratch_file() {
-  static const ScratchFile file;
-  return file.path;
+  static const ferry::fuzz::ScratchFile file("ferry_layout_fuzz");
+  return file.path();
 }
 
 // The largest data_offsets end the header names (0 when it is no JSON object of entries).
@@ -71,8 +54,7 @@ std::uint64_t data_bytes_claimed(const std::uint8_t* data, std::size_t size) {
 
 bool expected(const ferry::Error& e) {
   return e.code() == ferry::ErrorCode::kBadModelFile ||
-         e.code() == ferry::ErrorCode::kMissingTensor ||
-         e.code() == ferry::ErrorCode::kUnsupported;
+         e.code() == ferry::ErrorCode::kMissingTensor || e.code() == ferry::ErrorCode::kUnsupported;
 }
 
 void taehv(const ferry::io::TensorSet& set) {
