@@ -181,8 +181,8 @@ const std::vector<const ModelFamily*>& model_families();
 const ModelFamily* find_family(std::string_view name);
 
 // The parts in `paths`, opened by the first family whose open() succeeds; when none does, the
-// first error that is not NotThisFamily (the error of a family that recognised its parts), else the
-// last family's (Wan's, whose messages name what a model set needs).
+// first error that is not NotThisFamily (the error of a family that recognised its parts; with one
+// family, exactly its message), else a NotThisFamily.
 std::unique_ptr<ModelParts> open_model(const std::vector<std::filesystem::path>& paths);
 
 }  // namespace ferry::models

@@ -213,8 +213,14 @@ class H3Parts final : public ModelParts {
                ")";
     g.add(std::move(t));
     if (keyframes > 0) {
-      g.add(not_implemented(kKeyframeStage, "H3 video VAE encoder",
-                            opened_.video_vae.tensor_bytes(), "the video VAE's encoder"));
+      std::uint64_t encoder_bytes = 0;  // the keyframe encode reads the encoder half only
+      for (const io::TensorSet::Entry& e : opened_.video_vae.entries()) {
+        if (e.tensor->name.starts_with("encoder.") || e.tensor->name.starts_with("quant_conv.")) {
+          encoder_bytes += e.tensor->bytes;
+        }
+      }
+      g.add(not_implemented(kKeyframeStage, "H3 video VAE encoder", encoder_bytes,
+                            "the video VAE's encoder"));
     }
     const DitInfo& d = set_.dit_info;
     g.add(not_implemented(kDitStage,

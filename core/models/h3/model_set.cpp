@@ -258,22 +258,33 @@ TextEncoderInfo read_text_encoder_info(const io::TensorSet& set) {
 
 // ---- Choosing among candidates ------------------------------------------------------------------
 
-// The release's original partitions (FL2VA/, Ref2VA/) repeat the parts of its diffusers root.
-bool in_partition(const fs::path& path) {
-  for (const fs::path& part : path.parent_path()) {
-    const std::string name = lowercase(display(part));
-    if (name == "fl2va" || name == "ref2va") return true;
+// The names of a file and of the folders it sits in, up to `levels` up, lowercased (never the
+// user's folders above: a test or a user may name those anything).
+std::vector<std::string> near_names(const fs::path& path, int levels) {
+  std::vector<std::string> names{lowercase(display(path.filename()))};
+  fs::path dir = path.parent_path();
+  for (int i = 0; i < levels && dir.has_filename(); ++i, dir = dir.parent_path()) {
+    names.push_back(lowercase(display(dir.filename())));
   }
-  return false;
+  return names;
 }
 
-// A Ref2VA diffusion model, by its path (the only difference from FL2VA's; see model_set.h).
+// The release's original partitions (FL2VA/, Ref2VA/) repeat the parts of its diffusers root; the
+// deepest part is FL2VA/video_vae/source/model.safetensors.
+bool in_partition(const fs::path& path) {
+  const std::vector<std::string> names = near_names(path, 3);
+  return std::any_of(names.begin() + 1, names.end(),
+                     [](const std::string& n) { return n == "fl2va" || n == "ref2va"; });
+}
+
+// A Ref2VA diffusion model, by its path (the only difference from FL2VA's; see model_set.h): a
+// file named so (DiffSynth, GGUF: *ref2va*), or the release's folders for it (transformer_ref/,
+// Ref2VA/transformer/). Folders further up are the user's, named anything.
 bool is_ref2va(const fs::path& path) {
-  for (const fs::path& part : path) {
-    const std::string name = lowercase(display(part));
-    if (name.find("ref2va") != std::string::npos || name == "transformer_ref") return true;
-  }
-  return false;
+  const std::vector<std::string> names = near_names(path, 2);
+  return names[0].find("ref2va") != std::string::npos ||
+         (names.size() > 1 && names[1] == "transformer_ref") ||
+         (names.size() > 2 && names[1] == "transformer" && names[2] == "ref2va");
 }
 
 struct Candidate {

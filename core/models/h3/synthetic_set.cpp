@@ -503,26 +503,29 @@ SyntheticPart audio_vae_part(const SyntheticShapes&, bool nf4) {
   return finish(std::move(b), nf4);
 }
 
-std::vector<fs::path> write_header_only_set(const fs::path& folder, const SyntheticShapes& shapes) {
-  constexpr bool nf4 = true;
-  fs::create_directories(folder);
+void write_header_only(const fs::path& path, const SyntheticPart& part) {
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
       {"ferry.synthetic",
        "header only (MiniMax-H3, DiffSynth NF4 layout): tensor data are sparse holes but the "
        "quant states and code books, for planning; see ferry-cli synth --set"}};
+  io::write_safetensors(
+      path, part.specs, metadata,
+      [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+        part.fill_known_bytes(i, offset, out);
+      },
+      [&](std::size_t i) {
+        const Bnb4Part k = part.bnb4_part(i);
+        return k != Bnb4Part::kState && k != Bnb4Part::kQuantMap && k != Bnb4Part::kNestedQuantMap;
+      });
+}
+
+std::vector<fs::path> write_header_only_set(const fs::path& folder, const SyntheticShapes& shapes) {
+  constexpr bool nf4 = true;
+  fs::create_directories(folder);
   std::vector<fs::path> files;
   const auto write = [&](const char* name, const SyntheticPart& part) {
-    io::write_safetensors(
-        folder / name, part.specs, metadata,
-        [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
-          part.fill_known_bytes(i, offset, out);
-        },
-        [&](std::size_t i) {
-          const Bnb4Part k = part.bnb4_part(i);
-          return k != Bnb4Part::kState && k != Bnb4Part::kQuantMap &&
-                 k != Bnb4Part::kNestedQuantMap;
-        });
+    write_header_only(folder / name, part);
     files.emplace_back(name);
   };
   write(shapes.pruned ? SyntheticFiles::kDitPruned : SyntheticFiles::kDit, dit_part(shapes, nf4));

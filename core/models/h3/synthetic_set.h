@@ -67,6 +67,10 @@ SyntheticPart audio_vae_part(const SyntheticShapes& s, bool nf4);
 inline constexpr double kNestedOffset = 0.02;
 inline constexpr float kNestedAbsmax = 0.01f;
 
+// Writes one part as a header-only safetensors file: every tensor a sparse hole but the bytes
+// fill_known_bytes knows. Error(kIo).
+void write_header_only(const std::filesystem::path& path, const SyntheticPart& part);
+
 // The file names of DiffSynth's MiniMax-H3-NF4 repository.
 struct SyntheticFiles {
   static constexpr const char* kDit = "minimax-h3-fl2va-nf4.safetensors";
