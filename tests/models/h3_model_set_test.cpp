@@ -9,13 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/models/family.h"
 #include "core/models/h3/bpe_tokenizer.h"
 #include "core/models/h3/model_set.h"
 #include "core/models/h3/synthetic_set.h"
+#include "core/models/h3/text_encoder.h"
+#include "core/models/h3/text_encoder_weights.h"
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/model_set.h"
+#include "core/offload/planner.h"
 #include "core/offload/preset.h"
 #include "tests/test_support.h"
 
@@ -304,6 +308,68 @@ TEST(H3ModelSet, the_synthetic_tokenizer_loads_with_h3s_ids) {
   EXPECT_EQ(tokenizer.token_id("<d>"), 151669);
   EXPECT_EQ(tokenizer.token_id("<|caption_end|>"), 151675);
   EXPECT_EQ(tokenizer.encode("ab").size(), 2u);
+}
+
+// Cuts the model file short once the encoder has acquired `at` layers (from the caller's thread,
+// while the IO thread reads ahead).
+struct Truncation {
+  fs::path path;
+  std::uint64_t size = 0;
+  int at = 0, acquired = 0;
+  bool shrunk = false;
+  std::string refused;
+  static void stage(offload::StreamStage s, void* context) {
+    auto* t = static_cast<Truncation*>(context);
+    if (s != offload::StreamStage::kCompute || ++t->acquired != t->at) return;
+    t->shrunk = test::resize_file(t->path, t->size, &t->refused);
+  }
+};
+
+// DiffSynth's NF4 text encoder (its file order: the side tensors first, the codes by name) with
+// real data, streamed from disk on the CPU as the cpu preset plans it (file-aligned slots), cut
+// short in the middle of the pass: Error(kIo) naming the file, read direct or mapped, not a crash.
+TEST(H3ModelSet, an_nf4_text_encoder_truncated_mid_encode_is_an_io_error) {
+  for (auto method : {offload::ReadMethod::kDirect, offload::ReadMethod::kMapped}) {
+    SCOPED_TRACE(method == offload::ReadMethod::kMapped ? "mapped" : "direct");
+    const test::ScratchDir dir;
+    const fs::path path = dir / SyntheticFiles::kTextEncoder;
+    write_with_data(path, text_encoder_part(small_shapes(), true),
+                    [](const io::TensorSpec&) { return false; });
+    const io::TensorSet set = io::TensorSet::open(path);
+    const TextEncoderWeights weights = TextEncoderWeights::from(set);
+    const offload::ModelLayout layout = weights.model_layout(16);
+    const offload::MachineInfo machine{false, 0, 0, 16ull << 30, 16ull << 30};
+    offload::Plan plan = offload::streamed_plan(
+        layout, offload::find_preset(offload::builtin_presets(), "cpu", machine), machine);
+    plan.read_method = method;
+    Truncation truncation;
+    truncation.path = path;
+    truncation.size = fs::file_size(path);
+    for (const auto& w : layout.groups.back().weights) {
+      truncation.size = std::min(truncation.size, w.tensor->offset);
+    }
+    truncation.at = 10;
+    TextEncodeOptions options;
+    options.streamer.stage_hook = &Truncation::stage;
+    options.streamer.hook_context = &truncation;
+    TextEncoderInput in;
+    in.ids = {5, 6, 7, 8};
+    ErrorCode code = ErrorCode::kInternal;
+    std::string message;
+    try {
+      ferry::cpu::CpuBackend backend;
+      encode(backend, weights, plan, in, options);
+      if (!truncation.shrunk) GTEST_SKIP() << "the OS refused to shrink: " << truncation.refused;
+      ADD_FAILURE() << "an encode over a truncated file succeeded";
+    } catch (const Error& e) {
+      code = e.code();
+      message = e.what();
+    }
+    if (!truncation.shrunk) GTEST_SKIP() << "the OS refused to shrink: " << truncation.refused;
+    EXPECT_TRUE(truncation.shrunk);
+    EXPECT_EQ(code, ErrorCode::kIo) << message;
+    EXPECT_NE(message.find(SyntheticFiles::kTextEncoder), std::string::npos) << message;
+  }
 }
 
 }  // namespace

@@ -304,6 +304,79 @@ bool SyntheticPart::fill_known_bytes(std::size_t index, std::uint64_t offset,
   }
 }
 
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::uint16_t bf16_bits(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+}  // namespace
+
+void SyntheticPart::fill_random(std::size_t index, std::uint64_t offset,
+                                std::span<std::byte> out) const {
+  if (fill_known_bytes(index, offset, out)) return;
+  const io::TensorSpec& t = specs[index];
+  const Bnb4Part kind = bnb4_part(index);
+  const std::uint64_t seed = mix(index + 1) << 1;
+  if (kind == Bnb4Part::kCodes || kind == Bnb4Part::kAbsmax) {
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      const std::uint64_t p = offset + k;
+      out[k] = static_cast<std::byte>(mix(seed ^ (p >> 3)) >> (8 * (p & 7)));
+    }
+    return;
+  }
+  // Element-wise values: each output byte is a byte of its element's value.
+  const auto by_element = [&](std::size_t size, const auto& value_bits) {
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      const std::uint64_t p = offset + k, element = p / size;
+      const std::uint64_t bits = value_bits(element);
+      out[k] = static_cast<std::byte>(bits >> (8 * (p % size)));
+    }
+  };
+  if (kind == Bnb4Part::kNestedAbsmax) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &kNestedAbsmax, sizeof bits);
+    by_element(4, [&](std::uint64_t) { return bits; });
+  } else if (t.dtype == DType::kBF16 && t.shape.size() == 1) {
+    by_element(2, [](std::uint64_t) { return bf16_bits(1.0f); });
+  } else if (t.dtype == DType::kBF16) {
+    by_element(2, [&](std::uint64_t e) {
+      const double u01 = static_cast<double>(mix(seed ^ e) >> 11) * 0x1.0p-53;
+      return bf16_bits(static_cast<float>((u01 * 2 - 1) * 0.02));
+    });
+  } else {
+    std::memset(out.data(), 0, out.size());
+  }
+}
+
+void write_with_data(const fs::path& path, const SyntheticPart& part,
+                     const std::function<bool(const io::TensorSpec&)>& hole) {
+  io::write_safetensors(
+      path, part.specs,
+      {{"format", "pt"},
+       {"ferry.synthetic",
+        "MiniMax-H3, DiffSynth NF4 layout, random data of plausible size (Ferry benchmark)"}},
+      [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+        part.fill_random(i, offset, out);
+      },
+      [&](std::size_t i) {
+        // What a reader reads at open is never a hole.
+        const Bnb4Part k = part.bnb4_part(i);
+        const bool known =
+            k == Bnb4Part::kState || k == Bnb4Part::kQuantMap || k == Bnb4Part::kNestedQuantMap;
+        return !known && hole(part.specs[i]);
+      });
+}
+
 SyntheticPart dit_part(const SyntheticShapes& s, bool nf4) {
   Builder b;
   const std::uint64_t h = u(s.dit_hidden), adaln_in = s.pruned ? 8 : u(s.time_dim);

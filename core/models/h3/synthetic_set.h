@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -53,6 +54,11 @@ struct SyntheticPart {
   // `out` (bytes [offset, offset + out.size()) of it); false for a tensor whose bytes it leaves
   // to the caller.
   bool fill_known_bytes(std::size_t index, std::uint64_t offset, std::span<std::byte> out) const;
+  // Real data of plausible size for any tensor (for benchmarks and streaming tests: numerics do
+  // not matter, finite values do): the known bytes; random NF4 codes and 8-bit scale codes, the
+  // nested scales kNestedAbsmax; 1-D bf16 tensors (norms, biases) 1.0; other bf16 tensors uniform
+  // in ±0.02; anything else zero. The same bytes for the same tensor and offset on every run.
+  void fill_random(std::size_t index, std::uint64_t offset, std::span<std::byte> out) const;
 };
 
 // The parts in DiffSynth's layout. `nf4` false: the same names and shapes with bf16 Linears.
@@ -70,6 +76,12 @@ inline constexpr float kNestedAbsmax = 0.01f;
 // Writes one part as a header-only safetensors file: every tensor a sparse hole but the bytes
 // fill_known_bytes knows. Error(kIo).
 void write_header_only(const std::filesystem::path& path, const SyntheticPart& part);
+
+// Writes one part with data: fill_random for every tensor but those `hole` names (left sparse
+// holes, read as zeros; never the quant states and code books a reader reads at open).
+// Error(kIo).
+void write_with_data(const std::filesystem::path& path, const SyntheticPart& part,
+                     const std::function<bool(const io::TensorSpec&)>& hole);
 
 // The file names of DiffSynth's MiniMax-H3-NF4 repository.
 struct SyntheticFiles {
