@@ -114,8 +114,8 @@ void print_set(const io::TensorSet& set, const fs::path& base, bool summary, Tot
   }
 }
 
-// What the folder holds as a model set: the family that recognises it and one line per part
-// (ModelParts::describe), or why it is not a whole set.
+// What the folder (or file) holds as a model set: the family that recognises it and one line per
+// part (ModelParts::describe), or why it is not a whole set.
 void print_model_set(const fs::path& folder) {
   try {
     const std::unique_ptr<models::ModelParts> parts = models::open_model({folder});
@@ -177,6 +177,7 @@ int run_inspect(const std::vector<std::string>& argv) {
     print_model_set(path);
   } else {
     print_set(io::TensorSet::open(path), {}, args.flag("summary"), totals);
+    print_model_set(path);  // one part: the family's message names it and what else it needs
   }
 
   for (const fs::path& p : pickles) {

@@ -337,6 +337,28 @@ fs::path find_tokenizer(const fs::path& text_encoder, const std::vector<fs::path
   return {};
 }
 
+// "FL2VA, pruned AdaLN (5376 wide, 50 blocks, 56 heads, original names), NF4 …".
+std::string dit_text(const DitInfo& d) {
+  return "FL2VA" + std::string(d.pruned ? ", pruned AdaLN" : "") + " (" + std::to_string(d.hidden) +
+         " wide, " + std::to_string(d.layers) + " blocks, " + std::to_string(d.heads) + " heads, " +
+         (d.keys == DitInfo::Keys::kOriginal ? "original" : "diffusers") + " names), " + d.format;
+}
+
+// "Qwen3-VL-32B, 50 of 64 layers, NF4 (double-quantised), bf16 rest, with its vision tower".
+std::string text_encoder_text(const TextEncoderInfo& t) {
+  // Qwen3-VL-32B has 64 layers; H3 reads the output of the 50th (text_encoder_weights.h).
+  const bool qwen32b = t.dim == 5120 && t.heads == 64;
+  const std::string layers =
+      qwen32b ? "Qwen3-VL-32B, 50 of 64 layers"
+              : "Qwen3-VL (" + std::to_string(t.dim) + " wide), 50 of its layers";
+  const std::string unread =
+      t.file_layers > 50
+          ? " (the file's other " + std::to_string(t.file_layers - 50) + " are never read)"
+          : std::string();
+  return layers + unread + ", " + t.format +
+         (t.vision ? ", with its vision tower" : ", no vision tower (no keyframes)");
+}
+
 }  // namespace
 
 std::string ModelSet::name() const {
@@ -436,47 +458,52 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
   std::optional<Candidate> text = choose(text_encoders, "text encoder", m);
   std::optional<Candidate> video = choose(video_vaes, "video VAE", m);
   std::optional<Candidate> audio = choose(audio_vaes, "audio VAE", m);
-  if (!dit) {
-    bad("no MiniMax-H3 diffusion model (DiffSynth's minimax-h3-fl2va-nf4 or -pruned-nf4, "
-        "Comfy-Org's minimax_h3_fl2va file, or the release's transformer/ folder) in " +
-        where);
-  }
-  if (!text) {
-    bad("no H3 text encoder (DiffSynth's minimax-h3-text-encoder-nf4, Comfy-Org's Qwen3-VL file "
-        "or the release's text_encoder/ folder) in " +
-        where);
-  }
-  if (!video) {
-    bad("no H3 video VAE (DiffSynth's video_vae_nf4, Comfy-Org's minimax_h3_video_vae or the "
-        "release's vae/ folder) in " +
-        where);
-  }
-  if (!audio && unopened_audio.size() > 1) {
-    bad("two H3 audio VAEs: " + display(unopened_audio[0].first) + " and " +
-        display(unopened_audio[1].first) +
-        "; point Ferry at a folder (or files) with one of each part");
-  }
-  if (!audio && !unopened_audio.empty()) {
-    m.audio_vae = unopened_audio.front().first;
-    m.audio_vae_format = unopened_audio_format;
-    m.audio_vae_bytes = unopened_audio_bytes;
-    m.audio_vae_unopened = unopened_audio.front().second;
-  } else if (!audio) {
-    bad("no H3 audio VAE (DiffSynth's audio_vae_nf4, Comfy-Org's minimax_h3_audio_vae or the "
-        "release's audio_vae/ folder) in " +
-        where);
-  }
-
-  m.dit = dit->path;
-  m.dit_info = read_dit_info(dit->set);
-  m.text_encoder = text->path;
-  m.text = read_text_encoder_info(text->set);
-  m.video_vae = video->path;
-  m.video_vae_format = storage_format(video->set);
+  // What is there, said with what is missing (inspect of one part names it this way).
+  if (dit) m.dit = dit->path, m.dit_info = read_dit_info(dit->set);
+  if (text) m.text_encoder = text->path, m.text = read_text_encoder_info(text->set);
+  if (video) m.video_vae = video->path, m.video_vae_format = storage_format(video->set);
   if (audio) {
     m.audio_vae = audio->path;
     m.audio_vae_format = storage_format(audio->set);
     m.audio_vae_bytes = audio->set.tensor_bytes();
+  } else if (unopened_audio.size() > 1) {
+    bad("two H3 audio VAEs: " + display(unopened_audio[0].first) + " and " +
+        display(unopened_audio[1].first) +
+        "; point Ferry at a folder (or files) with one of each part");
+  } else if (!unopened_audio.empty()) {
+    m.audio_vae = unopened_audio.front().first;
+    m.audio_vae_format = unopened_audio_format;
+    m.audio_vae_bytes = unopened_audio_bytes;
+    m.audio_vae_unopened = unopened_audio.front().second;
+  }
+  std::string found;
+  const auto note = [&](bool present, const std::string& line) {
+    if (present) found += (found.empty() ? "; found its " : ", its ") + line;
+  };
+  note(dit.has_value(), "diffusion model (" + dit_text(m.dit_info) + ")");
+  note(text.has_value(), "text encoder (" + text_encoder_text(m.text) + ")");
+  note(video.has_value(), "video VAE (" + m.video_vae_format + ")");
+  note(!m.audio_vae.empty(), "audio VAE (" + m.audio_vae_format + ")");
+  const auto missing = [&](const std::string& what) { bad(what + " in " + where + found); };
+  if (!dit) {
+    missing(
+        "no MiniMax-H3 diffusion model (DiffSynth's minimax-h3-fl2va-nf4 or -pruned-nf4, "
+        "Comfy-Org's minimax_h3_fl2va file, or the release's transformer/ folder)");
+  }
+  if (!text) {
+    missing(
+        "no H3 text encoder (DiffSynth's minimax-h3-text-encoder-nf4, Comfy-Org's Qwen3-VL file "
+        "or the release's text_encoder/ folder)");
+  }
+  if (!video) {
+    missing(
+        "no H3 video VAE (DiffSynth's video_vae_nf4, Comfy-Org's minimax_h3_video_vae or the "
+        "release's vae/ folder)");
+  }
+  if (m.audio_vae.empty()) {
+    missing(
+        "no H3 audio VAE (DiffSynth's audio_vae_nf4, Comfy-Org's minimax_h3_audio_vae or the "
+        "release's audio_vae/ folder)");
   }
 
   if (m.text.dim != m.dit_info.text_dim) {
@@ -501,25 +528,9 @@ ModelSet find_model_set(const std::vector<fs::path>& paths, OpenedParts* opened)
 
 std::vector<std::string> describe(const ModelSet& set) {
   std::vector<std::string> lines;
-  const DitInfo& d = set.dit_info;
-  lines.push_back("diffusion model: FL2VA" + std::string(d.pruned ? ", pruned AdaLN" : "") + " (" +
-                  std::to_string(d.hidden) + " wide, " + std::to_string(d.layers) + " blocks, " +
-                  std::to_string(d.heads) + " heads, " +
-                  (d.keys == DitInfo::Keys::kOriginal ? "original" : "diffusers") + " names), " +
-                  d.format + " in " + display(set.dit));
-  const TextEncoderInfo& t = set.text;
-  // Qwen3-VL-32B has 64 layers; H3 reads the output of the 50th (text_encoder_weights.h).
-  const bool qwen32b = t.dim == 5120 && t.heads == 64;
-  const std::string layers =
-      qwen32b ? "Qwen3-VL-32B, 50 of 64 layers"
-              : "Qwen3-VL (" + std::to_string(t.dim) + " wide), 50 of its layers";
-  const std::string unread =
-      t.file_layers > 50
-          ? " (the file's other " + std::to_string(t.file_layers - 50) + " are never read)"
-          : std::string();
-  lines.push_back("text encoder: " + layers + unread + ", " + t.format +
-                  (t.vision ? ", with its vision tower" : ", no vision tower (no keyframes)") +
-                  " in " + display(set.text_encoder));
+  lines.push_back("diffusion model: " + dit_text(set.dit_info) + " in " + display(set.dit));
+  lines.push_back("text encoder: " + text_encoder_text(set.text) + " in " +
+                  display(set.text_encoder));
   lines.push_back("tokenizer: Qwen2 byte-level BPE in " + display(set.tokenizer));
   lines.push_back("video VAE: MiniMax-H3 (ViT decoder), " + set.video_vae_format + " in " +
                   display(set.video_vae));
