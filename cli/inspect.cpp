@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@
 #include "core/io/detail/os_file.h"
 #include "core/io/model_folder.h"
 #include "core/io/tensor_set.h"
+#include "core/models/family.h"
 
 namespace ferry::cli {
 namespace {
@@ -112,11 +114,25 @@ void print_set(const io::TensorSet& set, const fs::path& base, bool summary, Tot
   }
 }
 
+// What the folder (or file) holds as a model set: the family that recognises it and one line per
+// part (ModelParts::describe), or why it is not a whole set.
+void print_model_set(const fs::path& folder) {
+  try {
+    const std::unique_ptr<models::ModelParts> parts = models::open_model({folder});
+    std::printf("model set: %s (%s)\n", parts->name().c_str(),
+                std::string(parts->family()).c_str());
+    for (const std::string& line : parts->describe()) std::printf("  %s\n", line.c_str());
+  } catch (const Error& e) {
+    std::printf("model set: none (%s)\n", e.what());
+  }
+}
+
 }  // namespace
 
 int run_inspect(const std::vector<std::string>& argv) {
   const Args args(argv, {"tensor", "dump"}, {"summary"});
-  if (args.positional().size() != 1 || args.value("tensor").has_value() != args.value("dump").has_value()) {
+  if (args.positional().size() != 1 ||
+      args.value("tensor").has_value() != args.value("dump").has_value()) {
     throw Error(ErrorCode::kBadArgument,
                 "usage: ferry-cli inspect [--summary] PATH [--tensor NAME --dump OUT.safetensors]");
   }
@@ -128,8 +144,9 @@ int run_inspect(const std::vector<std::string>& argv) {
   }
   if (io::is_pickle_file(path)) {
     throw Error(ErrorCode::kBadModelFile,
-                display(path) + " is a pickle file, which Ferry never loads (it can run code): "
-                                "use the .safetensors version of this model");
+                display(path) +
+                    " is a pickle file, which Ferry never loads (it can run code): "
+                    "use the .safetensors version of this model");
   }
 
   if (const auto tensor = args.value("tensor")) {
@@ -148,9 +165,19 @@ int run_inspect(const std::vector<std::string>& argv) {
     if (sets.empty()) {
       throw Error(ErrorCode::kBadModelFile, "no .safetensors files in " + display(path));
     }
-    for (const fs::path& p : sets) print_set(io::TensorSet::open(p), path, args.flag("summary"), totals);
+    for (const fs::path& p : sets) {
+      try {
+        print_set(io::TensorSet::open(p), path, args.flag("summary"), totals);
+      } catch (const Error& e) {
+        // A file Ferry cannot run (yet) is said, and the folder's other files still shown.
+        if (e.code() != ErrorCode::kUnsupported) throw;
+        std::printf("%s: cannot be opened whole: %s\n", display(p).c_str(), e.what());
+      }
+    }
+    print_model_set(path);
   } else {
     print_set(io::TensorSet::open(path), {}, args.flag("summary"), totals);
+    print_model_set(path);  // one part: the family's message names it and what else it needs
   }
 
   for (const fs::path& p : pickles) {
@@ -175,7 +202,10 @@ std::string human_bytes(unsigned long long bytes) {
     ++unit;
   }
   char text[32];
-  std::snprintf(text, sizeof text, value < 10 ? "%.2f %s" : value < 100 ? "%.1f %s" : "%.0f %s",
+  std::snprintf(text, sizeof text,
+                value < 10    ? "%.2f %s"
+                : value < 100 ? "%.1f %s"
+                              : "%.0f %s",
                 value, kUnits[unit]);
   return text;
 }

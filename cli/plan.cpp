@@ -5,6 +5,7 @@
 // predicted VRAM and RAM peaks. --json prints the same for scripts: every stage, every group's
 // placement, the peaks, in bytes. Exit code 3 when a stage does not fit. A draft (--decode taehv)
 // plans the TAEHV decode instead of the VAE's; saved latents (--latents) plan only the decode.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,11 @@ const char* placement_name(offload::Placement p) {
 void print_stage(const models::StagePlan& s, bool gpu) {
   std::printf("\n== %s: %s, %s of weights\n", s.stage.c_str(), s.layout.c_str(),
               human_bytes(s.weight_bytes).c_str());
+  if (!s.implemented) {
+    std::printf("%s\n", s.detail.c_str());
+    return;
+  }
+  if (!s.detail.empty() && s.streams_blocks()) std::printf("%s\n", s.detail.c_str());
   if (s.streams_blocks()) {
     const offload::Plan& plan = s.plan;
     std::printf("  %-12s %-11s %10s\n", "group", "placement", "bytes");
@@ -85,6 +91,7 @@ nlohmann::json plan_json(const pipeline::Session& session, const models::ModelPa
                          {"predicted_vram_peak_bytes", s.predicted_vram_peak},
                          {"predicted_ram_peak_bytes", s.predicted_ram_peak}};
     if (!s.detail.empty()) st["detail"] = s.detail;
+    if (!s.implemented) st["implemented"] = false;
     if (s.streams_blocks()) {
       nlohmann::json groups = nlohmann::json::array();
       for (std::size_t i = 0; i < s.group_table.size(); ++i) {
@@ -153,9 +160,12 @@ int run_plan(const std::vector<std::string>& argv) {
     std::printf("         (%s: the cpu preset runs)\n", target.reason.c_str());
   // Each stage plans alone: the previous one has freed everything (architecture.md §3.5).
   for (const models::StagePlan& s : plan.stages) print_stage(s, target.on_gpu);
-  std::printf("\npredicted peaks of the whole run: VRAM %s, RAM %s\n",
+  const bool partial = std::any_of(plan.stages.begin(), plan.stages.end(),
+                                   [](const models::StagePlan& s) { return !s.implemented; });
+  std::printf("\npredicted peaks of the whole run: VRAM %s, RAM %s%s\n",
               human_bytes(plan.predicted_vram_peak).c_str(),
-              human_bytes(plan.predicted_ram_peak).c_str());
+              human_bytes(plan.predicted_ram_peak).c_str(),
+              partial ? " (of the stages implemented so far)" : "");
   return 0;
 }
 

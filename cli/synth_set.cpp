@@ -7,7 +7,8 @@
 // SentencePiece model, as the `spiece_model` tensor or as a GGUF's tokenizer.ggml keys), so the
 // set is recognised and planned exactly as the real one (`ferry-cli plan`); generating with it
 // makes a video of zeros. Image-to-video sets also get grey start images at 832×480 and
-// 1280×720 for `plan --image`.
+// 1280×720 for `plan --image`. MiniMax-H3 sets (h3-nf4, h3-nf4-pruned) are DiffSynth's NF4 files
+// (core/models/h3/synthetic_set.h).
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "core/io/gguf_writer.h"
 #include "core/io/safetensors_writer.h"
 #include "core/media/image.h"
+#include "core/models/h3/synthetic_set.h"
 #include "core/models/umt5/encoder_weights.h"
 #include "core/models/umt5/tokenizer.h"
 #include "core/models/umt5/unigram_model.h"
@@ -376,9 +378,23 @@ bool write_start_image(const fs::path& path, int width, int height) {
 #endif
 }
 
+// MiniMax-H3 sets: DiffSynth's MiniMax-H3-NF4 files (minimax_h3.md §G.2), the full or the
+// pruned-AdaLN diffusion model.
+struct H3Kind {
+  std::string_view name;
+  bool pruned;
+  std::string_view description;
+};
+constexpr H3Kind kH3Sets[] = {
+    {"h3-nf4", false, "MiniMax-H3 FL2VA, DiffSynth's MiniMax-H3-NF4 files (full DiT)"},
+    {"h3-nf4-pruned", true,
+     "MiniMax-H3 FL2VA, DiffSynth's MiniMax-H3-NF4 files (pruned-AdaLN DiT)"},
+};
+
 std::string kind_names() {
   std::string names;
   for (const SetKind& k : kSets) names += (names.empty() ? "" : ", ") + std::string(k.name);
+  for (const H3Kind& k : kH3Sets) names += ", " + std::string(k.name);
   return names;
 }
 
@@ -387,9 +403,36 @@ void report(const fs::path& dir, const fs::path& file) {
               human_bytes(fs::file_size(dir / file)).c_str());
 }
 
+// An H3 set; `blocks` > 0 keeps that many DiT and video-decoder blocks (the text encoder keeps
+// the 50 layers H3 reads: its holes take no disk).
+int run_synth_h3_set(const H3Kind& kind, const fs::path& out, std::uint64_t blocks) {
+  models::h3::SyntheticShapes shapes;
+  shapes.pruned = kind.pruned;
+  if (blocks > 0) {
+    shapes.dit_layers =
+        std::min<std::int64_t>(static_cast<std::int64_t>(blocks), shapes.dit_layers);
+    shapes.vae_blocks =
+        std::min<std::int64_t>(static_cast<std::int64_t>(blocks), shapes.vae_blocks);
+  }
+  std::vector<fs::path> files = models::h3::write_header_only_set(out, shapes);
+  // Keyframes for `plan --image / --end-image` at the two canvases the front ends use.
+  for (const auto& [w, h] : {std::pair{832, 480}, std::pair{1344, 768}}) {
+    const fs::path image = "start_" + std::to_string(w) + "x" + std::to_string(h) + ".png";
+    if (write_start_image(out / image, w, h)) files.push_back(image);
+  }
+  std::printf("wrote %s: %s, %lld DiT blocks, header only (tensor data are sparse holes)\n",
+              io::detail::display(out).c_str(), std::string(kind.description).c_str(),
+              static_cast<long long>(shapes.dit_layers));
+  for (const fs::path& f : files) report(out, f);
+  return 0;
+}
+
 }  // namespace
 
 int run_synth_set(const std::string& kind_name, const fs::path& out, std::uint64_t blocks) {
+  for (const H3Kind& k : kH3Sets) {
+    if (k.name == kind_name) return run_synth_h3_set(k, out, blocks);
+  }
   const SetKind* kind = nullptr;
   for (const SetKind& k : kSets) {
     if (k.name == kind_name) kind = &k;

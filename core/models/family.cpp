@@ -46,15 +46,18 @@ const ModelFamily* find_family(std::string_view name) {
 }
 
 std::unique_ptr<ModelParts> open_model(const std::vector<std::filesystem::path>& paths) {
-  std::exception_ptr first_error;
+  std::exception_ptr first_error, not_this_family;
   for (const ModelFamily* family : model_families()) {
     try {
       return family->open(paths);
+    } catch (const NotThisFamily&) {
+      not_this_family = std::current_exception();
     } catch (...) {
       if (!first_error) first_error = std::current_exception();
     }
   }
   if (first_error) std::rethrow_exception(first_error);
+  if (not_this_family) std::rethrow_exception(not_this_family);
   throw Error(ErrorCode::kInternal, "this build of Ferry has no model family");
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/error.h"
 #include "core/media/image.h"
 #include "core/models/request.h"
 #include "core/models/stage_plan.h"
@@ -158,6 +159,15 @@ class ModelParts {
                                            FrameImages images) const = 0;
 };
 
+// What a family's open() throws when nothing among the paths is one of its parts (an
+// Error(kBadModelFile) like any other): open_model then reports a family that did find its parts,
+// so a Wan folder with a part missing is told about Wan, not about H3.
+class NotThisFamily : public Error {
+ public:
+  explicit NotThisFamily(std::string message)
+      : Error(ErrorCode::kBadModelFile, std::move(message)) {}
+};
+
 class ModelFamily {
  public:
   virtual ~ModelFamily() = default;
@@ -177,7 +187,8 @@ const std::vector<const ModelFamily*>& model_families();
 const ModelFamily* find_family(std::string_view name);
 
 // The parts in `paths`, opened by the first family whose open() succeeds; when none does, the
-// first family's error (with one family, exactly its message).
+// first error that is not NotThisFamily (the error of a family that recognised its parts; with one
+// family, exactly its message), else a NotThisFamily.
 std::unique_ptr<ModelParts> open_model(const std::vector<std::filesystem::path>& paths);
 
 }  // namespace ferry::models

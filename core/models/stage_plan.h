@@ -40,6 +40,10 @@ struct StagePlan {
   // The family's own plan for a stage that is not a block stage (Wan: its VaePlan), which the
   // family's run reads back: every stage is planned once, before any work.
   std::any family_plan;
+  // False for a stage the family has no code for yet (H3's DiT and VAEs while they are being
+  // written): it is listed with its weights and `detail` says so, but has no peaks and is not
+  // counted in the run's.
+  bool implemented = true;
   bool streams_blocks() const { return groups > 0; }
 };
 

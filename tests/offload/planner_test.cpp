@@ -233,5 +233,20 @@ TEST(Planner, an_impossible_budget_is_refused_with_what_would_fit) {
       Error);
 }
 
+// Unbuffered reads lay a slot out as the file is (kFileAligned): a block-quantised tensor (the
+// codes of a bitsandbytes NF4 weight, a GGUF block type) is placed by its storage alignment, not
+// by an element size it does not have (this threw Error(kInternal) for every NF4 plan on the CPU).
+TEST(Planner, file_aligned_slots_place_block_quantised_tensors) {
+  const io::TensorInfo nf4{"w", DType::kBnb4, {128, 64}, 4097, 128 * 64 / 2, nullptr};
+  const io::TensorInfo q8{"q", DType::kQ8_0, {4, 32}, 8194, 4 * 34, nullptr};
+  EXPECT_EQ(tensor_slot_offset(0, nf4, SlotLayout::kFileAligned), 4097u % kFileAlignment);
+  EXPECT_EQ(tensor_slot_offset(0, q8, SlotLayout::kFileAligned), 8194u % kFileAlignment);
+  // An odd offset does not suit Q8_0's f16 scales: packed alignment, read through a bounce.
+  const io::TensorInfo q8_odd{"q", DType::kQ8_0, {4, 32}, 8195, 4 * 34, nullptr};
+  EXPECT_EQ(tensor_slot_offset(1, q8_odd, SlotLayout::kFileAligned), 256u);
+  const LayerGroup group{"layers.0", {WeightRef{nullptr, &nf4}, WeightRef{nullptr, &q8}}, false};
+  EXPECT_GE(group_slot_bytes(group, SlotLayout::kFileAligned), nf4.bytes + q8.bytes);
+}
+
 }  // namespace
 }  // namespace ferry::offload

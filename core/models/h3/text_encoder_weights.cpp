@@ -106,8 +106,14 @@ std::string embedding_name(KeyLayout layout) {
   return std::string(prefix(layout)) + "embed_tokens.weight";
 }
 
-TextEncoderWeights TextEncoderWeights::from(const io::TensorSet& set) {
+TextEncoderWeights TextEncoderWeights::from(const io::TensorSet& set, std::int64_t layers) {
+  if (layers < 1 || layers > kOutputLayer) {
+    throw Error(ErrorCode::kBadArgument, "the H3 text encoder runs 1 to " +
+                                             std::to_string(kOutputLayer) + " layers, not " +
+                                             std::to_string(layers));
+  }
   TextEncoderWeights w;
+  w.config_.layers = layers;
   w.set_ = &set;
   const io::TensorSet::Entry* embedding = nullptr;
   if ((embedding = set.find(embedding_name(KeyLayout::kRelease))) != nullptr) {

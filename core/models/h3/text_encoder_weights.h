@@ -78,8 +78,9 @@ class TextEncoderWeights {
   // width) and checks that layers 0…49 are complete. Error(kBadModelFile) when the file is not a
   // Qwen3-VL language model or has fewer than 50 decoder layers; Error(kMissingTensor) naming the
   // first absent tensor; Error(kUnsupported) for a weight type no backend runs (int8 ConvRot).
-  // `set` must outlive this.
-  static TextEncoderWeights from(const io::TensorSet& set);
+  // `set` must outlive this. `layers` below 50 runs only the first ones (a benchmark of the real
+  // layer shapes with fewer layers of data; the output is then not H3's conditioning).
+  static TextEncoderWeights from(const io::TensorSet& set, std::int64_t layers = kOutputLayer);
 
   const TextEncoderConfig& config() const { return config_; }
   // The MRoPE sections are not in the weights; a caller with the model's config.json sets them.

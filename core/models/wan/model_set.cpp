@@ -28,8 +28,11 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 // Which part a set is, from its names alone (the part's own loader validates it afterwards).
 Part classify(const io::TensorSet& set) {
   bool patch = false, text = false, vae = false, taehv_in = false, taehv_block = false;
+  bool vit_decoder = false;
   for (const auto& e : set.entries()) {
     const std::string_view n = e.tensor->name;
+    // MiniMax-H3's video VAE has a Wan-like encoder.conv_in but a ViT decoder: not a Wan VAE.
+    vit_decoder |= n.starts_with("decoder.transformer_blocks.");
     patch |= ends_with(n, "patch_embedding.weight");
     // city96's umT5 GGUFs name the embedding token_embd (llama.cpp's T5 names).
     text |= n == "token_embedding.weight" || n == "shared.weight" ||
@@ -42,7 +45,7 @@ Part classify(const io::TensorSet& set) {
   }
   if (patch) return Part::kDit;
   if (text) return Part::kTextEncoder;
-  if (vae) return Part::kVae;
+  if (vae && !vit_decoder) return Part::kVae;
   if (taehv_in && taehv_block) return Part::kPreviewDecoder;
   return Part::kNone;
 }

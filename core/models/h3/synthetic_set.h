@@ -1,0 +1,102 @@
+// Synthetic MiniMax-H3 model sets at the real shapes, in DiffSynth's MiniMax-H3-NF4 layout
+// (minimax_h3.md §G.2, §C.11, §B.1, §E, §F): the tensor names, shapes, dtypes and type mix of its
+// five files, each quantised Linear as bitsandbytes' six tensors (codes, absmax, NF4 code book,
+// nested absmax, the dynamic 8-bit code book, the quant-state JSON), in the order the safetensors
+// library writes a file (by dtype, widest first, then by name). What a reader reads when it opens
+// a file — the quant-state JSON — and the two code books are written for real; every other tensor
+// is left to the caller (a sparse hole for `ferry-cli synth --set`, random bytes for a benchmark).
+//
+// What the reference does not pin down, and is therefore a plausible layout rather than the
+// files': the nesting of the audio VAE's DAC encoder (`encoder.block.N.*`) and the byte order
+// within a dtype when two tensors' names sort the same.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/io/safetensors_writer.h"
+
+namespace ferry::models::h3 {
+
+// The real shapes by default; tests shrink them.
+struct SyntheticShapes {
+  // DiT (§C.1)
+  std::int64_t dit_hidden = 5376, dit_heads = 56, dit_layers = 50, dit_ffn = 14336;
+  std::int64_t refiner_layers = 2, time_hidden = 5376, time_dim = 2688, freq_dim = 256;
+  std::int64_t latents = 24, audio_latents = 32;
+  bool pruned = false;
+  // Qwen3-VL language model (§B.1): H3's 50 layers
+  std::int64_t vocab = 151936, text_dim = 5120, text_heads = 64, text_kv_heads = 8;
+  std::int64_t head_dim = 128, text_ffn = 25600, text_layers = 50;
+  // Vision tower (§B.1)
+  std::int64_t vision_dim = 1152, vision_depth = 27, vision_ffn = 4304, vision_patch = 16;
+  std::int64_t vision_temporal_patch = 2, vision_merge = 2, vision_side = 48;
+  std::vector<std::int64_t> deepstack_blocks = {8, 16, 24};
+  // Video VAE's ViT decoder (§E.3)
+  std::int64_t vae_dim = 2048, vae_blocks = 36, vae_ffn = 8192;
+};
+
+// Whether a tensor of a part is a bitsandbytes weight's codes, side tensor or state, and which.
+enum class Bnb4Part { kNone, kCodes, kAbsmax, kQuantMap, kNestedAbsmax, kNestedQuantMap, kState };
+
+// One file's tensors, in file order, with the quant states' JSON.
+struct SyntheticPart {
+  std::vector<io::TensorSpec> specs;
+  std::map<std::string, std::string> states;  // quant-state tensor name -> its JSON
+
+  Bnb4Part bnb4_part(std::size_t index) const;
+  // Writes the bytes this module knows of tensor `index` (the quant states, the code books) into
+  // `out` (bytes [offset, offset + out.size()) of it); false for a tensor whose bytes it leaves
+  // to the caller.
+  bool fill_known_bytes(std::size_t index, std::uint64_t offset, std::span<std::byte> out) const;
+  // Real data of plausible size for any tensor (for benchmarks and streaming tests: numerics do
+  // not matter, finite values do): the known bytes; random NF4 codes and 8-bit scale codes, the
+  // nested scales kNestedAbsmax; 1-D bf16 tensors (norms, biases) 1.0; other bf16 tensors uniform
+  // in ±0.02; anything else zero. The same bytes for the same tensor and offset on every run.
+  void fill_random(std::size_t index, std::uint64_t offset, std::span<std::byte> out) const;
+};
+
+// The parts in DiffSynth's layout. `nf4` false: the same names and shapes with bf16 Linears.
+SyntheticPart dit_part(const SyntheticShapes& s, bool nf4);
+SyntheticPart text_encoder_part(const SyntheticShapes& s, bool nf4);
+SyntheticPart video_vae_part(const SyntheticShapes& s, bool nf4);
+SyntheticPart audio_vae_part(const SyntheticShapes& s, bool nf4);
+
+// The offset the quant states give the nested (double-quantised) scales: with the nested absmax a
+// benchmark writes (kNestedAbsmax, below), every block scale lies in [offset - 0.01, offset +
+// 0.01].
+inline constexpr double kNestedOffset = 0.02;
+inline constexpr float kNestedAbsmax = 0.01f;
+
+// Writes one part as a header-only safetensors file: every tensor a sparse hole but the bytes
+// fill_known_bytes knows. Error(kIo).
+void write_header_only(const std::filesystem::path& path, const SyntheticPart& part);
+
+// Writes one part with data: fill_random for every tensor but those `hole` names (left sparse
+// holes, read as zeros; never the quant states and code books a reader reads at open).
+// Error(kIo).
+void write_with_data(const std::filesystem::path& path, const SyntheticPart& part,
+                     const std::function<bool(const io::TensorSpec&)>& hole);
+
+// The file names of DiffSynth's MiniMax-H3-NF4 repository.
+struct SyntheticFiles {
+  static constexpr const char* kDit = "minimax-h3-fl2va-nf4.safetensors";
+  static constexpr const char* kDitPruned = "minimax-h3-fl2va-pruned-nf4.safetensors";
+  static constexpr const char* kTextEncoder = "minimax-h3-text-encoder-nf4.safetensors";
+  static constexpr const char* kVideoVae = "video_vae_nf4.safetensors";
+  static constexpr const char* kAudioVae = "audio_vae_nf4.safetensors";
+};
+
+// Writes a header-only set into `folder`: the five files (every tensor a sparse hole but the
+// bytes fill_known_bytes knows) and a processor/ folder with a Qwen2 tokenizer of the byte-level
+// alphabet and H3's added tokens at their real ids (a real vocabulary cannot be shipped; the set is
+// for plans and inspect). Returns the files written, relative to `folder`. Error(kIo).
+std::vector<std::filesystem::path> write_header_only_set(const std::filesystem::path& folder,
+                                                         const SyntheticShapes& shapes);
+
+}  // namespace ferry::models::h3
