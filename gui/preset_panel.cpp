@@ -1,11 +1,13 @@
 #include "gui/preset_panel.h"
 
+#include <QBrush>
 #include <QComboBox>
 #include <QFormLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QTreeWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "core/error.h"
 #include "gui/latest_query.h"
@@ -49,6 +51,15 @@ QString streamedText(const models::StagePlan& s) {
   return s.pinned_groups != 0
              ? QObject::tr("%1 disk, %2 RAM").arg(s.disk_groups).arg(s.pinned_groups)
              : QObject::tr("%1 from disk").arg(s.disk_groups);
+}
+
+// A stage the family lists but whose code does not exist yet (StagePlan::implemented): its row
+// says so, greyed, instead of showing peaks of 0 B that nothing measured.
+void showNotBuilt(QTreeWidgetItem& item) {
+  item.setText(1, QObject::tr("not built yet"));
+  for (int c = 2; c < 5; ++c) item.setText(c, QStringLiteral("—"));
+  item.setToolTip(1, QObject::tr("Ferry recognises this part but cannot run this stage yet"));
+  for (int c = 0; c < 5; ++c) item.setForeground(c, QBrush(Qt::gray));
 }
 
 }  // namespace
@@ -215,8 +226,12 @@ void PresetPanel::showPlan() {
       item->setText(3, MemoryChart::formatBytes(s.predicted_vram_peak));
       item->setText(4, MemoryChart::formatBytes(s.predicted_ram_peak));
       for (int c = 1; c < 5; ++c) item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
+      if (!s.implemented) showNotBuilt(*item);
     }
-    totals_->setText(tr("Predicted peaks: VRAM %1, RAM %2")
+    const bool partial = std::any_of(plan_->stages.begin(), plan_->stages.end(),
+                                     [](const models::StagePlan& s) { return !s.implemented; });
+    totals_->setText((partial ? tr("Predicted peaks of the stages built so far: VRAM %1, RAM %2")
+                              : tr("Predicted peaks: VRAM %1, RAM %2"))
                          .arg(MemoryChart::formatBytes(plan_->predicted_vram_peak),
                               MemoryChart::formatBytes(plan_->predicted_ram_peak)));
     totals_->show();

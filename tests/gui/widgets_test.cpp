@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/io/safetensors_writer.h"
+#include "core/models/h3/synthetic_set.h"
 #include "core/models/wan/dit_layout.h"
 #include "gui/frame_player.h"
 #include "gui/machine_check.h"
@@ -428,6 +429,49 @@ class WidgetsTest : public QObject {
       QCOMPARE(panel.summaryText().contains(QLatin1String("on the GPU")),
                preset != QLatin1String("cpu"));
     }
+  }
+
+  // A family that lists stages it cannot run yet (MiniMax-H3's DiT and decoders): their rows
+  // say "not built yet" instead of peaks of 0 B, and the totals say they cover the rest.
+  void stages_not_built_yet_are_said_so_in_the_plan_table() {
+    QTemporaryDir dir;
+    ferry::models::h3::SyntheticShapes small;
+    small.dit_hidden = 64, small.dit_heads = 1, small.dit_layers = 2, small.dit_ffn = 128;
+    small.refiner_layers = 1, small.time_hidden = 64, small.time_dim = 64;
+    small.vocab = 1024, small.text_dim = 128, small.text_heads = 2, small.text_kv_heads = 1;
+    small.text_ffn = 256, small.vision_dim = 144, small.vision_ffn = 128, small.vision_side = 4;
+    small.vae_dim = 64, small.vae_ffn = 128, small.vae_blocks = 2;
+    ferry::models::h3::write_header_only_set(toPath(dir.path()), small);
+    PresetPanel panel;
+    const auto engine = session(laptopMachine());
+    panel.setSession(engine);
+    panel.setModel(engine->find({toPath(dir.path())}));
+    ferry::models::GenerationRequest request;
+    request.prompt = "plan";
+    request.output = toPath(QDir(QDir::tempPath()).filePath(QStringLiteral("plan.mp4")));
+    panel.setRequest(request);
+    panel.setPresetName(QStringLiteral("laptop-8gb"));
+    panel.refresh();
+    QTRY_VERIFY(!panel.planning());
+    QVERIFY2(panel.plan().has_value(), qPrintable(panel.refusal()));
+    auto* table = panel.findChild<QTreeWidget*>();
+    QVERIFY(table != nullptr);
+    int notBuilt = 0;
+    for (int row = 0; row < table->topLevelItemCount(); ++row) {
+      const QTreeWidgetItem* item = table->topLevelItem(row);
+      const bool built = panel.plan()->stages[static_cast<std::size_t>(row)].implemented;
+      QCOMPARE(item->text(1) == QLatin1String("not built yet"), !built);
+      if (!built) {
+        ++notBuilt;
+        QCOMPARE(item->text(3), QStringLiteral("—"));
+      }
+    }
+    QVERIFY(notBuilt > 0 && notBuilt < table->topLevelItemCount());
+    bool saidPartial = false;
+    for (const QLabel* label : panel.findChildren<QLabel*>()) {
+      saidPartial |= label->text().contains(QLatin1String("stages built so far"));
+    }
+    QVERIFY(saidPartial);
   }
 
   void a_two_expert_model_gets_a_low_noise_cfg_that_reaches_the_request() {
