@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/io/tensor_set.h"
 #include "core/models/h3/dit.h"
@@ -147,12 +148,13 @@ Case case_of(const std::string& config, const std::string& layout, int step) {
 
 DitOutput run(const Loaded& m, const Case& c, Placement blocks = Placement::kDevice,
               std::int64_t chunk_tokens = 0,
-              offload::ReadMethod method = offload::ReadMethod::kMapped) {
+              offload::ReadMethod method = offload::ReadMethod::kMapped,
+              Backend* backend = nullptr) {
   const PackedSequence& s = c.sequence;
   DitForwardOptions options;
   options.chunk_tokens = chunk_tokens;
   return dit_forward(
-      test::model_backend(), m.weights,
+      backend != nullptr ? *backend : test::model_backend(), m.weights,
       plan_for(m.weights.model_layout(s.length(), s.text_rows, chunk_tokens), blocks, method),
       c.input(), options);
 }
@@ -409,11 +411,8 @@ TEST_F(H3Dit, InfersTheConfigurationAndLayoutsFromTheFile) {
   }
 }
 
-// Streamed from disk or the pinned cache: the same bits as resident. In token chunks: the same
-// bits with bf16 weights, whose CPU GEMM sums in an order independent of the row count; the CPU's
-// NF4 product (dequantised panels through OpenBLAS) is not row-count invariant (chunks of 1 and 30
-// flip bf16 roundings that the blocks amplify), so chunked NF4 is held to the reference bound.
-TEST_F(H3Dit, StreamedAndChunkedAreBitIdenticalToResident) {
+// Streamed from disk or the pinned cache: the same bits as resident.
+TEST_F(H3Dit, StreamedIsBitIdenticalToResident) {
   for (const char* file : {"interleaved.safetensors", "nf4.safetensors"}) {
     const Loaded m("wide", file);
     const Case c = case_of("wide", "fl2va", 2);
@@ -426,17 +425,24 @@ TEST_F(H3Dit, StreamedAndChunkedAreBitIdenticalToResident) {
         EXPECT_EQ(streamed.stream.groups_uploaded, 4u) << file;  // 2 refiner blocks, 2 blocks
       }
     }
-    const bool nf4 = std::string(file) == "nf4.safetensors";
+  }
+}
+
+// Token chunks (1, one not dividing the 89 rows, runs of (timestep, modality) crossing chunk
+// edges) compute the whole forward bit for bit: chunking only bounds the working memory. On
+// Ferry's own CPU GEMM, whose sums do not depend on the row count (OpenBLAS, and so the default
+// path of NF4 weights, picks other kernels for fewer rows: chunks then flip bf16 roundings).
+TEST_F(H3Dit, TokenChunksGiveTheWholeForwardBitForBit) {
+  cpu::CpuBackend own(cpu::default_thread_pool(), cpu::GemmPath::kOwn);
+  for (const char* file : {"interleaved.safetensors", "nf4.safetensors"}) {
+    const Loaded m("wide", file);
+    const Case c = case_of("wide", "fl2va", 2);
+    const DitOutput whole = run(m, c, Placement::kDevice, 0, offload::ReadMethod::kMapped, &own);
     for (std::int64_t chunk : {1, 16, 30}) {
-      const DitOutput chunked = run(m, c, Placement::kDisk, chunk);
-      if (nf4) {
-        const Deviation e =
-            compare(chunked.video, reference().values<float>("wide.fl2va.s2.nf4.bf16.video"));
-        EXPECT_LE(e.rel_rms, kRelRmsBound) << "chunk " << chunk;
-        continue;
-      }
-      EXPECT_EQ(chunked.video, resident.video) << file << " chunk " << chunk;
-      EXPECT_EQ(chunked.audio, resident.audio) << file << " chunk " << chunk;
+      const DitOutput chunked =
+          run(m, c, Placement::kDisk, chunk, offload::ReadMethod::kMapped, &own);
+      EXPECT_EQ(chunked.video, whole.video) << file << " chunk " << chunk;
+      EXPECT_EQ(chunked.audio, whole.audio) << file << " chunk " << chunk;
     }
   }
 }
@@ -572,6 +578,63 @@ TEST_F(H3Dit, FourStepTrajectoryMatchesTheReference) {
         kind, v.rel_rms, v.max_abs, a.rel_rms, a.max_abs);
     EXPECT_LE(v.rel_rms, kRelRmsBound) << kind;
     EXPECT_LE(a.rel_rms, kRelRmsBound) << kind;
+  }
+}
+
+// ---- the release's shapes ----
+
+// minimax_h3.md §C.1: the 33B DiT.
+DitConfig release_config() {
+  DitConfig c;
+  c.hidden = 5376;
+  c.heads = 56;
+  c.head_dim = 128;
+  c.ffn = 14336;
+  c.layers = 50;
+  c.refiner_layers = 2;
+  c.patch_dim = 96;
+  c.audio_channels = 32;
+  c.text_dim = 5120;
+  c.freq_dim = 256;
+  c.time_hidden = 5376;
+  c.time_dim = 2688;
+  return c;
+}
+
+// The packed sequence at the release's sizes (124 frames: T' = 37, A = round(124/24·40) = 207;
+// a 128-row prompt) and the forward's activations with and without token chunks: what lets 768p
+// fit an 8 GB card (an FFN hidden state of every row alone is 38k x 57344 x 2 B = 4.3 GB).
+TEST(H3DitShapes, ActivationsAtTheReleaseSizes) {
+  const DitConfig c = release_config();
+  const std::vector<std::uint8_t> text(128, kTextTag);
+  const KeyframeAnchor fl2va[] = {KeyframeAnchor::kFirst, KeyframeAnchor::kLast};
+  struct Size {
+    const char* name;
+    PackedGeometry g;
+    std::int64_t expected_t2va;
+  } sizes[] = {{"480x832x124", {37, 30, 52, 207, 2}, 128 + 414 + 37 * 390},
+               {"768x1344x124", {37, 48, 84, 207, 2}, 128 + 414 + 37 * 1008}};
+  for (const Size& size : sizes) {
+    const PackedSequence t2va = build_packed_sequence(text, size.g, {});
+    const PackedSequence fl = build_packed_sequence(text, size.g, fl2va);
+    EXPECT_EQ(t2va.length(), size.expected_t2va);
+    EXPECT_EQ(fl.length(), size.expected_t2va + 2 * size.g.rows_per_frame());
+    std::uint64_t previous = 0;
+    for (std::int64_t chunk : {0, 8192, 4096, 2048, 1024}) {
+      const std::uint64_t bytes = dit_activation_bytes(c, true, fl.length(), 128, chunk, 4);
+      std::printf("[ estimate ] %s FL2VA S=%lld chunk %lld: activations %.3f GiB\n", size.name,
+                  static_cast<long long>(fl.length()), static_cast<long long>(chunk),
+                  static_cast<double>(bytes) / (1u << 30));
+      if (previous != 0) {
+        EXPECT_LT(bytes, previous) << size.name << " chunk " << chunk;
+      }
+      previous = bytes;
+    }
+    // What chunks cannot shrink: the residual stream and q, k, v of every row (bf16).
+    const auto floor = static_cast<std::uint64_t>(fl.length()) *
+                       static_cast<std::uint64_t>(c.hidden + 3 * c.inner()) * 2;
+    EXPECT_GT(previous, floor);
+    EXPECT_LT(previous, floor + (std::uint64_t{256} << 20)) << size.name;
   }
 }
 

@@ -375,10 +375,9 @@ void DitWeights::set_rope_freq_dim(std::int64_t n) {
   config_.rope_freq_dim = n;
 }
 
-std::uint64_t DitWeights::activation_bytes(std::int64_t tokens, std::int64_t text_rows,
-                                           std::int64_t chunk_tokens,
-                                           std::int64_t distinct_timesteps) const {
-  const DitConfig& c = config_;
+std::uint64_t dit_activation_bytes(const DitConfig& c, bool fused, std::int64_t tokens,
+                                   std::int64_t text_rows, std::int64_t chunk_tokens,
+                                   std::int64_t distinct_timesteps) {
   const auto bytes = [](std::int64_t rows, std::int64_t cols, std::size_t size) {
     return static_cast<std::uint64_t>(
         memory::Arena::footprint(static_cast<std::size_t>(rows * cols) * size));
@@ -387,7 +386,6 @@ std::uint64_t DitWeights::activation_bytes(std::int64_t tokens, std::int64_t tex
   const auto f32 = [&](std::int64_t r, std::int64_t k) { return bytes(r, k, 4); };
   const std::int64_t nt = distinct_timesteps;
   const std::int64_t media = tokens - text_rows;
-  const bool fused = qkv_ != QkvLayout::kSplit;
 
   // What a block (or refiner block) on `rows` rows in chunks allocates besides the kept tensors.
   const auto block = [&](std::int64_t rows, bool modulated) {
@@ -412,6 +410,13 @@ std::uint64_t DitWeights::activation_bytes(std::int64_t tokens, std::int64_t tex
                              f32(media, std::max(c.patch_dim, c.audio_channels));
   return kept + std::max({time, text, c.refiner_layers > 0 ? block(text_rows, false) : 0,
                           embed_media, block(tokens, true), head});
+}
+
+std::uint64_t DitWeights::activation_bytes(std::int64_t tokens, std::int64_t text_rows,
+                                           std::int64_t chunk_tokens,
+                                           std::int64_t distinct_timesteps) const {
+  return dit_activation_bytes(config_, qkv_ != QkvLayout::kSplit, tokens, text_rows, chunk_tokens,
+                              distinct_timesteps);
 }
 
 offload::ModelLayout DitWeights::model_layout(std::int64_t tokens, std::int64_t text_rows,

@@ -167,6 +167,15 @@ class DitWeights {
   std::vector<GroupIndex> index_;
 };
 
+// The device memory of one forward of a model of configuration `c` (dit_forward's arena: the
+// residual stream, rotary tables and AdaLN inputs through the pass; per block its modulation rows,
+// q, k and v of every row and one token chunk's working tensors), for `tokens` rows of which
+// `text_rows` text, chunks of `chunk_tokens` (0: all rows at once), `distinct_timesteps` values.
+// `fused_qkv`: the file's QKV is one Linear (its chunk-sized output is held before the split).
+std::uint64_t dit_activation_bytes(const DitConfig& c, bool fused_qkv, std::int64_t tokens,
+                                   std::int64_t text_rows, std::int64_t chunk_tokens,
+                                   std::int64_t distinct_timesteps);
+
 // The file name of a block tensor ("blocks.3.attn.qkv_proj.weight"); empty when the layout has
 // none (kK in a fused file, AdaLN in a refiner block).
 std::string block_tensor_name(DitKeyLayout layout, bool refiner, std::int64_t i, BlockTensor t);
