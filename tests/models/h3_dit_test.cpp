@@ -18,6 +18,7 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/io/safetensors_writer.h"
 #include "core/io/tensor_set.h"
 #include "core/models/h3/dit.h"
 #include "core/models/h3/dit_sequence.h"
@@ -507,6 +508,36 @@ TEST_F(H3Dit, CancelStopsBeforeTheNextBlock) {
                   c.input(), options);
             }),
             ErrorCode::kCancelled);
+}
+
+// ComfyUI saves put "model.diffusion_model." before every name: the same model, the same bits.
+TEST_F(H3Dit, ReadsNamesBehindComfyUisPrefix) {
+  const auto src = io::TensorSet::open(test::data_path("h3_dit/tiny/stacked.safetensors"));
+  std::vector<io::TensorSpec> specs;
+  std::vector<const io::TensorSet::Entry*> entries;
+  for (const auto& e : src.entries()) {
+    specs.push_back({kComfyPrefix + e.tensor->name, e.tensor->dtype, e.tensor->shape});
+    entries.push_back(&e);
+  }
+  test::ScratchDir dir;
+  const auto path = dir / "prefixed.safetensors";
+  io::write_safetensors(path, specs, {},
+                        [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+                          entries[i]->file->map(*entries[i]->tensor).copy_to(offset, out);
+                        });
+  const auto set = io::TensorSet::open(path);
+  DitWeights prefixed = DitWeights::from(set, QkvLayout::kStacked);
+  prefixed.set_rope_freq_dim(2);
+  EXPECT_EQ(prefixed.name_prefix(), kComfyPrefix);
+  EXPECT_EQ(prefixed.key_layout(), DitKeyLayout::kOriginal);
+  const Loaded plain("tiny", "stacked.safetensors", QkvLayout::kStacked);
+  const Case c = case_of("tiny", "i2va_last", 2);
+  const DitOutput want = run(plain, c);
+  const DitOutput got = dit_forward(
+      test::model_backend(), prefixed,
+      plan_for(prefixed.model_layout(c.sequence.length(), 7, 0), Placement::kDisk), c.input());
+  EXPECT_EQ(got.video, want.video);
+  EXPECT_EQ(got.audio, want.audio);
 }
 
 TEST_F(H3Dit, RefusesAFileThatIsNotAnH3Dit) {

@@ -193,16 +193,28 @@ std::string outer_tensor_name(DitKeyLayout layout, OuterTensor t) {
 DitWeights DitWeights::from(const io::TensorSet& set, QkvLayout qkv) {
   DitWeights w;
   w.set_ = &set;
-  if (set.find(outer_tensor_name(DitKeyLayout::kDiffusers, kVideoInWeight)) != nullptr) {
-    w.layout_ = DitKeyLayout::kDiffusers;
-  } else if (set.find(outer_tensor_name(DitKeyLayout::kOriginal, kVideoInWeight)) != nullptr) {
-    w.layout_ = DitKeyLayout::kOriginal;
-  } else {
+  // Some third-party saves put ComfyUI's "model.diffusion_model." before every name.
+  bool found = false;
+  for (const char* prefix : {"", kComfyPrefix}) {
+    for (DitKeyLayout layout : {DitKeyLayout::kDiffusers, DitKeyLayout::kOriginal}) {
+      if (!found && set.find(prefix + outer_tensor_name(layout, kVideoInWeight)) != nullptr) {
+        w.layout_ = layout;
+        w.prefix_ = prefix;
+        found = true;
+      }
+    }
+  }
+  if (!found) {
     bad(set, "it has no video patch projection (proj_in.weight or video_patch_proj.weight)");
   }
   const DitKeyLayout L = w.layout_;
+  const std::string& P = w.prefix_;
+  const auto find = [&](const std::string& name) { return set.find(P + name); };
+  const auto require = [&](const std::string& name) -> const io::TensorSet::Entry& {
+    return require_tensor(set, P + name);
+  };
   DitConfig& c = w.config_;
-  c.pruned = set.find("adaln_t_table") != nullptr;
+  c.pruned = find("adaln_t_table") != nullptr;
   if (L == DitKeyLayout::kDiffusers) {
     w.qkv_ = QkvLayout::kSplit;
   } else if (qkv != QkvLayout::kSplit) {
@@ -212,7 +224,7 @@ DitWeights DitWeights::from(const io::TensorSet& set, QkvLayout qkv) {
   }
 
   const auto two_dims = [&](OuterTensor t) {
-    const auto& e = require_tensor(set, outer_tensor_name(L, t));
+    const auto& e = require(outer_tensor_name(L, t));
     if (e.tensor->shape.size() != 2) {
       bad(set, "'" + e.tensor->name + "' has shape " + io::shape_text(e.tensor->shape));
     }
@@ -231,14 +243,14 @@ DitWeights DitWeights::from(const io::TensorSet& set, QkvLayout qkv) {
     if (c.freq_dim % 2 != 0)
       bad(set, "its sinusoid width " + std::to_string(c.freq_dim) + " is odd");
   }
-  while (set.find(block_tensor_name(L, false, c.layers, kNorm1)) != nullptr) ++c.layers;
-  while (set.find(block_tensor_name(L, true, c.refiner_layers, kNorm1)) != nullptr) {
+  while (find(block_tensor_name(L, false, c.layers, kNorm1)) != nullptr) ++c.layers;
+  while (find(block_tensor_name(L, true, c.refiner_layers, kNorm1)) != nullptr) {
     ++c.refiner_layers;
   }
   if (c.layers == 0) bad(set, "it has no transformer blocks");
-  const auto& q_norm = require_tensor(set, block_tensor_name(L, false, 0, kQNorm));
-  const auto& q = require_tensor(set, block_tensor_name(L, false, 0, kQ));
-  const auto& fc1 = require_tensor(set, block_tensor_name(L, false, 0, kFc1));
+  const auto& q_norm = require(block_tensor_name(L, false, 0, kQNorm));
+  const auto& q = require(block_tensor_name(L, false, 0, kQ));
+  const auto& fc1 = require(block_tensor_name(L, false, 0, kFc1));
   if (q_norm.tensor->shape.size() != 1 || q.tensor->shape.size() != 2 ||
       fc1.tensor->shape.size() != 2) {
     bad(set, "block 0 has shapes q " + io::shape_text(q.tensor->shape) + ", q norm " +
@@ -254,7 +266,7 @@ DitWeights DitWeights::from(const io::TensorSet& set, QkvLayout qkv) {
   c.heads = q_rows / (fused * c.head_dim);
   c.ffn = static_cast<std::int64_t>(fc1.tensor->shape[0]) / 2;
   // The original files keep the rotary frequencies (rope.inv_freq, [16] in the release).
-  if (const auto* inv = set.find("rope.inv_freq"); inv != nullptr) {
+  if (const auto* inv = find("rope.inv_freq"); inv != nullptr) {
     if (inv->tensor->shape.size() != 1 || inv->tensor->shape[0] == 0) {
       bad(set, "rope.inv_freq has shape " + io::shape_text(inv->tensor->shape));
     }
@@ -288,7 +300,7 @@ DitWeights DitWeights::from(const io::TensorSet& set, QkvLayout qkv) {
     for (std::size_t t = 0; t < kBlockTensorCount; ++t) {
       const std::string n = block_tensor_name(L, refiner, i, BlockTensor(t));
       if (n.empty()) continue;
-      const auto& e = require_tensor(set, n);
+      const auto& e = require(n);
       check_tensor(set, e, block_shapes[t], is_linear(BlockTensor(t)));
       index.at[t] = static_cast<int>(group.weights.size());
       group.weights.push_back({e.file, e.tensor});
@@ -333,7 +345,7 @@ DitWeights DitWeights::from(const io::TensorSet& set, QkvLayout qkv) {
     index.at.assign(kOuterTensorCount, -1);
     std::vector<const io::TensorSet::Entry*> linears;
     for (OuterTensor t : tensors) {
-      const auto& e = require_tensor(set, outer_tensor_name(L, t));
+      const auto& e = require(outer_tensor_name(L, t));
       check_tensor(set, e, outer_shapes[t], outer_is_linear(t));
       index.at[t] = static_cast<int>(group.weights.size());
       group.weights.push_back({e.file, e.tensor});

@@ -9,7 +9,8 @@
 //     DiffSynth's full files, stacked [q|k|v] in Comfy-Org's and every pruned file (§C.9: the
 //     shapes are the same, so the family decides; from() guesses, a caller may say);
 //   - the pruned "AdaLN-curve" variant (§C.10): adaln_t_table [1025, 8], AdaLN projections of 8
-//     inputs, no time MLP.
+//     inputs, no time MLP;
+//   - any of these with every name behind "model.diffusion_model." (ComfyUI saves).
 // Linears may be float, scaled fp8 or bitsandbytes NF4 (their side tensors travel in the group).
 #pragma once
 
@@ -106,6 +107,9 @@ enum OuterTensor : std::size_t {
 
 bool is_linear(BlockTensor t);
 
+// The prefix ComfyUI saves put before a diffusion model's names (DiffSynth strips it too).
+inline constexpr const char* kComfyPrefix = "model.diffusion_model.";
+
 // Where each tensor of a group is among its LayerGroup::weights (-1: absent) and what scales each
 // Linear.
 struct GroupIndex {
@@ -125,6 +129,8 @@ class DitWeights {
 
   const DitConfig& config() const { return config_; }
   DitKeyLayout key_layout() const { return layout_; }
+  // What every name starts with: "" or kComfyPrefix.
+  const std::string& name_prefix() const { return prefix_; }
   QkvLayout qkv_layout() const { return qkv_; }
   // fc1's first half is the gate (original files) or the value (diffusers).
   bool gate_first() const { return layout_ == DitKeyLayout::kOriginal; }
@@ -163,6 +169,7 @@ class DitWeights {
   DitConfig config_;
   DitKeyLayout layout_ = DitKeyLayout::kDiffusers;
   QkvLayout qkv_ = QkvLayout::kSplit;
+  std::string prefix_;  // before every name: "" or kComfyPrefix
   std::vector<offload::LayerGroup> groups_;
   std::vector<GroupIndex> index_;
 };
