@@ -5,8 +5,14 @@
 #include <string>
 
 #include "core/error.h"
-// Last: every f32 product and sum below is rounded on its own, as torch's separate ops round them.
-#include "core/models/wan/no_fp_contraction.h"
+
+// Every f32 product and sum below is rounded on its own, as torch's separate ops round them (no
+// contraction into fused multiply-adds; the two std::fma calls are the ones torch fuses).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#elif defined(__clang__)
+#pragma clang fp contract(off)
+#endif
 
 namespace ferry::models::h3 {
 namespace {
