@@ -454,12 +454,12 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, f
 
 void CudaBackend::rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   const char* op = "rope_halves";
-  const auto [len, heads, dim] = check_rope_halves(x, cos, sin);
+  const auto [len, heads, dim, half] = check_rope_halves(x, cos, sin);
   require_output(x, op, "x");
   require_input(cos, op, "cos");
   require_input(sin, op, "sin");
   launch_rope_halves(x.data, x.dtype, cos.data, cos.dtype, sin.data, sin.dtype, len, heads, dim,
-                     stream_);
+                     half, stream_);
 }
 
 void CudaBackend::rope_3d(const Tensor& x, const RopeGrid& grid) {

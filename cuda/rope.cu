@@ -46,11 +46,10 @@ __global__ void rope_apply_kernel(void* x, DType xt, std::int64_t heads, std::in
   }
 }
 
-// A thread per (token, pair), looping over heads.
+// A thread per (token, pair), looping over heads; dims from 2·half on are left as they are.
 __global__ void rope_halves_kernel(void* x, DType xt, const void* cos, DType ct, const void* sin,
-                                   DType st, std::int64_t len, std::int64_t heads,
-                                   std::int64_t dim) {
-  const std::int64_t half = dim / 2;
+                                   DType st, std::int64_t len, std::int64_t heads, std::int64_t dim,
+                                   std::int64_t half) {
   FERRY_GRID_STRIDE(i, len * half) {
     const std::int64_t n = i / half;
     const std::int64_t j = i % half;
@@ -69,12 +68,12 @@ __global__ void rope_halves_kernel(void* x, DType xt, const void* cos, DType ct,
 }  // namespace
 
 void launch_rope_halves(void* x, DType xt, const void* cos, DType ct, const void* sin, DType st,
-                        std::int64_t len, std::int64_t heads, std::int64_t dim,
+                        std::int64_t len, std::int64_t heads, std::int64_t dim, std::int64_t half,
                         cudaStream_t stream) {
-  const std::int64_t n = len * (dim / 2);
+  const std::int64_t n = len * half;
   if (n <= 0 || heads <= 0) return;
-  rope_halves_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, cos, ct, sin, st, len, heads,
-                                                           dim);
+  rope_halves_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, xt, cos, ct, sin, st, len, heads, dim,
+                                                           half);
   check_launch("rope_halves kernel");
 }
 

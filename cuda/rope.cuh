@@ -24,10 +24,11 @@ void launch_rope_3d(void* x, DType xt, std::int64_t heads, std::int64_t dim, con
                     double* table, cudaStream_t stream);
 
 // Qwen's rotation by halves (Backend::rope_halves): x[len, heads, dim] in place, the pair
-// (j, j + dim/2) of every head turned by cos[l, j], sin[l, j] ([len, dim/2], any float dtype); f32
-// products rounded as the CPU backend rounds them (no fused multiply-add), then once to x's dtype.
+// (j, j + half) of every head turned by cos[l, j], sin[l, j] ([len, half], half ≤ dim/2, any float
+// dtype; dims from 2·half on untouched: H3's partial rotation); f32 products rounded as the CPU
+// backend rounds them (no fused multiply-add), then once to x's dtype.
 void launch_rope_halves(void* x, DType xt, const void* cos, DType ct, const void* sin, DType st,
-                        std::int64_t len, std::int64_t heads, std::int64_t dim,
+                        std::int64_t len, std::int64_t heads, std::int64_t dim, std::int64_t half,
                         cudaStream_t stream);
 
 }  // namespace ferry::cuda

@@ -166,8 +166,9 @@ class Backend {
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                          const Tensor* relative_bias, bool causal, const Tensor& o) = 0;
   // Rotary embedding by halves (Qwen's rotate_half) on x[L,H,D] in place: for every head and
-  // j < D/2 the pair (x[j], x[j + D/2]) is rotated by the angle whose cosine and sine are
-  // cos[l, j] and sin[l, j] ([L, D/2], any float dtype). The caller builds the angles (1-D or
+  // j < R/2 the pair (x[j], x[j + R/2]) is rotated by the angle whose cosine and sine are
+  // cos[l, j] and sin[l, j] ([L, R/2], any float dtype). R = D rotates the whole head; R < D
+  // (H3's DiT: 96 of 128) leaves dims R…D-1 as they are. The caller builds the angles (1-D or
   // multi-axis positions) and rounds the tables where its reference does; the rotation is f32,
   // rounded once to x's dtype.
   virtual void rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) = 0;

@@ -75,10 +75,12 @@ RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid) {
 RopeHalvesShape check_rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   const char* op = "rope_halves";
   require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");
-  const RopeHalvesShape s{x.shape[0], x.shape[1], x.shape[2]};
-  require(s.dim % 2 == 0, op, "head_dim ", s.dim, " is odd");
-  require_shape(cos, Shape{s.len, s.dim / 2}, op, "cos");
-  require_shape(sin, Shape{s.len, s.dim / 2}, op, "sin");
+  require(cos.shape.rank() == 2, op, "cos must be [tokens, rotated pairs]");
+  const RopeHalvesShape s{x.shape[0], x.shape[1], x.shape[2], cos.shape[1]};
+  require(s.half >= 1 && 2 * s.half <= s.dim, op, "cos holds ", s.half,
+          " angles per token for heads of ", s.dim);
+  require_shape(cos, Shape{s.len, s.half}, op, "cos");
+  require_shape(sin, Shape{s.len, s.half}, op, "sin");
   require_float(x, op, "x");
   require_float(cos, op, "cos");
   require_float(sin, op, "sin");

@@ -43,7 +43,8 @@ bool check_row_param(const Tensor& p, std::int64_t rows, std::int64_t cols, cons
                      const char* name);
 
 struct RopeHalvesShape {
-  std::int64_t len, heads, dim;  // x [len, heads, dim]; cos and sin [len, dim / 2]
+  // x [len, heads, dim]; cos and sin [len, half], half ≤ dim / 2: dims [0, 2·half) rotate.
+  std::int64_t len, heads, dim, half;
 };
 RopeHalvesShape check_rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin);
 

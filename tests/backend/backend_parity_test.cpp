@@ -769,21 +769,24 @@ TEST_F(BackendParity, attention_without_keys_writes_zeros) {
 }
 
 // Qwen's rotation by halves with bf16 tables (as the Qwen3-VL text model rounds them) and f32
-// ones (the vision tower's).
+// ones (the vision tower's); and H3's DiT's partial one (96 of 128 dims; the rest untouched).
 TEST_F(BackendParity, rope_halves_matches_in_place) {
   for (const DType t : {DType::kF32, DType::kBF16}) {
-    for (const auto& [len, heads, dim] :
-         {std::tuple{std::int64_t{7}, std::int64_t{3}, std::int64_t{128}},
-          {1, 1, 2},
-          {33, 2, 72}}) {
+    for (const auto& [len, heads, dim, half] :
+         {std::tuple{std::int64_t{7}, std::int64_t{3}, std::int64_t{128}, std::int64_t{64}},
+          {1, 1, 2, 1},
+          {33, 2, 72, 36},
+          {29, 3, 128, 48},
+          {5, 2, 16, 6}}) {
       Operand x(t, {len, heads, dim}, Fill::kRandom, -4.0f, 4.0f);
-      Operand c(t, {len, dim / 2}, Fill::kRandom, -1.0f, 1.0f);
-      Operand s(t, {len, dim / 2}, Fill::kRandom, -1.0f, 1.0f);
+      Operand c(t, {len, half}, Fill::kRandom, -1.0f, 1.0f);
+      Operand s(t, {len, half}, Fill::kRandom, -1.0f, 1.0f);
       x.written();
       cpu().rope_halves(x.cpu, c.cpu, s.cpu);
       gpu().rope_halves(x.gpu, c.gpu, s.gpu);
       expect_parity(gpu(),
-                    dt(t) + " rope_halves L" + std::to_string(len) + " D" + std::to_string(dim),
+                    dt(t) + " rope_halves L" + std::to_string(len) + " D" + std::to_string(dim) +
+                        " R" + std::to_string(2 * half),
                     t == DType::kF32 ? 1e-6 : one_rounding(t), {&x, &c, &s});
     }
   }

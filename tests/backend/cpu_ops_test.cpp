@@ -425,6 +425,39 @@ TEST(CpuRope, rope_halves_rotates_each_half_pair_by_its_row_angle) {
   EXPECT_THROW(backend().rope_halves(x.t, wrong.t, s.t), Error);
 }
 
+// A table narrower than half the head (H3's DiT: 48 angles for heads of 128) rotates the pairs
+// (j, j + R/2) of the first R dims and leaves the others exactly as they were.
+TEST(CpuRope, rope_halves_with_a_narrow_table_rotates_the_leading_dims_only) {
+  const std::int64_t len = 4, heads = 2, dim = 16, half = 6;
+  const auto xv = random_values(len * heads * dim, 41);
+  std::vector<float> cv(len * half), sv(len * half);
+  for (std::int64_t l = 0; l < len; ++l) {
+    for (std::int64_t j = 0; j < half; ++j) {
+      const double angle = 0.9 * double(l) - 0.2 * double(j);
+      cv[l * half + j] = static_cast<float>(std::cos(angle));
+      sv[l * half + j] = static_cast<float>(std::sin(angle));
+    }
+  }
+  HostTensor x(DType::kF32, {len, heads, dim}, xv);
+  HostTensor c(DType::kF32, {len, half}, cv);
+  HostTensor s(DType::kF32, {len, half}, sv);
+  backend().rope_halves(x.t, c.t, s.t);
+  std::vector<double> want(xv.begin(), xv.end());
+  for (std::int64_t l = 0; l < len; ++l) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t j = 0; j < half; ++j) {
+        const std::size_t a = (l * heads + h) * dim + j, b = a + half;
+        const double co = cv[l * half + j], si = sv[l * half + j];
+        want[a] = xv[a] * co - xv[b] * si;
+        want[b] = xv[b] * co + xv[a] * si;
+      }
+    }
+  }
+  expect_close(x.values(), want, 1e-6, "partial rope_halves");
+  HostTensor too_wide(DType::kF32, {len, dim / 2 + 1});
+  EXPECT_THROW(backend().rope_halves(x.t, too_wide.t, too_wide.t), Error);
+}
+
 TEST(CpuAttention, adds_the_t5_relative_position_bias_without_scaling) {
   const std::int64_t len = 150, heads = 2, dim = 8;  // distances beyond 128 reach the last bucket
   const auto qv = random_values(len * heads * dim, 23);

@@ -76,8 +76,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, fl
 }
 
 void CpuBackend::rope_halves(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  const auto [len, heads, dim] = check_rope_halves(x, cos, sin);
-  const std::int64_t half = dim / 2;
+  const auto [len, heads, dim, half] = check_rope_halves(x, cos, sin);
   pool_.parallel_for(
       static_cast<std::size_t>(len), grain_for(heads * dim), [&](std::size_t b, std::size_t e) {
         float* v = row_buffer(0, static_cast<std::size_t>(heads * dim));
