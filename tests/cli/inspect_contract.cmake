@@ -317,8 +317,9 @@ ferry_cli(0 plan --model "${WORK}/h3" --preset laptop-8gb --vram-mib 8192 --ram-
 expect_in("${out}" "model:   minimax-h3-fl2va (h3)")
 expect_in("${out}" "== text encoder: Qwen3-VL text encoder (50 of 50 layers, hidden 5120)")
 expect_in("${out}" "512 tokens (512 of text)")
-expect_in("${out}" "== diffusion model: H3 DiT FL2VA (1 blocks, D=5376)")
-expect_in("${out}" "not yet implemented (the H3 DiT)")
+expect_in("${out}" "== diffusion model: MiniMax-H3 DiT (1 blocks, hidden 5376)")
+expect_in("${out}" "15356 rows (512 text, 0 keyframe, 414 audio, 14430 video)")
+expect_in("${out}" "not yet implemented (the video VAE's decoder)")
 expect_in("${out}" "(of the stages implemented so far)")
 if(VIDEO_EXT STREQUAL ".mp4")  # keyframes need FFmpeg
   ferry_cli(0 plan --model "${WORK}/h3" --preset laptop-8gb --vram-mib 8192 --ram-mib 24576 --frames 124 --image "${WORK}/h3/start_832x480.png" --end-image "${WORK}/h3/start_832x480.png" --json)

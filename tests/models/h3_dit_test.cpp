@@ -28,7 +28,7 @@
 #include "tests/models/model_test_backend.h"
 #include "tests/test_support.h"
 
-namespace ferry::models::h3 {
+namespace ferry::models::h3::dit {
 namespace {
 
 using offload::Placement;
@@ -670,4 +670,4 @@ TEST(H3DitShapes, ActivationsAtTheReleaseSizes) {
 }
 
 }  // namespace
-}  // namespace ferry::models::h3
+}  // namespace ferry::models::h3::dit

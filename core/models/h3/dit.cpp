@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/tensor/convert.h"
 
-namespace ferry::models::h3 {
+namespace ferry::models::h3::dit {
 namespace {
 
 // The six modulation vectors of a block's AdaLN row, in diffusers' chunk order.
@@ -549,4 +549,4 @@ DitOutput dit_forward(Backend& backend, const DitWeights& weights, const offload
   return out;
 }
 
-}  // namespace ferry::models::h3
+}  // namespace ferry::models::h3::dit

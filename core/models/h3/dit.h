@@ -32,7 +32,7 @@
 #include "core/offload/streamer.h"
 #include "core/offload/weight_source.h"
 
-namespace ferry::models::h3 {
+namespace ferry::models::h3::dit {
 
 // One forward's inputs on the host, in diffusers' row orders.
 struct DitInput {
@@ -87,4 +87,4 @@ struct DitRopeTables {
 DitRopeTables dit_rope_tables(const PackedSequence& sequence, std::int64_t rope_freq_dim,
                               float theta);
 
-}  // namespace ferry::models::h3
+}  // namespace ferry::models::h3::dit

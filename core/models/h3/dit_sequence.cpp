@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace ferry::models::h3 {
+namespace ferry::models::h3::dit {
 namespace {
 
 // Rotary time per latent frame: 5/3 of the pixel frames it stands for (1 for the first of each
@@ -225,4 +225,4 @@ std::vector<float> unpatchify_video(std::span<const float> rows, std::int64_t ch
   return latent;
 }
 
-}  // namespace ferry::models::h3
+}  // namespace ferry::models::h3::dit

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-namespace ferry::models::h3 {
+namespace ferry::models::h3::dit {
 
 // AdaLN modality tags (diffusers' MINIMAX_H3_MODALITY_NUM rows per timestep).
 inline constexpr std::uint8_t kVideoTag = 0;
@@ -80,4 +80,4 @@ std::vector<float> patchify_video(std::span<const float> latent, std::int64_t ch
 std::vector<float> unpatchify_video(std::span<const float> rows, std::int64_t channels,
                                     const PackedGeometry& geometry);
 
-}  // namespace ferry::models::h3
+}  // namespace ferry::models::h3::dit

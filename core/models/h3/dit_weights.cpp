@@ -7,7 +7,7 @@
 #include "core/io/shape_text.h"
 #include "core/memory/arena.h"
 
-namespace ferry::models::h3 {
+namespace ferry::models::h3::dit {
 namespace {
 
 using Dims = std::vector<std::uint64_t>;
@@ -443,4 +443,4 @@ offload::ModelLayout DitWeights::model_layout(std::int64_t tokens, std::int64_t 
   return layout;
 }
 
-}  // namespace ferry::models::h3
+}  // namespace ferry::models::h3::dit

@@ -24,7 +24,7 @@
 #include "core/models/weight_scaling.h"
 #include "core/offload/layer_group.h"
 
-namespace ferry::models::h3 {
+namespace ferry::models::h3::dit {
 
 struct DitConfig {
   std::int64_t hidden = 0;          // residual width (5376)
@@ -188,4 +188,4 @@ std::uint64_t dit_activation_bytes(const DitConfig& c, bool fused_qkv, std::int6
 std::string block_tensor_name(DitKeyLayout layout, bool refiner, std::int64_t i, BlockTensor t);
 std::string outer_tensor_name(DitKeyLayout layout, OuterTensor t);
 
-}  // namespace ferry::models::h3
+}  // namespace ferry::models::h3::dit

@@ -1,9 +1,9 @@
 // The MiniMax-H3 family (FL2VA: text, first- and/or last-frame to video with sound) behind the
 // interface of core/models/family.h: its model sets (model_set.h), its request rules, and the plan
-// of every stage. Only the conditioner (the Qwen3-VL text encoder with its vision tower for
-// keyframes) has code so far; the plan lists the other stages — keyframe encode, the DiT, the video
-// and audio decodes — with their weights and says they are not implemented yet, and a run is
-// refused before any work with Error(kUnsupported) naming them.
+// of every stage. The conditioner (the Qwen3-VL text encoder with its vision tower for keyframes)
+// and the DiT are planned from their weights and arenas; the plan lists the other stages —
+// keyframe encode, the video and audio decodes — with their weights and says they are not
+// implemented yet, and a run is refused before any work with Error(kUnsupported) naming them.
 #include "core/models/family.h"
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/models/h3/dit_sequence.h"
+#include "core/models/h3/dit_weights.h"
 #include "core/models/h3/model_set.h"
 #include "core/models/h3/presentation.h"
 #include "core/models/h3/text_encoder_weights.h"
@@ -47,14 +49,21 @@ constexpr int kMaxFrames = 17 * 20 + 5;  // 14.4 s, the longest the release show
 Error not_built() {
   return Error(ErrorCode::kUnsupported,
                "MiniMax-H3 generation is not built yet: Ferry has its conditioner (text encoder "
-               "and keyframes) but not yet its diffusion model, keyframe encoder, video decoder or "
-               "audio decoder; `ferry-cli plan` shows every stage");
+               "and keyframes) and its diffusion model's forward, but not yet its keyframe "
+               "encoder, video decoder or audio decoder, nor the stages joined into a run; "
+               "`ferry-cli plan` shows every stage");
 }
 
 // Frames of the form 17n+5, snapped up (§C.2, §E.5).
 int snap_frames(int frames) {
   if (frames <= 5) return 5;
   return (frames - 5 + 16) / 17 * 17 + 5;
+}
+
+// Audio latents per channel for `frames` video frames at 24 fps: 40 a second, rounded (§F.1:
+// 124 frames -> 207).
+std::int64_t audio_latents(int frames) {
+  return std::lround(frames / 24.0 * 40.0);
 }
 
 // diffusers' resolve_canvas_size (§H.1) for a first keyframe of w x h: short edge 768, area at
@@ -222,17 +231,39 @@ class H3Parts final : public ModelParts {
       g.add(not_implemented(kKeyframeStage, "H3 video VAE encoder", encoder_bytes,
                             "the video VAE's encoder"));
     }
-    const DitInfo& d = set_.dit_info;
-    g.add(not_implemented(kDitStage,
-                          "H3 DiT FL2VA" + std::string(d.pruned ? ", pruned AdaLN" : "") + " (" +
-                              std::to_string(d.layers) + " blocks, D=" + std::to_string(d.hidden) +
-                              ")",
-                          opened_.dit.tensor_bytes(), "the H3 DiT"));
+    g.add(dit_stage_plan(r, keyframes, tokens, preset, machine, stream_all));
     g.add(not_implemented(kVideoDecodeStage, "H3 video VAE (ViT decoder)",
                           opened_.video_vae.tensor_bytes(), "the video VAE's decoder"));
     g.add(not_implemented(kAudioDecodeStage, "H3 audio VAE (BigVGAN decoder)", set_.audio_vae_bytes,
                           "the audio VAE's decoder"));
     return g;
+  }
+
+  // The DiT's stage, planned from its weights' groups and the exact arena of its forward
+  // (DitWeights::activation_bytes) over the packed sequence of this request: the conditioner's
+  // `text_rows`, each keyframe's and each target latent frame's 2x2 patches, and both audio
+  // channels' latents (§C.2, §F.1). Its code runs on tiny models (tests/models/h3_dit_test.cpp);
+  // the stage itself is not wired into a run yet, which start() says.
+  StagePlan dit_stage_plan(const ResolvedRequest& r, int keyframes, std::int64_t text_rows,
+                           const offload::Preset& preset, const offload::MachineInfo& machine,
+                           bool stream_all) const {
+    const dit::DitWeights weights = dit::DitWeights::from(opened_.dit);
+    dit::PackedGeometry geometry;
+    geometry.latent_frames = r.latent_frames;
+    geometry.latent_height = r.latent_height;
+    geometry.latent_width = r.latent_width;
+    const std::int64_t frame_rows = geometry.rows_per_frame();
+    const std::int64_t audio_rows = dit::kAudioChannels * audio_latents(r.frames);
+    const std::int64_t rows = text_rows + (keyframes + r.latent_frames) * frame_rows + audio_rows;
+    const DitInfo& d = set_.dit_info;
+    StagePlan s = block_stage_plan(std::string(kDitStage),
+                                   weights.model_layout(rows, text_rows, preset.chunk_tokens),
+                                   preset, machine, stream_all);
+    s.detail = std::to_string(rows) + " rows (" + std::to_string(text_rows) + " text, " +
+               std::to_string(keyframes * frame_rows) + " keyframe, " + std::to_string(audio_rows) +
+               " audio, " + std::to_string(r.latent_frames * frame_rows) + " video)" +
+               (d.pruned ? ", pruned AdaLN" : "") + "; the stage is not wired into a run yet";
+    return s;
   }
 
   std::unique_ptr<FamilyRun> start(const ResolvedRequest&, const GenerationPlan&,
