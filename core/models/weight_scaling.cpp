@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "core/io/tensor_file.h"
@@ -87,6 +88,33 @@ WeightScaling WeightScalingSource::resolve(std::span<const Tensor> group, Bnb4St
   state.nested_blocksize = bnb4_->nested_blocksize;
   scaling.bnb4 = &state;
   return scaling;
+}
+
+void add_side_tensors(const io::TensorSet& set, const io::TensorSet::Entry& weight,
+                      offload::LayerGroup& group) {
+  const io::TensorInfo& info = *weight.tensor;
+  std::vector<std::string> names;
+  if (info.bnb4 != nullptr) {
+    names = {info.bnb4->absmax, info.bnb4->quant_map};
+    if (info.bnb4->nested) {
+      names.push_back(info.bnb4->nested_absmax);
+      names.push_back(info.bnb4->nested_quant_map);
+    }
+  } else {
+    const std::string base =
+        info.name.substr(0, info.name.size() - std::string_view(".weight").size());
+    for (const char* suffix : {".scale_weight", ".weight_scale"}) {
+      if (set.find(base + suffix) != nullptr) names.push_back(base + suffix);
+    }
+  }
+  for (const std::string& name : names) {
+    const io::TensorSet::Entry* e = set.find(name);
+    if (e == nullptr) {
+      throw Error(ErrorCode::kMissingTensor, set.path().string() + ": the side tensor '" + name +
+                                                 "' of '" + info.name + "' is missing");
+    }
+    group.weights.push_back({e->file, e->tensor});
+  }
 }
 
 }  // namespace ferry::models

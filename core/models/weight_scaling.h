@@ -7,6 +7,7 @@
 
 #include <span>
 
+#include "core/io/tensor_set.h"
 #include "core/offload/layer_group.h"
 #include "core/tensor/quant.h"
 #include "core/tensor/tensor.h"
@@ -35,5 +36,12 @@ class WeightScalingSource {
   const io::Bnb4Info* bnb4_ = nullptr;  // owned by the model's TensorSet
   int absmax_ = -1, code_ = -1, nested_absmax_ = -1, nested_code_ = -1;
 };
+
+// Adds to `group` the tensors WeightScalingSource::find looks for beside a Linear's `weight` (an
+// entry of `set`): a bitsandbytes weight's absmax and code books (nested ones too), a scaled fp8
+// weight's `.scale_weight` / `.weight_scale` when the file has one. Error(kMissingTensor) naming
+// the file and the tensor when a side tensor the weight's quant state names is absent.
+void add_side_tensors(const io::TensorSet& set, const io::TensorSet::Entry& weight,
+                      offload::LayerGroup& group);
 
 }  // namespace ferry::models

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/io/shape_text.h"
 #include "core/memory/arena.h"
+#include "core/models/weight_scaling.h"
 
 namespace ferry::models::h3::dit {
 namespace {
@@ -131,30 +132,6 @@ void check_tensor(const io::TensorSet& set, const io::TensorSet::Entry& e, const
   if (e.tensor->shape != expected) {
     bad(set, "tensor '" + e.tensor->name + "' has shape " + io::shape_text(e.tensor->shape) +
                  ", expected " + io::shape_text(expected));
-  }
-}
-
-// The tensors a quantized or scaled Linear needs beside its weight, which travel in its group.
-void add_side_tensors(const io::TensorSet& set, const io::TensorSet::Entry& weight,
-                      offload::LayerGroup& group) {
-  const io::TensorInfo& info = *weight.tensor;
-  std::vector<std::string> names;
-  if (info.bnb4 != nullptr) {
-    names = {info.bnb4->absmax, info.bnb4->quant_map};
-    if (info.bnb4->nested) {
-      names.push_back(info.bnb4->nested_absmax);
-      names.push_back(info.bnb4->nested_quant_map);
-    }
-  } else {
-    const std::string base =
-        info.name.substr(0, info.name.size() - std::string_view(".weight").size());
-    for (const char* suffix : {".scale_weight", ".weight_scale"}) {
-      if (set.find(base + suffix) != nullptr) names.push_back(base + suffix);
-    }
-  }
-  for (const std::string& n : names) {
-    const auto& e = require_tensor(set, n);
-    group.weights.push_back({e.file, e.tensor});
   }
 }
 
