@@ -104,7 +104,12 @@ TEST(MediaSoundtrack, TheSoundtrackIsStereo32kHzOfTheVideosDurationAndDecodesBac
   AudioTrack cut = written;  // what was written, up to the video's end
   cut.samples.resize(static_cast<std::size_t>(std::min(read.frames(), written.frames()) * 2));
 #ifdef FERRY_HAVE_FFMPEG
+#if defined(_WIN32)
+  // The Windows build's LGPL FFmpeg has no libx264: NVENC or Media Foundation, else MPEG-4.
+  EXPECT_TRUE(info.codec == "h264" || info.codec == "mpeg4") << info.codec;
+#else
   EXPECT_EQ(info.codec, "h264");
+#endif
   EXPECT_EQ(info.audio_codec, "aac");
   // AAC is perceptual: it drops what masking hides, so its error is far above 16-bit PCM's. On
   // these tones at 192 kbit/s FFmpeg 5.1's native encoder measured 40.9 dB left, 47.7 dB right.
@@ -164,7 +169,7 @@ TEST(MediaSoundtrack, AnAbandonedWriterWithSoundLeavesNothing) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
-#ifdef FERRY_HAVE_FFMPEG
+#if defined(FERRY_HAVE_FFMPEG) && !defined(_WIN32)
 // What the ffprobe tool says of the file (one line per stream: codec, rate, channels, duration).
 std::string ffprobe(const std::filesystem::path& path) {
   const std::string command =
