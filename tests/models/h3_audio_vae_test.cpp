@@ -148,6 +148,31 @@ TEST_F(H3AudioVae, each_stereo_channel_is_decoded_alone_and_the_arena_estimate_i
   EXPECT_TRUE(test::same_bits(right, stereo_right));
 }
 
+TEST_F(H3AudioVae, the_soundtrack_is_the_decode_interleaved_at_the_configured_rate) {
+  const io::TensorSet cases = io::TensorSet::open(fixture("dft.cases.safetensors"));
+  const io::TensorSet file = io::TensorSet::open(fixture("dft.safetensors"));
+  const AudioVaeWeights weights = AudioVaeWeights::load(backend(), file, config_of(kDft, cases));
+  const std::vector<float> latents = read_values(cases, "latents.7");
+  const std::vector<float> planar = decode(weights, latents, 2, 7);
+  test::OwnedTensor in(backend(), DType::kF32, Shape{2, weights.latent_channels(), 7},
+                       latents.data());
+  const std::size_t bytes = AudioVaeDecoder::soundtrack_arena_bytes(weights, 2, 7);
+  auto block = backend().allocate(bytes);
+  memory::Arena arena(block->data(), bytes, backend().device());
+  const media::AudioTrack track =
+      AudioVaeDecoder(backend(), weights).decode_soundtrack(in.tensor, arena);
+  EXPECT_EQ(arena.peak(), bytes);
+  EXPECT_EQ(arena.used(), 0u);
+  EXPECT_EQ(track.sample_rate, 32000);
+  ASSERT_EQ(track.channels, 2);
+  const std::size_t n = planar.size() / 2;
+  ASSERT_EQ(track.samples.size(), planar.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(track.samples[2 * i], planar[i]) << i;
+    ASSERT_EQ(track.samples[2 * i + 1], planar[n + i]) << i;
+  }
+}
+
 TEST_F(H3AudioVae, the_computed_filter_is_the_stored_one) {
   const io::TensorSet file = io::TensorSet::open(fixture("dft.safetensors"));
   const std::vector<float> stored =

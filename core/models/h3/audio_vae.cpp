@@ -184,4 +184,29 @@ std::size_t AudioVaeDecoder::decode_arena_bytes(const AudioVaeWeights& weights,
   return measure([&](memory::Arena& arena) { Run run(nullptr, weights, latents, arena); });
 }
 
+media::AudioTrack AudioVaeDecoder::decode_soundtrack(const Tensor& latents,
+                                                     memory::Arena& arena) const {
+  if (latents.shape.rank() != 3) {
+    throw Error(ErrorCode::kInternal, "audio VAE decode: latents " + describe(latents));
+  }
+  const std::int64_t channels = latents.shape[0], n = samples(latents.shape[2]);
+  const std::size_t mark = arena.mark();
+  const Tensor pcm = arena.allocate(DType::kF32, Shape{channels, n});
+  decode(latents, arena, pcm);
+  std::vector<std::vector<float>> planar(static_cast<std::size_t>(channels),
+                                         std::vector<float>(static_cast<std::size_t>(n)));
+  for (std::int64_t c = 0; c < channels; ++c) {
+    backend_.download(pcm.rows(c, c + 1), planar[static_cast<std::size_t>(c)].data());
+  }
+  arena.release_to(mark);
+  return media::interleave(planar, weights_.config().sample_rate);
+}
+
+std::size_t AudioVaeDecoder::soundtrack_arena_bytes(const AudioVaeWeights& weights,
+                                                    std::int64_t channels, std::int64_t latents) {
+  const std::int64_t n = weights.config().hop() * latents;
+  return memory::Arena::footprint(static_cast<std::size_t>(channels * n) * sizeof(float)) +
+         decode_arena_bytes(weights, latents);
+}
+
 }  // namespace ferry::models::h3

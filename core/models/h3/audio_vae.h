@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "core/backend/backend.h"
+#include "core/media/audio.h"
 #include "core/memory/arena.h"
 #include "core/models/h3/audio_vae_weights.h"
 
@@ -35,6 +36,13 @@ class AudioVaeDecoder {
   // channel. Error(kInternal) for other shapes.
   void decode(const Tensor& latents, memory::Arena& arena, const Tensor& pcm) const;
   static std::size_t decode_arena_bytes(const AudioVaeWeights& weights, std::int64_t latents);
+
+  // decode() into pcm taken from `arena`, downloaded and interleaved: the soundtrack the video
+  // writer takes (VideoSettings::audio), at the configuration's rate, N channels (H3: 2).
+  media::AudioTrack decode_soundtrack(const Tensor& latents, memory::Arena& arena) const;
+  // decode_arena_bytes and the pcm.
+  static std::size_t soundtrack_arena_bytes(const AudioVaeWeights& weights, std::int64_t channels,
+                                            std::int64_t latents);
 
  private:
   struct Run;
