@@ -6,7 +6,8 @@
 // its bf16 file (DiffSynth stores the convolutions in bf16). Also: each stereo channel is decoded
 // alone, the arena estimate is what a decode takes, the computed Kaiser-sinc filter is the stored
 // one, the anti-aliased SnakeBeta's host fallback is the CPU op, and files Ferry cannot run are
-// refused with the error that says why. On the CPU backend in ferry_tests.
+// refused with the error that says why. On the CPU backend in ferry_tests, on the CUDA backend in
+// ferry_cuda_model_tests (tests/gpu/run.sh; the SnakeBeta there is Backend's host fallback).
 #include <gtest/gtest.h>
 
 #include <cmath>
