@@ -10,10 +10,11 @@
 // ferry_cuda_model_tests (tests/gpu/run.sh; the SnakeBeta there is Backend's host fallback).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
