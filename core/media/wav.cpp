@@ -2,7 +2,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
