@@ -150,6 +150,13 @@ class Backend {
   // y = 0.5 x (1 + erf(x / √2)): the exact GELU (torch's nn.GELU(); Qwen3-VL's patch mergers).
   // y may alias x.
   virtual void gelu_erf(const Tensor& x, const Tensor& y) = 0;
+  // BigVGAN's anti-aliased SnakeBeta (minimax_h3.md §F.2; core/backend/snake_beta.h) on each
+  // channel of x[C,T]: 2× up with filters[0], u + sin²(e^alpha[c]·u) / (e^beta[c] + 1e-9), 2× down
+  // with filters[1]. alpha, beta [C] (log space, as stored) and filters [2, 12] are F32. y [C,T]
+  // may alias x. The default runs snake_beta.h's row code on the host (download, compute,
+  // upload, synchronize): right on any backend; the CPU backend overrides it in place.
+  virtual void snake_beta_alias_free(const Tensor& x, const Tensor& alpha, const Tensor& beta,
+                                     const Tensor& filters, const Tensor& y);
   // Softmax over each row of x[R,C], in f32. y may alias x.
   virtual void softmax(const Tensor& x, const Tensor& y) = 0;
   // Element conversion: y = x rounded to y's dtype (same shapes).

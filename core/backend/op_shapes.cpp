@@ -58,6 +58,18 @@ Conv3dShape check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
   return s;
 }
 
+void check_snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta,
+                      const Tensor& filters, const Tensor& y) {
+  const char* op = "snake_beta_alias_free";
+  require(x.shape.rank() == 2 && x.shape[1] > 0, op, "x must be [C, T], not ", x.shape);
+  require_shape(y, x.shape, op, "y");
+  require_shape(alpha, Shape{x.shape[0]}, op, "alpha");
+  require_shape(beta, Shape{x.shape[0]}, op, "beta");
+  require_shape(filters, Shape{2, 12}, op, "filters");
+  require(alpha.dtype == DType::kF32 && beta.dtype == DType::kF32 && filters.dtype == DType::kF32,
+          op, "alpha, beta and filters must be F32");
+}
+
 RopeShape check_rope_3d(const Tensor& x, const RopeGrid& grid) {
   const char* op = "rope_3d";
   require(x.shape.rank() == 3, op, "x must be [tokens, heads, head_dim]");

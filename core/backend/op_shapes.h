@@ -29,6 +29,10 @@ struct Conv3dShape {
 Conv3dShape check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias,
                          const Conv3dParams& params, const Tensor& y);
 
+// snake_beta_alias_free: x and y [C, T], alpha and beta [C] F32, filters F32 [2, 12].
+void check_snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta,
+                      const Tensor& filters, const Tensor& y);
+
 struct RopeShape {
   std::int64_t len, heads, dim;  // x [len, heads, dim], len = frames · height · width
   std::int64_t t_pairs;          // rotation pairs driven by the frame index

@@ -194,14 +194,14 @@ void group_bnb4_weights(std::vector<TensorInfo>& tensors, const TensorBytesReade
                            std::to_string(ceil_div(n, 2)));
     }
     const auto blocksize = static_cast<std::uint64_t>(info->blocksize);
-    if (in % blocksize != 0 || n % 2 != 0) {
+    if (n % 2 != 0) {
       throw Error(ErrorCode::kUnsupported,
                   "bitsandbytes 4-bit weight " + quote_tensor_name(weight) + " in " +
-                      std::string(source) + " has rows of " + std::to_string(in) +
-                      " values that are not whole blocks of " + std::to_string(blocksize) +
-                      " (or an odd number of values): Ferry cannot run it");
+                      std::string(source) + " has an odd number of values (" + std::to_string(out) +
+                      " x " + std::to_string(in) + "): Ferry cannot run it");
     }
-    const std::uint64_t blocks = n / blocksize;
+    // bitsandbytes blocks the flattened weight; the last block may be partial.
+    const std::uint64_t blocks = ceil_div(n, blocksize);
     side_tensor(by_name, info->quant_map, DType::kF32, 16, weight, source);
     if (info->nested) {
       side_tensor(by_name, info->absmax, DType::kU8, blocks, weight, source);
@@ -213,7 +213,13 @@ void group_bnb4_weights(std::vector<TensorInfo>& tensors, const TensorBytesReade
       side_tensor(by_name, info->absmax, DType::kF32, blocks, weight, source);
     }
     w.dtype = DType::kBnb4;
-    w.shape = {out, in};
+    // Rows of whole blocks are what the GEMMs take; a weight whose blocks straddle rows (the H3
+    // audio VAE's 32-wide Linears) stays one flat row, readable whole (bnb4_logical_shape).
+    if (in % blocksize == 0) {
+      w.shape = {out, in};
+    } else {
+      w.shape = {n};
+    }
     w.bytes = n / 2;
     w.bnb4 = std::move(info);
   }

@@ -5,10 +5,13 @@
 // dtype and offset; the scales and code books are the side tensors `<p>.weight.absmax`,
 // `.quant_map`, `.nested_absmax`, `.nested_quant_map`.
 //
-// Grouping turns each such `<p>.weight` into one kBnb4 TensorInfo of shape [out, in] that
-// carries its Bnb4Info; the side tensors stay ordinary entries. A state that contradicts the
-// file is Error(kBadModelFile); a valid state Ferry's kernels cannot run (a block that straddles
-// rows, an odd element count) is Error(kUnsupported).
+// Grouping turns each such `<p>.weight` into one kBnb4 TensorInfo that carries its Bnb4Info; the
+// side tensors stay ordinary entries. Its shape is [out, in] when every row is whole blocks (what
+// the GEMMs take: every DiT and Qwen3-VL Linear); when blocks straddle rows (the H3 audio VAE's
+// 32-wide Linears in DiffSynth's NF4 file) it is the flat [out · in], which no Linear accepts but
+// which reads whole (dequantised at load; its quant state says [out, in]). A state that
+// contradicts the file is Error(kBadModelFile); a valid state Ferry cannot hold (an odd element
+// count) is Error(kUnsupported).
 #pragma once
 
 #include <cstdint>

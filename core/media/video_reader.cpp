@@ -9,6 +9,7 @@
 
 extern "C" {
 #include <libavutil/pixdesc.h>
+#include <libavutil/samplefmt.h>
 }
 
 namespace ferry::media {
@@ -62,6 +63,16 @@ VideoInfo probe_video(const std::filesystem::path& path) {
   info.codec = avcodec_get_name(s->codecpar->codec_id);
   const char* pix = av_get_pix_fmt_name(static_cast<AVPixelFormat>(s->codecpar->format));
   info.pixel_format = pix != nullptr ? pix : "";
+  info.seconds = s->duration > 0 ? static_cast<double>(s->duration) * av_q2d(s->time_base) : 0.0;
+  const int audio = av_find_best_stream(v.input.get(), AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
+  if (audio >= 0) {
+    const AVStream* a = v.input->streams[audio];
+    info.audio_codec = avcodec_get_name(a->codecpar->codec_id);
+    info.audio_sample_rate = a->codecpar->sample_rate;
+    info.audio_channels = a->codecpar->ch_layout.nb_channels;
+    info.audio_seconds =
+        a->duration > 0 ? static_cast<double>(a->duration) * av_q2d(a->time_base) : 0.0;
+  }
   const AVDictionaryEntry* tag = nullptr;
   while ((tag = av_dict_get(v.input->metadata, "", tag, AV_DICT_IGNORE_SUFFIX)) != nullptr) {
     info.metadata[tag->key] = tag->value;
@@ -73,7 +84,75 @@ VideoInfo probe_video(const std::filesystem::path& path) {
     av_packet_unref(packet.get());
   }
   if (err != AVERROR_EOF) not_a_video(v.name, av_error_text(err));
+  if (info.seconds == 0 && info.fps > 0) info.seconds = static_cast<double>(info.frames) / info.fps;
   return info;
+}
+
+namespace {
+
+// One decoded audio frame appended to `track` as interleaved f32.
+void append_samples(const AVFrame& frame, const std::string& name, AudioTrack& track) {
+  const int channels = frame.ch_layout.nb_channels;
+  const auto format = static_cast<AVSampleFormat>(frame.format);
+  const bool planar = av_sample_fmt_is_planar(format) != 0;
+  const AVSampleFormat packed = av_get_packed_sample_fmt(format);
+  if (packed != AV_SAMPLE_FMT_FLT && packed != AV_SAMPLE_FMT_S16) {
+    throw Error(ErrorCode::kUnsupported, "the soundtrack of " + name + " is " +
+                                             av_get_sample_fmt_name(format) +
+                                             ", which Ferry does not convert");
+  }
+  const std::size_t start = track.samples.size();
+  track.samples.resize(start + static_cast<std::size_t>(frame.nb_samples) * channels);
+  for (int i = 0; i < frame.nb_samples; ++i) {
+    for (int c = 0; c < channels; ++c) {
+      const int plane = planar ? c : 0;
+      const int index = planar ? i : i * channels + c;
+      const float v =
+          packed == AV_SAMPLE_FMT_FLT
+              ? reinterpret_cast<const float*>(frame.extended_data[plane])[index]
+              : reinterpret_cast<const std::int16_t*>(frame.extended_data[plane])[index] / 32768.0f;
+      track.samples[start + static_cast<std::size_t>(i) * channels + c] = v;
+    }
+  }
+}
+
+}  // namespace
+
+AudioTrack read_audio(const std::filesystem::path& path) {
+  OpenVideo v = open_video(path);
+  const AVCodec* decoder = nullptr;
+  const int stream = av_find_best_stream(v.input.get(), AVMEDIA_TYPE_AUDIO, -1, -1, &decoder, 0);
+  AudioTrack track;
+  if (stream < 0) return track;
+  if (decoder == nullptr) not_a_video(v.name, "no decoder for its soundtrack");
+  CodecPtr codec(avcodec_alloc_context3(decoder));
+  if (!codec) throw Error(ErrorCode::kOutOfMemory, "FFmpeg could not allocate a decoder");
+  int err;
+  if ((err = avcodec_parameters_to_context(codec.get(), v.input->streams[stream]->codecpar)) < 0 ||
+      (err = avcodec_open2(codec.get(), decoder, nullptr)) < 0) {
+    not_a_video(v.name, av_error_text(err));
+  }
+  track.sample_rate = codec->sample_rate;
+  track.channels = codec->ch_layout.nb_channels;
+  FramePtr frame = make_frame();
+  PacketPtr packet = make_packet();
+  const auto drain = [&] {
+    while (avcodec_receive_frame(codec.get(), frame.get()) == 0) {
+      append_samples(*frame, v.name, track);
+      av_frame_unref(frame.get());
+    }
+  };
+  while ((err = av_read_frame(v.input.get(), packet.get())) == 0) {
+    if (packet->stream_index == stream) {
+      err = avcodec_send_packet(codec.get(), packet.get());
+      if (err < 0 && err != AVERROR(EAGAIN)) not_a_video(v.name, av_error_text(err));
+      drain();
+    }
+    av_packet_unref(packet.get());
+  }
+  avcodec_send_packet(codec.get(), nullptr);
+  drain();
+  return track;
 }
 
 std::vector<RgbImage> read_video_frames(const std::filesystem::path& path,

@@ -1,9 +1,11 @@
 #include "core/media/video_writer.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 extern "C" {
+#include <libavutil/channel_layout.h>
 #include <libavutil/opt.h>
 }
 
@@ -65,27 +67,96 @@ struct VideoWriter::Impl {
   std::string encoder;
   std::int64_t frames = 0;
   int width = 0, height = 0;
+  int fps = 0;
   bool failed = false;
   bool finished = false;
+  // The soundtrack, its encoder and stream, and how many of its frames were sent.
+  AudioTrack audio;
+  CodecPtr audio_codec;
+  AVStream* audio_stream = nullptr;
+  FramePtr audio_frame;
+  std::int64_t audio_sent = 0;
 
   [[noreturn]] void write_failed(int err) {
     failed = true;
     throw av_error(ErrorCode::kIo, "writing " + name + " failed (is the disk full?)", err);
   }
 
-  // Sends `frame` (nullptr: end of stream) and writes every packet the encoder has ready.
-  void encode(const AVFrame* frame) {
-    int err = avcodec_send_frame(codec.get(), frame);
-    if (err < 0) throw av_error(ErrorCode::kInternal, "the video encoder refused a frame", err);
-    while ((err = avcodec_receive_packet(codec.get(), packet.get())) == 0) {
-      av_packet_rescale_ts(packet.get(), codec->time_base, stream->time_base);
-      packet->stream_index = stream->index;
+  // Sends `frame` (nullptr: end of stream) to `codec` and writes every packet it has ready.
+  void encode(AVCodecContext* into, AVStream* to, const AVFrame* frame) {
+    int err = avcodec_send_frame(into, frame);
+    if (err < 0) throw av_error(ErrorCode::kInternal, "an encoder refused a frame", err);
+    while ((err = avcodec_receive_packet(into, packet.get())) == 0) {
+      av_packet_rescale_ts(packet.get(), into->time_base, to->time_base);
+      packet->stream_index = to->index;
       err = av_interleaved_write_frame(output.get(), packet.get());
       if (err < 0) write_failed(err);
       if (output->pb->error < 0) write_failed(output->pb->error);
     }
     if (err != AVERROR(EAGAIN) && err != AVERROR_EOF) {
-      throw av_error(ErrorCode::kInternal, "the video encoder failed", err);
+      throw av_error(ErrorCode::kInternal, "an encoder failed", err);
+    }
+  }
+  void encode(const AVFrame* frame) { encode(codec.get(), stream, frame); }
+
+  // The AAC encoder and its stream, before the header is written.
+  void open_audio(const AudioTrack& track, int bit_rate) {
+    check_audio_track(track, "the soundtrack");
+    const AVCodec* aac = avcodec_find_encoder_by_name("aac");
+    if (aac == nullptr) throw Error(ErrorCode::kUnsupported, "this FFmpeg has no AAC encoder");
+    audio_codec.reset(avcodec_alloc_context3(aac));
+    if (!audio_codec) throw Error(ErrorCode::kOutOfMemory, "FFmpeg could not allocate an encoder");
+    AVCodecContext& a = *audio_codec;
+    a.sample_fmt = AV_SAMPLE_FMT_FLTP;
+    a.sample_rate = track.sample_rate;
+    av_channel_layout_default(&a.ch_layout, track.channels);
+    a.bit_rate = bit_rate;
+    a.time_base = AVRational{1, track.sample_rate};
+    if (output->oformat->flags & AVFMT_GLOBALHEADER) a.flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    int err = avcodec_open2(&a, aac, nullptr);
+    if (err < 0) throw av_error(ErrorCode::kUnsupported, "the AAC encoder did not start", err);
+    audio_stream = avformat_new_stream(output.get(), nullptr);
+    if (audio_stream == nullptr)
+      throw Error(ErrorCode::kOutOfMemory, "FFmpeg could not add a stream");
+    if ((err = avcodec_parameters_from_context(audio_stream->codecpar, &a)) < 0) {
+      throw av_error(ErrorCode::kInternal, "cannot describe the audio stream", err);
+    }
+    audio_stream->time_base = a.time_base;
+    audio_frame = make_frame();
+    audio_frame->format = a.sample_fmt;
+    audio_frame->sample_rate = a.sample_rate;
+    audio_frame->nb_samples = a.frame_size;
+    if ((err = av_channel_layout_copy(&audio_frame->ch_layout, &a.ch_layout)) < 0 ||
+        (err = av_frame_get_buffer(audio_frame.get(), 0)) < 0) {
+      throw av_error(ErrorCode::kOutOfMemory, "cannot allocate an audio frame", err);
+    }
+    audio = track;
+  }
+
+  // The soundtrack's frames [0, n) for `frames` video frames: up to the end of the last one.
+  std::int64_t audio_until(std::int64_t video_frames) const {
+    return std::min(audio.frames(), video_frames * audio.sample_rate / fps);
+  }
+
+  // Encodes the soundtrack up to audio frame `until`: whole encoder frames, and the rest too
+  // when `last` (the end of the video).
+  void feed_audio(std::int64_t until, bool last) {
+    if (!audio_codec) return;
+    const std::int64_t size = audio_codec->frame_size;
+    while (audio_sent < until && (last || until - audio_sent >= size)) {
+      const int n = static_cast<int>(std::min(size, until - audio_sent));
+      const int err = av_frame_make_writable(audio_frame.get());
+      if (err < 0) throw av_error(ErrorCode::kOutOfMemory, "cannot reuse the audio frame", err);
+      audio_frame->nb_samples = n;
+      for (int c = 0; c < audio.channels; ++c) {
+        auto* plane = reinterpret_cast<float*>(audio_frame->data[c]);
+        for (int i = 0; i < n; ++i) {
+          plane[i] = audio.samples[static_cast<std::size_t>((audio_sent + i) * audio.channels + c)];
+        }
+      }
+      audio_frame->pts = audio_sent;
+      encode(audio_codec.get(), audio_stream, audio_frame.get());
+      audio_sent += n;
     }
   }
 };
@@ -106,6 +177,7 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const VideoSettings&
   }
   m.width = settings.width;
   m.height = settings.height;
+  m.fps = settings.fps;
 
   AVFormatContext* raw = nullptr;
   const std::string partial = io::detail::display(m.file.partial_path());
@@ -157,6 +229,7 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const VideoSettings&
   for (const auto& [key, value] : settings.metadata) {
     av_dict_set(&m.output->metadata, key.c_str(), value.c_str(), 0);
   }
+  if (!settings.audio.empty()) m.open_audio(settings.audio, settings.audio_bit_rate);
 
   if ((err = avio_open(&m.output->pb, partial.c_str(), AVIO_FLAG_WRITE)) < 0) {
     throw av_error(ErrorCode::kIo, "cannot create " + m.name, err);
@@ -206,6 +279,7 @@ void VideoWriter::write(const RgbImage& frame) {
   m.yuv->pts = m.frames;
   m.encode(m.yuv.get());
   ++m.frames;
+  m.feed_audio(m.audio_until(m.frames), false);
 }
 
 void VideoWriter::finish() {
@@ -214,6 +288,10 @@ void VideoWriter::finish() {
     throw Error(ErrorCode::kInternal, "VideoWriter::finish after an error or finish()");
   }
   m.encode(nullptr);
+  if (m.audio_codec) {
+    m.feed_audio(m.audio_until(m.frames), true);
+    m.encode(m.audio_codec.get(), m.audio_stream, nullptr);
+  }
   int err = av_write_trailer(m.output.get());
   if (err < 0) m.write_failed(err);
   err = avio_closep(&m.output->pb);
@@ -227,6 +305,9 @@ const std::string& VideoWriter::encoder() const {
 }
 std::int64_t VideoWriter::frames_written() const {
   return impl_->frames;
+}
+std::int64_t VideoWriter::audio_frames_written() const {
+  return impl_->audio_sent;
 }
 
 }  // namespace ferry::media

@@ -1,5 +1,7 @@
-// VideoWriter, probe_video and read_video_frames in builds without FFmpeg: uncompressed AVI
-// (core/media/avi.h), the honest fallback of the mingw-w64 lane.
+// VideoWriter, probe_video, read_audio and read_video_frames in builds without FFmpeg:
+// uncompressed AVI (core/media/avi.h), the honest fallback of the mingw-w64 lane, with the
+// soundtrack as a 16-bit WAV beside it ("<name>.wav", core/media/audio.h).
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -14,9 +16,22 @@ std::string_view video_extension() {
   return ".avi";
 }
 
+namespace {
+
+std::filesystem::path soundtrack_beside(const std::filesystem::path& video) {
+  std::filesystem::path wav = video;
+  return wav.replace_extension(".wav");
+}
+
+}  // namespace
+
 struct VideoWriter::Impl {
   std::unique_ptr<AviWriter> avi;
   std::string encoder = "uncompressed AVI";
+  std::filesystem::path path;
+  AudioTrack audio;
+  int fps = 0;
+  std::int64_t audio_written = 0;
 };
 
 VideoWriter::VideoWriter(const std::filesystem::path& path, const VideoSettings& settings)
@@ -25,8 +40,12 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const VideoSettings&
     const auto it = settings.metadata.find(key);
     return it != settings.metadata.end() ? it->second : std::string();
   };
+  if (!settings.audio.empty()) check_audio_track(settings.audio, "the soundtrack");
   impl_->avi = std::make_unique<AviWriter>(path, settings.width, settings.height, settings.fps,
                                            tag("title"), tag("comment"));
+  impl_->path = path;
+  impl_->audio = settings.audio;
+  impl_->fps = settings.fps;
 }
 
 VideoWriter::~VideoWriter() = default;
@@ -34,13 +53,35 @@ void VideoWriter::write(const RgbImage& frame) {
   impl_->avi->write(frame);
 }
 void VideoWriter::finish() {
-  impl_->avi->finish();
+  Impl& m = *impl_;
+  if (!m.audio.empty()) {
+    // Cut to the video's duration, as the MP4 writer does; written first, removed again if the
+    // video cannot be finished, so neither file appears without the other.
+    AudioTrack cut = m.audio;
+    const std::int64_t frames =
+        std::min(cut.frames(), m.avi->frames_written() * cut.sample_rate / m.fps);
+    cut.samples.resize(static_cast<std::size_t>(frames * cut.channels));
+    write_wav(soundtrack_beside(m.path), cut);
+    m.audio_written = frames;
+    try {
+      m.avi->finish();
+    } catch (...) {
+      std::error_code ec;
+      std::filesystem::remove(soundtrack_beside(m.path), ec);
+      throw;
+    }
+    return;
+  }
+  m.avi->finish();
 }
 const std::string& VideoWriter::encoder() const {
   return impl_->encoder;
 }
 std::int64_t VideoWriter::frames_written() const {
   return impl_->avi->frames_written();
+}
+std::int64_t VideoWriter::audio_frames_written() const {
+  return impl_->audio_written;
 }
 
 VideoInfo probe_video(const std::filesystem::path& path) {
@@ -54,7 +95,22 @@ VideoInfo probe_video(const std::filesystem::path& path) {
   info.pixel_format = "bgr24";
   if (avi.info.count("ICMT")) info.metadata["comment"] = avi.info.at("ICMT");
   if (avi.info.count("INAM")) info.metadata["title"] = avi.info.at("INAM");
+  info.seconds = avi.fps > 0 ? static_cast<double>(avi.frames) / avi.fps : 0.0;
+  const AudioTrack audio = read_audio(path);
+  if (!audio.empty()) {
+    info.audio_codec = "pcm_s16le";
+    info.audio_sample_rate = audio.sample_rate;
+    info.audio_channels = audio.channels;
+    info.audio_seconds = audio.seconds();
+  }
   return info;
+}
+
+AudioTrack read_audio(const std::filesystem::path& path) {
+  const std::filesystem::path wav = soundtrack_beside(path);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(wav, ec)) return AudioTrack{};
+  return read_wav(wav);
 }
 
 std::vector<RgbImage> read_video_frames(const std::filesystem::path& path,

@@ -10,6 +10,7 @@
 #include "core/backend/cpu/cpu_rows.h"
 #include "core/backend/cpu/gemm.h"
 #include "core/backend/op_shapes.h"
+#include "core/backend/snake_beta.h"
 #include "core/error.h"
 #include "core/memory/aligned_buffer.h"
 #include "core/tensor/convert.h"
@@ -351,6 +352,26 @@ void CpuBackend::gelu_erf(const Tensor& x, const Tensor& y) {
       v[i] = 0.5f * u * (1.0f + std::erf(u * kSqrtHalf));
     }
   });
+}
+
+void CpuBackend::snake_beta_alias_free(const Tensor& x, const Tensor& alpha, const Tensor& beta,
+                                       const Tensor& filters, const Tensor& y) {
+  check_snake_beta(x, alpha, beta, filters, y);
+  const std::int64_t samples = x.shape[1];
+  const float* taps = filters.as<const float>();
+  pool_.parallel_for(static_cast<std::size_t>(x.shape[0]), grain_for(8 * samples),
+                     [&](std::size_t lo, std::size_t hi) {
+                       float* row = row_buffer(0, static_cast<std::size_t>(samples));
+                       float* work = row_buffer(1, snake_beta_work_floats(samples));
+                       for (auto c = static_cast<std::int64_t>(lo);
+                            c < static_cast<std::int64_t>(hi); ++c) {
+                         load(x, c * samples, samples, row);
+                         snake_beta_alias_free_row(row, samples, alpha.as<const float>()[c],
+                                                   beta.as<const float>()[c], taps,
+                                                   taps + kSnakeFilterTaps, work, row);
+                         store(row, y, c * samples, samples);
+                       }
+                     });
 }
 
 void CpuBackend::silu(const Tensor& x, const Tensor& y) {

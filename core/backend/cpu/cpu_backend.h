@@ -53,6 +53,8 @@ class CpuBackend final : public Backend {
   void clamp(const Tensor& x, float lo, float hi, const Tensor& y) override;
   void tanh_clamp(const Tensor& x, float limit, const Tensor& y) override;
   void gelu_erf(const Tensor& x, const Tensor& y) override;
+  void snake_beta_alias_free(const Tensor& x, const Tensor& alpha, const Tensor& beta,
+                             const Tensor& filters, const Tensor& y) override;
   void softmax(const Tensor& x, const Tensor& y) override;
   void convert(const Tensor& x, const Tensor& y) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
