@@ -31,10 +31,16 @@ reference.safetensors (f32 unless said):
                      T' = 5N + 2
   C.decode.N.pixels  [3, 17N + 5, 4h, 4w]: (decode(z·std + mean) · imagenet_std + imagenet_mean),
                      NOT clamped (the pipeline clamps to [0, 1] after)
-  tiny: N = 1, 2 at latent 2x3 (N = 3 in three_chunks.safetensors); wide: N = 2 at latent 3x2, and wide.decode.nf4.2.pixels (the NF4
-  file's weights)
-  tiny.encode.image  [3, 1, 16, 20] in [0, 1]; tiny.encode.moments [8, 1, 4, 5]: quant_conv(encoder(
-                     (image - imagenet_mean) / imagenet_std)) (mean: channels 0-3, logvar: 4-7)
+  tiny: N = 1, 2 at latent 2x3 (N = 3 in three_chunks.safetensors); wide (in
+  wide_reference.safetensors): N = 2 at latent 3x2, and
+  wide.decode.nf4.2.pixels (the NF4 file's weights dequantised as bitsandbytes does, to bf16) and
+  wide.decode.nf4f32.2.pixels (the same weights unrounded, code · scale in f32, as Ferry's
+  Backend::linear dequantises them)
+  tiny.encode.image  [3, 1, 16, 20] uint8 values (as f32); tiny.encode.moments [8, 1, 4, 5]:
+                     quant_conv(encoder((image/255 - imagenet_mean) / imagenet_std)) (mean:
+                     channels 0-3, logvar: 4-7); tiny.encode.noise [4, 1, 4, 5] N(0,1);
+                     tiny.encode.latent: DF encode_vae_condition's latent with that noise ((mean +
+                     exp(logvar/2)·noise) rounded to f16, then (z - latents_mean) / latents_std)
   tiles.L            I32 [2, n]: _split_tiles(L, 256, 64) at x16 (row 0 starts, row 1 overlaps,
                      padded with -1) for the release's widths
 tiled.safetensors: tiny.tiled.latent [4, 7, 5, 8], tiny.tiled.pixels [3, 22, 20, 32]: one chunk
@@ -177,8 +183,9 @@ def diffusers_from_official(official, c):
 
 
 def nf4_file(official):
-    """(DiffSynth's NF4 tensors, the dequantised official state)."""
-    tensors, meant = {}, {}
+    """(DiffSynth's NF4 tensors, the dequantised official state as bitsandbytes gives it (bf16),
+    the same unrounded (f32: code · scale))."""
+    tensors, meant, exact = {}, {}, {}
     for name, v in official.items():
         quantize = (name.endswith(".weight") and v.dim() == 2 and name.startswith("decoder.")
                     and "x_embedder" not in name)
@@ -188,11 +195,12 @@ def nf4_file(official):
                 tensors[name[: -len("weight")] + suffix] = torch.from_numpy(np.array(array))
             tensors[name + ".quant_state.bitsandbytes__nf4"] = torch.from_numpy(
                 bnb4.state_bytes(state))
-            meant[name] = dequantize_nf4(parts, state)
+            exact[name] = dequantize_nf4(parts, state)
+            meant[name] = exact[name].to(torch.bfloat16).to(torch.float32)
         else:
             tensors[name] = v.to(torch.bfloat16).contiguous()
-            meant[name] = v.to(torch.bfloat16).float()
-    return diffsynth_names(tensors), meant
+            meant[name] = exact[name] = v.to(torch.bfloat16).float()
+    return diffsynth_names(tensors), meant, exact
 
 
 def dequantize_nf4(parts, state):
@@ -207,8 +215,7 @@ def dequantize_nf4(parts, state):
     scale = (dmap[qabs] * np.repeat(nested, 256)[: qabs.size] +
              np.float32(state["nested_offset"])).astype(np.float32)
     values = parts["weight.quant_map"][codes[:n]] * np.repeat(scale, 64)[:n]
-    w = torch.from_numpy(values.astype(np.float32).reshape(state["shape"]))
-    return w.to(torch.bfloat16).to(torch.float32)
+    return torch.from_numpy(values.astype(np.float32).reshape(state["shape"]))
 
 
 def decode_pixels(model, latent):
@@ -228,7 +235,7 @@ def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     os.makedirs(OUT, exist_ok=True)
-    ref, tiled, three = {}, {}, {}
+    ref, tiled, three, wide_ref = {}, {}, {}, {}
     gen = torch.Generator().manual_seed(SEED + 1)
 
     # ---- tiny: f32, diffusers names, encoder and decoder ----
@@ -242,13 +249,22 @@ def main():
         out = three if n == 3 else ref  # files stay under 200 KB
         out[f"tiny.decode.{n}.latent"] = latent
         out[f"tiny.decode.{n}.pixels"] = decode_pixels(tiny, latent)
-    image = torch.rand(3, 1, 16, 20, generator=gen)
+    image = torch.randint(0, 256, (3, 1, 16, 20), generator=gen).to(torch.float32)
     with torch.no_grad():
         tiny.use_tiling = False  # 16 px: one tile either way
-        moments = tiny.quant_conv(tiny.encoder((image[None] - IMAGENET_MEAN) / IMAGENET_STD))
+        pixels = (image[None] / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+        moments = tiny.quant_conv(tiny.encoder(pixels))
         tiny.use_tiling = True
+        posterior = tiny.encode(pixels).latent_dist
+    assert torch.equal(posterior.mean, moments[:, :4])
+    noise = torch.randn(posterior.mean.shape, generator=gen)
+    sample = posterior.mean + posterior.std * noise  # DiagonalGaussianDistribution.sample
+    mean = torch.tensor(tiny.config.latents_mean).view(1, -1, 1, 1, 1)
+    std = torch.tensor(tiny.config.latents_std).view(1, -1, 1, 1, 1)
     ref["tiny.encode.image"] = image
     ref["tiny.encode.moments"] = moments[0]
+    ref["tiny.encode.noise"] = noise[0]
+    ref["tiny.encode.latent"] = ((sample.to(torch.float16).float() - mean) / std)[0]
     latent = torch.randn(4, 7, 5, 8, generator=gen)
     tiny.enable_tiling(16, 16, 4, 4)
     tiled["tiny.tiled.latent"] = latent
@@ -265,19 +281,21 @@ def main():
                os.path.join(OUT, "wide_official_f16.safetensors"))
     for k, v in official.items():  # bf16 values must survive f16 exactly
         assert torch.equal(v.to(torch.float16).float(), v), k
-    nf4_tensors, meant = nf4_file(official)
+    nf4_tensors, meant, exact = nf4_file(official)
     save_torch(contiguous(nf4_tensors), os.path.join(OUT, "wide_nf4.safetensors"),
                metadata={"format": "pt"})
     ref["wide.latents_mean"] = torch.tensor(wide.config.latents_mean)
     ref["wide.latents_std"] = torch.tensor(wide.config.latents_std)
     latent = torch.randn(8, 12, 3, 2, generator=gen)
-    ref["wide.decode.2.latent"] = latent
-    ref["wide.decode.2.pixels"] = decode_pixels(wide, latent)
+    wide_ref["wide.decode.2.latent"] = latent
+    wide_ref["wide.decode.2.pixels"] = decode_pixels(wide, latent)
     nf4 = build_model(c, round_bf16=True)
     missing = nf4.load_state_dict(diffusers_from_official(meant, c), strict=False)
     assert not missing.unexpected_keys, missing.unexpected_keys
     assert all(not k.startswith("decoder.") for k in missing.missing_keys), missing.missing_keys
-    ref["wide.decode.nf4.2.pixels"] = decode_pixels(nf4, latent)
+    wide_ref["wide.decode.nf4.2.pixels"] = decode_pixels(nf4, latent)
+    missing = nf4.load_state_dict(diffusers_from_official(exact, c), strict=False)
+    wide_ref["wide.decode.nf4f32.2.pixels"] = decode_pixels(nf4, latent)
 
     # ---- tile geometry at the release's x16 ----
     geometry = types.SimpleNamespace(spatial_compression_ratio=16)
@@ -291,6 +309,7 @@ def main():
     save_torch(contiguous(ref), os.path.join(OUT, "reference.safetensors"))
     save_torch(contiguous(tiled), os.path.join(OUT, "tiled.safetensors"))
     save_torch(contiguous(three), os.path.join(OUT, "three_chunks.safetensors"))
+    save_torch(contiguous(wide_ref), os.path.join(OUT, "wide_reference.safetensors"))
     for f in sorted(os.listdir(OUT)):
         print(f, os.path.getsize(os.path.join(OUT, f)))
     for k in sorted(ref):
