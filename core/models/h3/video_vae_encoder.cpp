@@ -1,0 +1,342 @@
+#include "core/models/h3/video_vae_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/io/shape_text.h"
+#include "core/tensor/convert.h"
+
+namespace ferry::models::h3::vae {
+namespace {
+
+constexpr float kImagenetMean[3] = {0.485f, 0.456f, 0.406f};
+constexpr float kImagenetStd[3] = {0.229f, 0.224f, 0.225f};
+
+// Tensor names of the two layouts (minimax_h3.md §G.1).
+struct EncoderNames {
+  bool diffusers = true;
+  std::string level(std::int64_t l) const {
+    return (diffusers ? "encoder.down_blocks." : "encoder.down.") + std::to_string(l) + ".";
+  }
+  std::string resnet(std::int64_t l, std::int64_t m) const {
+    return level(l) + (diffusers ? "resnets." : "block.") + std::to_string(m) + ".";
+  }
+  std::string shortcut(std::int64_t l, std::int64_t m) const {
+    return resnet(l, m) + (diffusers ? "conv_shortcut" : "nin_shortcut");
+  }
+  std::string downsample(std::int64_t l) const {
+    return level(l) + (diffusers ? "downsamplers.0.conv" : "downsample.conv");
+  }
+};
+
+// A backend allocation holding one activation.
+struct Act {
+  std::unique_ptr<DeviceBuffer> memory;
+  Tensor t;
+};
+
+}  // namespace
+
+struct VideoVaeEncoder::State {
+  Backend* backend = nullptr;
+  EncoderNames names;
+  std::int64_t groups = 32, levels = 0, resnets = 0, latent_channels = 0;
+  float eps = 1e-6f;
+  std::vector<bool> downsample;  // per level
+  std::vector<std::unique_ptr<DeviceBuffer>> memory;
+  std::unordered_map<std::string, Tensor> tensors;  // convolutions (last tap), biases, GN affine
+
+  const Tensor& at(const std::string& name) const {
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) {
+      throw Error(ErrorCode::kMissingTensor, "the H3 video encoder has no tensor '" + name + "'");
+    }
+    return it->second;
+  }
+  bool has(const std::string& name) const { return tensors.count(name) != 0; }
+
+  Act make(DType dtype, const Shape& shape) const {
+    Act a;
+    a.memory = backend->allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+    a.t = Tensor{a.memory->data(), dtype, shape, backend->device()};
+    return a;
+  }
+  Act make(const Shape& shape) const { return make(DType::kF32, shape); }
+
+  void upload(const std::string& name, DType dtype, const Shape& shape, const void* host) {
+    Act a = make(dtype, shape);
+    backend->upload(a.t, host);
+    backend->synchronize();
+    tensors.emplace(name, a.t);
+    memory.push_back(std::move(a.memory));
+  }
+
+  // One tensor of the file as f32 values.
+  static std::vector<float> f32_values(const io::TensorSet::Entry& e) {
+    std::vector<std::byte> raw(e.tensor->bytes);
+    e.file->map(*e.tensor).copy_to(0, raw);
+    std::vector<float> v(e.tensor->element_count());
+    convert_to_f32(e.tensor->dtype, raw.data(), v.data(), v.size());
+    return v;
+  }
+
+  // A causal convolution's weight [Co, Ci, kt, k, k] as its last temporal tap [Co, Ci, 1, k, k]
+  // in the stored dtype, and its bias as f32.
+  void load_conv(const io::TensorSet& set, const std::string& p) {
+    const auto* w = set.find(p + ".weight");
+    const auto* b = set.find(p + ".bias");
+    if (w == nullptr || b == nullptr) {
+      throw Error(ErrorCode::kMissingTensor,
+                  set.path().string() + ": the H3 video encoder has no tensor '" + p + ".weight'");
+    }
+    const auto& s = w->tensor->shape;
+    const DType d = w->tensor->dtype;
+    if (s.size() != 5 || !(d == DType::kF32 || d == DType::kF16 || d == DType::kBF16)) {
+      throw Error(ErrorCode::kBadModelFile, set.path().string() + ": '" + w->tensor->name +
+                                                "' is not a 3-D convolution weight (" +
+                                                io::shape_text(s) + ")");
+    }
+    std::vector<std::byte> raw(w->tensor->bytes);
+    w->file->map(*w->tensor).copy_to(0, raw);
+    const std::size_t size = dtype_size(d);
+    const std::size_t tap = s[3] * s[4] * size;  // one temporal tap of one (co, ci)
+    const std::size_t pairs = s[0] * s[1];
+    std::vector<std::byte> last(pairs * tap);
+    for (std::size_t i = 0; i < pairs; ++i) {
+      std::memcpy(last.data() + i * tap, raw.data() + (i * s[2] + s[2] - 1) * tap, tap);
+    }
+    const auto i64 = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
+    upload(p + ".weight", d, Shape{i64(s[0]), i64(s[1]), 1, i64(s[3]), i64(s[4])}, last.data());
+    const std::vector<float> bias = f32_values(*b);
+    upload(p + ".bias", DType::kF32, Shape{i64(s[0])}, bias.data());
+  }
+
+  // A GroupNorm's affine as Backend::modulate takes it: scale (weight − 1) and shift (bias).
+  void load_norm(const io::TensorSet& set, const std::string& p) {
+    const auto* w = set.find(p + ".weight");
+    const auto* b = set.find(p + ".bias");
+    if (w == nullptr || b == nullptr) {
+      throw Error(ErrorCode::kMissingTensor,
+                  set.path().string() + ": the H3 video encoder has no tensor '" + p + ".weight'");
+    }
+    std::vector<float> scale = f32_values(*w);
+    for (float& v : scale) v -= 1.0f;
+    const std::vector<float> shift = f32_values(*b);
+    const auto n = static_cast<std::int64_t>(scale.size());
+    upload(p + ".scale", DType::kF32, Shape{n}, scale.data());
+    upload(p + ".shift", DType::kF32, Shape{n}, shift.data());
+  }
+
+  // ---- the forward's pieces (x is [C, 1, H, W] f32) ----
+
+  // SiLU(GroupNorm(x)): the statistic per group of channels and the frame, then the affine per
+  // channel (on the transposed [H·W, C] view), then SiLU.
+  Act norm_silu(const Tensor& x, const std::string& p) const {
+    const std::int64_t C = x.shape[0], HW = x.shape[2] * x.shape[3];
+    Act n = make(x.shape);
+    const Shape grouped{groups, C / groups * HW};
+    backend->layer_norm(x.reshaped(grouped), nullptr, nullptr, eps, n.t.reshaped(grouped));
+    Act t = make(Shape{HW, C});
+    backend->permute(n.t.reshaped(Shape{C, HW}), {1, 0}, t.t);
+    backend->modulate(t.t, at(p + ".scale"), at(p + ".shift"), t.t);
+    backend->silu(t.t, t.t);
+    backend->permute(t.t, {1, 0}, n.t.reshaped(Shape{C, HW}));
+    return n;
+  }
+
+  // Reflect padding of rows (top, bottom) and columns (left, right), each 0 or 1 (x is at least
+  // 2 x 2). Rows first, then columns: the corners come out as torch's F.pad gives them.
+  Act reflect_pad(const Tensor& x, bool top, bool bottom, bool left, bool right) const {
+    const auto edge = [&](const Tensor& from, int dim, std::int64_t index) {
+      Shape s = from.shape;
+      s[dim] = 1;
+      Act e = make(s);
+      backend->slice(from, dim, index, e.t);
+      return e;
+    };
+    const auto join = [&](const Tensor& a, const Tensor& b, int dim) {
+      Shape s = a.shape;
+      s[dim] += b.shape[dim];
+      Act j = make(s);
+      backend->concat(a, b, dim, j.t);
+      return j;
+    };
+    Act held;
+    Tensor t = x;
+    // Index 1 reflects the first row (column); the last one's reflection is the one before it.
+    const auto pad = [&](int dim, bool front, bool back) {
+      if (front) {
+        Act e = edge(t, dim, 1);
+        held = join(e.t, t, dim);
+        t = held.t;
+      }
+      if (back) {
+        Act e = edge(t, dim, t.shape[dim] - 2);
+        Act j = join(t, e.t, dim);
+        held = std::move(j);
+        t = held.t;
+      }
+    };
+    pad(2, top, bottom);
+    pad(3, left, right);
+    return held;
+  }
+
+  Act conv(const Tensor& x, const std::string& p, int stride, bool pad) const {
+    Act padded;
+    const Tensor* in = &x;
+    if (pad) {
+      padded = reflect_pad(x, true, true, true, true);
+      in = &padded.t;
+    }
+    const Tensor& w = at(p + ".weight");
+    Conv3dParams params;
+    params.stride_h = params.stride_w = stride;
+    const std::int64_t k = w.shape[3];
+    Act y = make(
+        Shape{w.shape[0], 1, (in->shape[2] - k) / stride + 1, (in->shape[3] - k) / stride + 1});
+    backend->conv3d(*in, w, &at(p + ".bias"), params, y.t);
+    return y;
+  }
+
+  Act resnet(Act x, std::int64_t l, std::int64_t m) const {
+    const std::string p = names.resnet(l, m);
+    Act h = conv(norm_silu(x.t, p + "norm1").t, p + "conv1", 1, true);
+    h = conv(norm_silu(h.t, p + "norm2").t, p + "conv2", 1, true);
+    const std::string s = names.shortcut(l, m);
+    if (has(s + ".weight")) x = conv(x.t, s, 1, false);
+    backend->add(h.t, x.t, h.t);
+    return h;
+  }
+};
+
+VideoVaeEncoder::VideoVaeEncoder(std::unique_ptr<State> state) : state_(std::move(state)) {}
+VideoVaeEncoder::VideoVaeEncoder(VideoVaeEncoder&&) noexcept = default;
+VideoVaeEncoder& VideoVaeEncoder::operator=(VideoVaeEncoder&&) noexcept = default;
+VideoVaeEncoder::~VideoVaeEncoder() = default;
+
+std::int64_t VideoVaeEncoder::levels() const {
+  return state_->levels;
+}
+std::int64_t VideoVaeEncoder::latent_channels() const {
+  return state_->latent_channels;
+}
+
+VideoVaeEncoder VideoVaeEncoder::load(Backend& backend, const VideoVaeWeights& weights,
+                                      std::int64_t groups) {
+  const io::TensorSet& set = weights.set();
+  auto s = std::make_unique<State>();
+  s->backend = &backend;
+  s->groups = groups;
+  if (set.find("encoder.conv_in.weight") == nullptr) {
+    throw Error(ErrorCode::kBadModelFile,
+                set.path().string() + ": the H3 video VAE file has no encoder (encoder.conv_in)");
+  }
+  s->names.diffusers = set.find("encoder.down_blocks.0.resnets.0.conv1.weight") != nullptr;
+  while (set.find(s->names.resnet(s->levels, 0) + "conv1.weight") != nullptr) ++s->levels;
+  while (set.find(s->names.resnet(0, s->resnets) + "conv1.weight") != nullptr) ++s->resnets;
+  if (s->levels == 0 || s->resnets == 0) {
+    throw Error(ErrorCode::kBadModelFile,
+                set.path().string() + ": the H3 video encoder has no residual blocks");
+  }
+  s->load_conv(set, "encoder.conv_in");
+  for (std::int64_t l = 0; l < s->levels; ++l) {
+    for (std::int64_t m = 0; m < s->resnets; ++m) {
+      const std::string p = s->names.resnet(l, m);
+      s->load_norm(set, p + "norm1");
+      s->load_conv(set, p + "conv1");
+      s->load_norm(set, p + "norm2");
+      s->load_conv(set, p + "conv2");
+      if (set.find(s->names.shortcut(l, m) + ".weight") != nullptr) {
+        s->load_conv(set, s->names.shortcut(l, m));
+      }
+    }
+    const bool down = set.find(s->names.downsample(l) + ".weight") != nullptr;
+    s->downsample.push_back(down);
+    if (down) s->load_conv(set, s->names.downsample(l));
+  }
+  s->load_norm(set, "encoder.norm_out");
+  s->load_conv(set, "encoder.conv_out");
+  s->load_conv(set, "quant_conv");
+  s->latent_channels = s->at("quant_conv.weight").shape[0] / 2;
+  for (const auto& [name, t] : s->tensors) {
+    if (name.ends_with(".scale") && t.shape[0] % groups != 0) {
+      throw Error(ErrorCode::kBadModelFile, set.path().string() + ": " +
+                                                std::to_string(t.shape[0]) +
+                                                " channels do not split into " +
+                                                std::to_string(groups) + " GroupNorm groups");
+    }
+  }
+  return VideoVaeEncoder(std::move(s));
+}
+
+FrameMoments VideoVaeEncoder::encode_frame(std::span<const std::uint8_t> rgb, std::int64_t height,
+                                           std::int64_t width) const {
+  const State& s = *state_;
+  if (height < 2 || width < 2 || rgb.size() != static_cast<std::size_t>(3 * height * width)) {
+    throw Error(ErrorCode::kBadArgument, "a keyframe of " + std::to_string(rgb.size()) +
+                                             " bytes for 3 x " + std::to_string(height) + " x " +
+                                             std::to_string(width));
+  }
+  std::vector<float> pixels(rgb.size());
+  const auto plane = static_cast<std::size_t>(height * width);
+  for (std::size_t c = 0; c < 3; ++c) {
+    for (std::size_t i = 0; i < plane; ++i) {
+      const float v = static_cast<float>(rgb[c * plane + i]) / 255.0f;
+      pixels[c * plane + i] = (v - kImagenetMean[c]) / kImagenetStd[c];
+    }
+  }
+  Act x = s.make(Shape{3, 1, height, width});
+  s.backend->upload(x.t, pixels.data());
+  s.backend->synchronize();
+  x = s.conv(x.t, "encoder.conv_in", 1, true);
+  for (std::int64_t l = 0; l < s.levels; ++l) {
+    for (std::int64_t m = 0; m < s.resnets; ++m) x = s.resnet(std::move(x), l, m);
+    if (s.downsample[static_cast<std::size_t>(l)]) {
+      if (x.t.shape[2] < 2 || x.t.shape[3] < 2) {
+        throw Error(ErrorCode::kBadArgument, "a keyframe of " + std::to_string(height) + " x " +
+                                                 std::to_string(width) +
+                                                 " is too small for the video encoder's " +
+                                                 std::to_string(s.levels) + " levels");
+      }
+      Act padded = s.reflect_pad(x.t, false, true, false, true);
+      x = s.conv(padded.t, s.names.downsample(l), 2, false);
+    }
+  }
+  x = s.conv(s.norm_silu(x.t, "encoder.norm_out").t, "encoder.conv_out", 1, true);
+  x = s.conv(x.t, "quant_conv", 1, false);
+  FrameMoments m;
+  m.channels = s.latent_channels;
+  m.height = x.t.shape[2];
+  m.width = x.t.shape[3];
+  std::vector<float> all(static_cast<std::size_t>(x.t.numel()));
+  s.backend->download(x.t, all.data());
+  const auto half = all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2);
+  m.mean.assign(all.begin(), half);
+  m.logvar.assign(half, all.end());
+  return m;
+}
+
+std::vector<float> keyframe_latent(const FrameMoments& m, std::span<const float> noise,
+                                   const VideoVaeConfig& c) {
+  const auto plane = static_cast<std::size_t>(m.height * m.width);
+  if (noise.size() != m.mean.size() || m.channels != c.latent_channels ||
+      c.latents_mean.size() != static_cast<std::size_t>(m.channels)) {
+    throw Error(ErrorCode::kBadArgument, "keyframe noise of " + std::to_string(noise.size()) +
+                                             " values for a latent of " +
+                                             std::to_string(m.mean.size()));
+  }
+  std::vector<float> out(m.mean.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::size_t ch = i / plane;
+    const float logvar = std::clamp(m.logvar[i], -30.0f, 20.0f);
+    const float z = m.mean[i] + std::exp(0.5f * logvar) * noise[i];
+    const float rounded = f16_to_f32(f32_to_f16(z));
+    out[i] = (rounded - c.latents_mean[ch]) / c.latents_std[ch];
+  }
+  return out;
+}
+
+}  // namespace ferry::models::h3::vae

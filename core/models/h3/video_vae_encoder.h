@@ -1,0 +1,65 @@
+// H3's causal 3-D CNN video encoder on one frame (minimax_h3.md §E.2): what a keyframe needs.
+// With one frame the causal convolutions see two zero frames in front of it, so each reads only
+// the last temporal tap of its kernel, and the temporal strides leave the one frame as it is;
+// spatially: reflect padding, GroupNorm per frame, SiLU, residual blocks, and a stride-2
+// downsampling per level that has one (every such level halves space in the release and in
+// diffusers' test configuration). f32 activations; convolution weights as stored (f32, f16 or
+// bf16: Backend::conv3d widens them).
+//
+// Memory: each activation is a backend allocation freed as soon as the next one is made (a
+// keyframe is encoded once per run); the encoder's weights stay on the device while it exists.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/models/h3/video_vae_weights.h"
+
+namespace ferry::models::h3::vae {
+
+// The encoder's posterior for one frame: mean and log-variance [channels, 1, h, w] f32 (the
+// log-variance as quant_conv gives it, not yet clamped).
+struct FrameMoments {
+  std::int64_t channels = 0, height = 0, width = 0;
+  std::vector<float> mean, logvar;
+};
+
+class VideoVaeEncoder {
+ public:
+  // Uploads the encoder's and quant_conv's tensors. `groups`: GroupNorm's groups (32 in the
+  // release; not in the weights). Error(kBadModelFile) when the file has no encoder or its shapes
+  // disagree, kMissingTensor naming an absent tensor.
+  static VideoVaeEncoder load(Backend& backend, const VideoVaeWeights& weights,
+                              std::int64_t groups = 32);
+  VideoVaeEncoder(VideoVaeEncoder&&) noexcept;
+  VideoVaeEncoder& operator=(VideoVaeEncoder&&) noexcept;
+  ~VideoVaeEncoder();
+
+  // One frame of 8-bit RGB, planar [3, height, width] → its moments at height/2^levels ×
+  // width/2^levels (rounded as the strided convolutions round). The ImageNet normalisation
+  // (v/255 − mean)/std is done here. Error(kBadArgument) for a frame smaller than 2 × 2 at some
+  // level or of the wrong size.
+  FrameMoments encode_frame(std::span<const std::uint8_t> rgb, std::int64_t height,
+                            std::int64_t width) const;
+
+  std::int64_t levels() const;
+  std::int64_t latent_channels() const;
+
+ private:
+  struct State;
+  explicit VideoVaeEncoder(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// The keyframe's latent as diffusers' encode_vae_condition makes it (§E.2): z = mean +
+// exp(clamp(logvar, −30, 20)/2)·noise, rounded to f16, then (z − latents_mean)/latents_std.
+// `noise` is [channels, 1, h, w]. Error(kBadArgument) when the sizes disagree.
+std::vector<float> keyframe_latent(const FrameMoments& moments, std::span<const float> noise,
+                                   const VideoVaeConfig& config);
+
+}  // namespace ferry::models::h3::vae
