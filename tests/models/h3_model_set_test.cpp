@@ -278,7 +278,7 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
   const GenerationPlan plan = parts->plan(r, preset(machine), machine, false);
   std::vector<std::string> names;
   for (const StagePlan& s : plan.stages) names.push_back(s.stage + (s.implemented ? "" : " (no)"));
-  EXPECT_EQ(names, (std::vector<std::string>{"text encoder", "diffusion model", "video decode (no)",
+  EXPECT_EQ(names, (std::vector<std::string>{"text encoder", "diffusion model", "video decode",
                                              "audio decode (no)"}));
   EXPECT_EQ(plan.stages[0].groups, 50u);
   // The DiT's packed sequence: 512 text rows, 37 latent frames of (480/32)(832/32) = 390 rows,
@@ -289,8 +289,13 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
       << plan.stages[1].detail;
   EXPECT_EQ(plan.stages[1].groups, 1u + 1u + 1u + 2u + 1u);
   EXPECT_GT(plan.predicted_ram_peak, 0u);
+  // The video decode: 480 px in 3 tiles, 832 in 4, 7 chunks of 7 latent frames (16x16 each).
+  EXPECT_NE(plan.stages[2].detail.find("tile 256 px, 12 tiles x 7 chunks"), std::string::npos)
+      << plan.stages[2].detail;
+  EXPECT_EQ(plan.stages[2].groups, 1u + 2u + 1u);
   EXPECT_EQ(plan.predicted_ram_peak,
-            std::max(plan.stages[0].predicted_ram_peak, plan.stages[1].predicted_ram_peak));
+            std::max({plan.stages[0].predicted_ram_peak, plan.stages[1].predicted_ram_peak,
+                      plan.stages[2].predicted_ram_peak}));
 
   request.image = dir / "first.png";
   request.end_image = dir / "last.png";
