@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <any>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -16,10 +18,13 @@
 
 #include "core/error.h"
 #include "core/io/tensor_set.h"
+#include "core/models/h3/synthetic_set.h"
 #include "core/models/h3/video_vae_chunks.h"
 #include "core/models/h3/video_vae_decoder.h"
 #include "core/models/h3/video_vae_encoder.h"
+#include "core/models/h3/video_vae_plan.h"
 #include "core/models/h3/video_vae_weights.h"
+#include "core/offload/preset.h"
 #include "core/offload/streamer.h"
 #include "tests/models/model_test_backend.h"
 #include "tests/models/model_test_tensors.h"
@@ -361,6 +366,126 @@ TEST(H3VideoVaeWeights, HeadWidthMustSplitTheAttention) {
   EXPECT_EQ(w.config().registers, 2);
   EXPECT_EQ(w.config().patch, 4);
   EXPECT_EQ(w.config().ffn, 32);
+}
+
+// DiffSynth's video_vae_nf4 at the release's shapes (`ferry-cli synth --set h3-nf4` writes it
+// header-only): the names, the NF4 decoder Linears with their side tensors, the configuration.
+TEST(H3VideoVaeWeights, ReadsTheDiffSynthNf4FileAtTheReleaseShapes) {
+  const test::ScratchDir dir;
+  const auto path = dir / SyntheticFiles::kVideoVae;
+  write_header_only(path, video_vae_part(SyntheticShapes{}, /*nf4=*/true));
+  const io::TensorSet set = io::TensorSet::open(path);
+  const VideoVaeWeights w = VideoVaeWeights::from(set);
+  const VideoVaeConfig& c = w.config();
+  EXPECT_EQ(w.key_layout(), VaeKeyLayout::kDiffSynth);
+  EXPECT_TRUE(c.has_encoder);
+  EXPECT_EQ(c.latent_channels, 24);
+  EXPECT_EQ(c.dim, 2048);
+  EXPECT_EQ(c.heads, 32);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.rope_freqs(), 8);
+  EXPECT_EQ(c.layers, 36);
+  EXPECT_EQ(c.ffn, 8192);
+  EXPECT_EQ(c.registers, 4);
+  EXPECT_EQ(c.patch, 16);
+  EXPECT_EQ(c.latents_mean, release_latents_mean());
+  EXPECT_EQ(w.group_count(), 38u);
+  // A block: 12 tensors of its own (fused QKV), its 4 NF4 Linears with 4 side tensors each.
+  EXPECT_EQ(w.group(w.block_group(0)).weights.size(), 12u + 4u * 4u);
+  // 36 blocks of 67.1 M weights at ~0.52 bytes (minimax_h3.md §I.1: ~0.035 GB a block).
+  const double block_gb = static_cast<double>(w.group(w.block_group(0)).bytes()) / 1e9;
+  EXPECT_GT(block_gb, 0.033);
+  EXPECT_LT(block_gb, 0.037);
+  // The release's tiles (§E.4): 480 x 832 in 3 x 4, 768 x 1344 in 4 x 7; 1797 tokens a
+  // tile-chunk.
+  EXPECT_EQ(decode_shape(c, 480 / 16, 832 / 16).tiles(), 12);
+  EXPECT_EQ(decode_shape(c, 768 / 16, 1344 / 16).tiles(), 28);
+  EXPECT_EQ(decode_passes(c, 37, 768 / 16, 1344 / 16), 7 * 28);
+}
+
+// One tile-chunk at the release's widths (2048 wide, 32 heads of 64, FFN 8192, 7 x 16 x 16 + 5 =
+// 1797 tokens), one block of random NF4 weights (the arena does not depend on the block count):
+// the arena a real decode takes is its estimate. Prints the time of the block. A measurement, not
+// run by default (about a minute on 2 CPU cores): --gtest_also_run_disabled_tests.
+TEST_F(H3VideoVae, DISABLED_OneTileChunkAtTheReleaseWidthsTakesItsEstimatedArena) {
+  const test::ScratchDir dir;
+  const auto path = dir / SyntheticFiles::kVideoVae;
+  SyntheticShapes shapes;
+  shapes.vae_blocks = 1;
+  write_with_data(path, video_vae_part(shapes, /*nf4=*/true), [](const io::TensorSpec& t) {
+    return t.name.starts_with("encoder.") || t.name.starts_with("quant_conv.");
+  });
+  const io::TensorSet set = io::TensorSet::open(path);
+  const VideoVaeWeights w = VideoVaeWeights::from(set);
+  const std::int64_t tile = 16;
+  const offload::ModelLayout layout = decoder_layout(w, tile, tile);
+  EXPECT_EQ(layout.activation_bytes,
+            decoder_arena_bytes(w.config(), w.fused_qkv(), 7 * tile * tile));
+  Backend& backend = test::model_backend();
+  const auto memory = backend.allocate(static_cast<std::size_t>(layout.activation_bytes));
+  memory::Arena arena(memory->data(), static_cast<std::size_t>(layout.activation_bytes),
+                      backend.device());
+  offload::StreamerOptions so;
+  so.passes = 1;
+  offload::WeightStreamer streamer(backend, layout, plan_for(layout, Placement::kDevice), so);
+  std::vector<float> latent(static_cast<std::size_t>(24 * 7 * tile * tile));
+  for (std::size_t i = 0; i < latent.size(); ++i) latent[i] = std::sin(0.37f * i);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<float> rows =
+      decode_tile_chunk(backend, w, streamer, arena, {latent, 7, tile, tile});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(rows.size(), static_cast<std::size_t>(7 * tile * tile * 3072));
+  EXPECT_EQ(arena.peak(), layout.activation_bytes) << "the estimate is the measured peak";
+  std::printf(
+      "[ measured ] one 1797-token tile-chunk, 1 block at 2048 wide (%s): arena %.1f MiB "
+      "measured = %.1f MiB estimated, %.2f s\n",
+      backend.name().c_str(), static_cast<double>(arena.peak()) / (1 << 20),
+      static_cast<double>(layout.activation_bytes) / (1 << 20), seconds);
+}
+
+// The stage at the release's shapes under laptop-8gb: the planner's placement of the decoder's
+// blocks, the arena of one tile-chunk, the host's chunk of frames; refused when it cannot fit.
+TEST(H3VideoVaePlan, PlansTheReleaseDecodeAndRefusesWhatCannotFit) {
+  const test::ScratchDir dir;
+  const auto path = dir / SyntheticFiles::kVideoVae;
+  write_header_only(path, video_vae_part(SyntheticShapes{}, /*nf4=*/true));
+  const io::TensorSet set = io::TensorSet::open(path);
+  const VideoVaeWeights w = VideoVaeWeights::from(set);
+  const auto plan_on = [&](std::uint64_t vram_mib, std::uint64_t ram_mib, std::int64_t width,
+                           std::int64_t height, std::int64_t frames) {
+    const offload::MachineInfo m{true, vram_mib << 20, vram_mib << 20, ram_mib << 20,
+                                 ram_mib << 20};
+    offload::Preset preset = offload::find_preset(offload::builtin_presets(), "laptop-8gb", m);
+    preset.ram_budget_bytes = ram_mib << 20;
+    return video_decode_stage_plan(w, width, height, frames, preset, m, false);
+  };
+  const StagePlan s = plan_on(8192, 24576, 832, 480, 124);
+  const auto& d = std::any_cast<const VideoDecodePlan&>(s.family_plan);
+  EXPECT_EQ(d.chunks, 7);
+  EXPECT_EQ(d.tiles, 12);
+  EXPECT_EQ(d.tile_px, 256);
+  EXPECT_EQ(d.tile_tokens, 1797);
+  EXPECT_EQ(d.arena_bytes, decode_arena_bytes(w, 480 / 16, 832 / 16));
+  EXPECT_EQ(s.activation_bytes, d.arena_bytes);
+  EXPECT_EQ(s.groups, 38u);
+  EXPECT_GT(s.predicted_ram_peak, d.host_bytes);
+  EXPECT_GT(s.predicted_vram_peak, d.arena_bytes);
+  // The 1344 x 768 chunk holds more frames on the host; the tile-chunk's arena is the same.
+  const StagePlan big = plan_on(8192, 24576, 1344, 768, 124);
+  const auto& b = std::any_cast<const VideoDecodePlan&>(big.family_plan);
+  EXPECT_EQ(b.tiles, 28);
+  EXPECT_EQ(b.arena_bytes, d.arena_bytes);
+  EXPECT_GT(b.host_bytes, d.host_bytes);
+  // Refusals: no room for one tile-chunk's arena; no RAM for the frames; sizes the VAE cannot take.
+  EXPECT_EQ(test::error_code_of([&] { plan_on(200, 24576, 832, 480, 124); }),
+            ErrorCode::kDoesNotFit);
+  EXPECT_EQ(test::error_code_of([&] { plan_on(8192, 700, 1344, 768, 124); }),
+            ErrorCode::kDoesNotFit);
+  EXPECT_EQ(test::error_code_of([&] { plan_on(8192, 24576, 840, 480, 124); }),
+            ErrorCode::kBadArgument);
+  EXPECT_EQ(test::error_code_of([&] { plan_on(8192, 24576, 832, 480, 125); }),
+            ErrorCode::kBadArgument);
 }
 
 }  // namespace
