@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/offload/streamer.h"
@@ -83,9 +84,8 @@ class Decode {
   std::int64_t t_, h_, w_;
   const DecodeOptions& options_;
   DecodeShape shape_;
-  Frames main_, overlap_;      // this chunk's kept frames, stitched
-  std::vector<Frames> above_;  // per tile column: the raw bottom rows of the tile above
-  Frames left_;                // the raw right columns of the tile to the left
+  Frames main_, overlap_;  // this chunk's kept frames, stitched
+  std::unique_ptr<TileStitcher> stitcher_;
 };
 
 // z·std + mean of the chunk's 7 latent frames over one tile.
@@ -133,70 +133,14 @@ Frames Decode::tile_pixels(const std::vector<float>& rows) const {
   return out;
 }
 
-// Blends tile (r, col) with the raw tiles above and to the left (diffusers' _stitch_tiles), keeps
-// its raw edges for the tiles below and to the right, and places its kept part.
+// Blends tile (r, col) and places its kept part in this chunk's frames.
 void Decode::stitch(std::int64_t r, std::int64_t col, Frames& tile) {
-  const AxisTiles& rows = shape_.rows;
-  const AxisTiles& cols = shape_.cols;
-  const std::int64_t TH = tile.height, TW = tile.width;
-  const bool last_row = r + 1 == static_cast<std::int64_t>(rows.starts.size());
-  const bool last_col = col + 1 == static_cast<std::int64_t>(cols.starts.size());
-  const std::int64_t ov_below = last_row ? 0 : rows.overlaps[static_cast<std::size_t>(r)];
-  const std::int64_t ov_right = last_col ? 0 : cols.overlaps[static_cast<std::size_t>(col)];
-  // The raw edges, before blending.
-  Frames below(kKeptFrames, ov_below, TW), right(kKeptFrames, TH, ov_right);
-  for (std::int64_t c = 0; c < 3; ++c) {
-    for (std::int64_t f = 0; f < kKeptFrames; ++f) {
-      for (std::int64_t y = 0; y < TH; ++y) {
-        for (std::int64_t x = 0; x < TW; ++x) {
-          const float v = tile.at(c, f, y, x);
-          if (y >= TH - ov_below) below.at(c, f, y - (TH - ov_below), x) = v;
-          if (x >= TW - ov_right) right.at(c, f, y, x - (TW - ov_right)) = v;
-        }
-      }
-    }
-  }
-  if (r > 0) {
-    Frames& above = above_[static_cast<std::size_t>(col)];
-    const std::int64_t ov = std::min(above.height, TH);
-    for (std::int64_t c = 0; c < 3; ++c) {
-      for (std::int64_t f = 0; f < kKeptFrames; ++f) {
-        for (std::int64_t y = 0; y < ov; ++y) {
-          for (std::int64_t x = 0; x < TW; ++x) {
-            float& b = tile.at(c, f, y, x);
-            b = blend(above.at(c, f, above.height - ov + y, x), b, y, ov);
-          }
-        }
-      }
-    }
-  }
-  if (col > 0) {
-    const std::int64_t ov = std::min(left_.width, TW);
-    for (std::int64_t c = 0; c < 3; ++c) {
-      for (std::int64_t f = 0; f < kKeptFrames; ++f) {
-        for (std::int64_t y = 0; y < TH; ++y) {
-          for (std::int64_t x = 0; x < ov; ++x) {
-            float& b = tile.at(c, f, y, x);
-            b = blend(left_.at(c, f, y, left_.width - ov + x), b, x, ov);
-          }
-        }
-      }
-    }
-  }
-  if (!last_row) above_[static_cast<std::size_t>(col)] = std::move(below);
-  if (!last_col) left_ = std::move(right);
-  const std::int64_t y0 = rows.starts[static_cast<std::size_t>(r)];
-  const std::int64_t x0 = cols.starts[static_cast<std::size_t>(col)];
-  for (std::int64_t c = 0; c < 3; ++c) {
-    for (std::int64_t f = 0; f < kKeptFrames; ++f) {
-      Frames& to = f < kChunkMainFrames ? main_ : overlap_;
-      const std::int64_t tf = f < kChunkMainFrames ? f : f - kChunkMainFrames;
-      for (std::int64_t y = 0; y < TH - ov_below; ++y) {
-        const float* src = &tile.at(c, f, y, 0);
-        std::copy(src, src + (TW - ov_right), &to.at(c, tf, y0 + y, x0));
-      }
-    }
-  }
+  const auto out = [&](std::int64_t plane, std::int64_t y) {
+    const std::int64_t c = plane / kKeptFrames, f = plane % kKeptFrames;
+    return f < kChunkMainFrames ? &main_.at(c, f, y, 0)
+                                : &overlap_.at(c, f - kChunkMainFrames, y, 0);
+  };
+  stitcher_->add(r, col, tile.v, out);
 }
 
 // ImageNet de-normalisation (and the clamp) in place, then the sink.
@@ -215,7 +159,7 @@ void Decode::emit(const FrameSink& sink, std::int64_t first, Frames& frames) con
 void Decode::run(const FrameSink& sink) {
   const std::int64_t chunks = decode_chunks_for(t_);
   const std::int64_t H = h_ * c_.patch, W = w_ * c_.patch;
-  above_.assign(shape_.cols.starts.size(), Frames());
+  stitcher_ = std::make_unique<TileStitcher>(shape_.rows, shape_.cols, 3 * kKeptFrames);
   Frames previous;  // the last chunk's overlap frames, raw
   for (std::int64_t i = 0; i < chunks; ++i) {
     main_ = Frames(kChunkMainFrames, H, W);
@@ -251,6 +195,80 @@ void Decode::run(const FrameSink& sink) {
 }
 
 }  // namespace
+
+TileStitcher::TileStitcher(AxisTiles rows, AxisTiles cols, std::int64_t planes)
+    : rows_(std::move(rows)), cols_(std::move(cols)), planes_(planes), above_(cols_.starts.size()) {}
+
+std::uint64_t TileStitcher::edge_floats(const AxisTiles& rows, const AxisTiles& cols,
+                                        std::int64_t planes) {
+  std::int64_t ov_h = 0, ov_w = 0;
+  for (std::int64_t o : rows.overlaps) ov_h = std::max(ov_h, o);
+  for (std::int64_t o : cols.overlaps) ov_w = std::max(ov_w, o);
+  const auto columns = static_cast<std::int64_t>(cols.starts.size());
+  // Kept: a row of bottom edges and a right edge; while a tile is added, its own two as well.
+  return static_cast<std::uint64_t>(planes *
+                                    ((columns + 1) * ov_h * cols.length + 2 * rows.length * ov_w));
+}
+
+void TileStitcher::add(std::int64_t r, std::int64_t col, std::vector<float>& tile,
+                       const RowOut& out) {
+  const std::int64_t TH = rows_.length, TW = cols_.length;
+  const auto at = [&](std::vector<float>& v, std::int64_t p, std::int64_t y, std::int64_t x,
+                      std::int64_t h, std::int64_t w) -> float& {
+    return v[static_cast<std::size_t>((p * h + y) * w + x)];
+  };
+  const bool last_row = r + 1 == static_cast<std::int64_t>(rows_.starts.size());
+  const bool last_col = col + 1 == static_cast<std::int64_t>(cols_.starts.size());
+  const std::int64_t ov_below = last_row ? 0 : rows_.overlaps[static_cast<std::size_t>(r)];
+  const std::int64_t ov_right = last_col ? 0 : cols_.overlaps[static_cast<std::size_t>(col)];
+  // The raw edges the next tiles blend with, before this one is blended.
+  std::vector<float> below(static_cast<std::size_t>(planes_ * ov_below * TW));
+  std::vector<float> right(static_cast<std::size_t>(planes_ * TH * ov_right));
+  for (std::int64_t p = 0; p < planes_; ++p) {
+    for (std::int64_t y = 0; y < TH; ++y) {
+      for (std::int64_t x = 0; x < TW; ++x) {
+        const float v = at(tile, p, y, x, TH, TW);
+        if (y >= TH - ov_below) at(below, p, y - (TH - ov_below), x, ov_below, TW) = v;
+        if (x >= TW - ov_right) at(right, p, y, x - (TW - ov_right), TH, ov_right) = v;
+      }
+    }
+  }
+  if (r > 0) {  // the overlap with the row above, whose bottom edge holds that many rows
+    std::vector<float>& above = above_[static_cast<std::size_t>(col)];
+    const std::int64_t edge = rows_.overlaps[static_cast<std::size_t>(r - 1)];
+    const std::int64_t ov = std::min(edge, TH);
+    for (std::int64_t p = 0; p < planes_; ++p) {
+      for (std::int64_t y = 0; y < ov; ++y) {
+        for (std::int64_t x = 0; x < TW; ++x) {
+          float& b = at(tile, p, y, x, TH, TW);
+          b = blend(at(above, p, edge - ov + y, x, edge, TW), b, y, ov);
+        }
+      }
+    }
+  }
+  if (col > 0) {
+    const std::int64_t edge = cols_.overlaps[static_cast<std::size_t>(col - 1)];
+    const std::int64_t ov = std::min(edge, TW);
+    for (std::int64_t p = 0; p < planes_; ++p) {
+      for (std::int64_t y = 0; y < TH; ++y) {
+        for (std::int64_t x = 0; x < ov; ++x) {
+          float& b = at(tile, p, y, x, TH, TW);
+          b = blend(at(left_, p, y, edge - ov + x, TH, edge), b, x, ov);
+        }
+      }
+    }
+  }
+  if (!last_row) above_[static_cast<std::size_t>(col)] = std::move(below);
+  if (!last_col) left_ = std::move(right);
+  const std::int64_t y0 = rows_.starts[static_cast<std::size_t>(r)];
+  const std::int64_t x0 = cols_.starts[static_cast<std::size_t>(col)];
+  for (std::int64_t p = 0; p < planes_; ++p) {
+    for (std::int64_t y = 0; y < TH - ov_below; ++y) {
+      const float* src = &at(tile, p, y, 0, TH, TW);
+      std::copy(src, src + (TW - ov_right), out(p, y0 + y) + x0);
+    }
+  }
+}
 
 AxisTiles split_tiles(std::int64_t length, std::int64_t tile, std::int64_t min_overlap,
                       std::int64_t step) {
@@ -307,12 +325,8 @@ std::uint64_t decode_host_bytes(const VideoVaeConfig& c, std::int64_t h, std::in
   const std::int64_t H = h * c.patch, W = w * c.patch;
   const std::int64_t TH = s.rows.length, TW = s.cols.length;
   const std::int64_t tokens = kChunkLatentFrames * s.tile_h * s.tile_w;
-  std::int64_t ov_h = 0, ov_w = 0;
-  for (std::int64_t o : s.rows.overlaps) ov_h = std::max(ov_h, o);
-  for (std::int64_t o : s.cols.overlaps) ov_w = std::max(ov_w, o);
-  const std::int64_t columns = static_cast<std::int64_t>(s.cols.starts.size());
   return floats(3 * (kKeptFrames + kChunkOverlapFrames) * H * W) +  // this chunk's, the last's
-         floats(3 * kKeptFrames * ((columns + 1) * ov_h * TW + 2 * TH * ov_w)) +  // raw edges
+         TileStitcher::edge_floats(s.rows, s.cols, 3 * kKeptFrames) * sizeof(float) +
          floats(3 * kKeptFrames * TH * TW) +                                      // one tile
          floats(tokens * (c.patch_values() + c.latent_channels));  // its rows and latent
 }

@@ -39,6 +39,32 @@ struct AxisTiles {
 AxisTiles split_tiles(std::int64_t length, std::int64_t tile, std::int64_t min_overlap,
                       std::int64_t step);
 
+// diffusers' _stitch_tiles, a tile at a time, for any stack of planes [planes, H, W] (a
+// tile-chunk's colour frames; an encoded tile's latent channels): each tile's top rows blended
+// with the bottom rows of the raw tile above, then its left columns with the right columns of the
+// raw tile to its left (both un-blended, as the reference does), its bottom and right overlaps
+// cropped unless it is last, the rest written out. Tiles come row by row, left to right; it keeps
+// only the raw edges the next tiles need. Axis tiles in the planes' units.
+class TileStitcher {
+ public:
+  // Where row y of plane p of the output starts.
+  using RowOut = std::function<float*(std::int64_t plane, std::int64_t y)>;
+
+  TileStitcher(AxisTiles rows, AxisTiles cols, std::int64_t planes);
+  // Tile (r, c), raw [planes, rows.length, cols.length]: blended in place and written through
+  // `out`.
+  void add(std::int64_t r, std::int64_t c, std::vector<float>& tile, const RowOut& out);
+  // Floats it keeps between tiles at most.
+  static std::uint64_t edge_floats(const AxisTiles& rows, const AxisTiles& cols,
+                                   std::int64_t planes);
+
+ private:
+  AxisTiles rows_, cols_;
+  std::int64_t planes_;
+  std::vector<std::vector<float>> above_;  // per column: the raw bottom rows of the tile above
+  std::vector<float> left_;                // the raw right columns of the tile to the left
+};
+
 // Latent frames ↔ frames (§E.5): 17n + 5 frames ↔ 5n + 2 latents ↔ n chunks.
 std::int64_t latent_frames_for(std::int64_t frames);
 std::int64_t decode_chunks_for(std::int64_t latent_frames);
