@@ -156,10 +156,11 @@ class H3VideoVae : public test::ModelTest {};
 // f32 weights and activations on both sides: the differences are summation orders (matrix
 // products, attention, norms) and libm's cos/sin/exp against PyTorch's, amplified through 2 blocks
 // and a projection to pixels of magnitude ~1.5. Measured on the CPU backend (the [ measured ]
-// lines): max |d| <= 4.8e-7, relative RMS <= 4.4e-7 over every case below (decodes, the tiled
-// chunk, the NF4 file against its unrounded dequantisation, the encode); the bounds are ~10x
-// that, far below what any wrong index or weight gives (bitsandbytes' bf16 rounding of the NF4
-// weights alone moves pixels by 3e-3; a swapped gate/value or one latent frame off by ~0.1-1).
+// lines): max |d| <= 6e-7, relative RMS <= 4.4e-7 over every case below (decodes, the tiled
+// chunk, the NF4 file against its unrounded dequantisation, the encodes, tiled or not); the
+// bounds are ~8-10x that, far below what any wrong index or weight gives (bitsandbytes' bf16
+// rounding of the NF4 weights alone moves pixels by 2e-3; a swapped gate/value or one latent
+// frame off by ~0.1-1).
 constexpr double kF32MaxAbs = 5e-6;
 constexpr double kF32RelRms = 4e-6;
 
@@ -316,6 +317,35 @@ TEST_F(H3VideoVae, EncodesOneFrameAsDiffusers) {
       keyframe_latent(want, reference().values<float>("tiny.encode.noise"), m.weights.config());
   expect_close(latent, reference().values<float>("tiny.encode.latent"), "tiny.keyframe_latent",
                1e-6, 1e-6);
+}
+
+// A frame larger than the tile: 2 x 3 pixel tiles of 16 (4 latent positions), their moments
+// blended in latent space with the raw neighbours, as diffusers' tiled encode.
+TEST_F(H3VideoVae, EncodesATiledFrameAsDiffusers) {
+  const Model m("tiny.safetensors", "tiny");
+  const VideoVaeEncoder encoder = VideoVaeEncoder::load(test::model_backend(), m.weights, 8);
+  EXPECT_EQ(encoder.spatial_ratio(), 4);
+  const auto shape = reference().shape("tiny.encode_tiled.image");  // [3, 1, 24, 36]
+  std::vector<std::uint8_t> rgb;
+  for (float v : reference().values<float>("tiny.encode_tiled.image")) {
+    rgb.push_back(static_cast<std::uint8_t>(v));
+  }
+  const FrameMoments got = encoder.encode_frame(rgb, shape[2], shape[3], {16, 4});
+  EXPECT_EQ(got.height, 6);
+  EXPECT_EQ(got.width, 9);
+  std::vector<float> moments = got.mean;
+  moments.insert(moments.end(), got.logvar.begin(), got.logvar.end());
+  const auto want = reference().values<float>("tiny.encode_tiled.moments");
+  expect_close(moments, want, "tiny.encode_tiled", kF32MaxAbs, kF32RelRms);
+  // Untiled, the same frame is another encode (the tiles are part of the reference's output).
+  const FrameMoments whole = encoder.encode_frame(rgb, shape[2], shape[3], {64, 16});
+  std::vector<float> untiled = whole.mean;
+  untiled.insert(untiled.end(), whole.logvar.begin(), whole.logvar.end());
+  double most = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    most = std::max(most, std::abs(static_cast<double>(untiled[i]) - want[i]));
+  }
+  EXPECT_GT(most, 100 * kF32MaxAbs);
 }
 
 TEST(H3VideoVaeTiles, SplitLikeDiffusersAtTheReleaseGeometry) {

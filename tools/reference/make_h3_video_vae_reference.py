@@ -43,6 +43,9 @@ reference.safetensors (f32 unless said):
                      exp(logvar/2)·noise) rounded to f16, then (z - latents_mean) / latents_std)
   tiles.L            I32 [2, n]: _split_tiles(L, 256, 64) at x16 (row 0 starts, row 1 overlaps,
                      padded with -1) for the release's widths
+  tiny.encode_tiled.image [3, 1, 24, 36], tiny.encode_tiled.moments [8, 1, 6, 9]: the same encode
+                     with enable_tiling(16, 16, 4, 4) (2 x 3 tiles of 16 px, latent overlaps 2 and
+                     [2, 1], blended in latent space)
 tiled.safetensors: tiny.tiled.latent [4, 7, 5, 8], tiny.tiled.pixels [3, 22, 20, 32]: one chunk
   decoded with enable_tiling(16, 16, 4, 4) (pixel tiles of 16 = 4 latent positions: 2 x 3 tiles,
   overlaps 12 and [8, 8]).
@@ -265,8 +268,13 @@ def main():
     ref["tiny.encode.moments"] = moments[0]
     ref["tiny.encode.noise"] = noise[0]
     ref["tiny.encode.latent"] = ((sample.to(torch.float16).float() - mean) / std)[0]
-    latent = torch.randn(4, 7, 5, 8, generator=gen)
     tiny.enable_tiling(16, 16, 4, 4)
+    image = torch.randint(0, 256, (3, 1, 24, 36), generator=gen).to(torch.float32)
+    with torch.no_grad():
+        pixels = (image[None] / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+        ref["tiny.encode_tiled.moments"] = tiny._encode(pixels)[0]
+    ref["tiny.encode_tiled.image"] = image
+    latent = torch.randn(4, 7, 5, 8, generator=gen)
     tiled["tiny.tiled.latent"] = latent
     tiled["tiny.tiled.pixels"] = decode_pixels(tiny, latent)
 

@@ -197,7 +197,10 @@ void Decode::run(const FrameSink& sink) {
 }  // namespace
 
 TileStitcher::TileStitcher(AxisTiles rows, AxisTiles cols, std::int64_t planes)
-    : rows_(std::move(rows)), cols_(std::move(cols)), planes_(planes), above_(cols_.starts.size()) {}
+    : rows_(std::move(rows)),
+      cols_(std::move(cols)),
+      planes_(planes),
+      above_(cols_.starts.size()) {}
 
 std::uint64_t TileStitcher::edge_floats(const AxisTiles& rows, const AxisTiles& cols,
                                         std::int64_t planes) {
@@ -327,7 +330,7 @@ std::uint64_t decode_host_bytes(const VideoVaeConfig& c, std::int64_t h, std::in
   const std::int64_t tokens = kChunkLatentFrames * s.tile_h * s.tile_w;
   return floats(3 * (kKeptFrames + kChunkOverlapFrames) * H * W) +  // this chunk's, the last's
          TileStitcher::edge_floats(s.rows, s.cols, 3 * kKeptFrames) * sizeof(float) +
-         floats(3 * kKeptFrames * TH * TW) +                                      // one tile
+         floats(3 * kKeptFrames * TH * TW) +                       // one tile
          floats(tokens * (c.patch_values() + c.latent_channels));  // its rows and latent
 }
 

@@ -201,6 +201,9 @@ struct VideoVaeEncoder::State {
     return y;
   }
 
+  std::vector<float> encode_tile(std::span<const float> pixels, std::int64_t height,
+                                 std::int64_t width, std::int64_t* h, std::int64_t* w) const;
+
   Act resnet(Act x, std::int64_t l, std::int64_t m) const {
     const std::string p = names.resnet(l, m);
     Act h = conv(norm_silu(x.t, p + "norm1").t, p + "conv1", 1, true);
@@ -272,9 +275,47 @@ VideoVaeEncoder VideoVaeEncoder::load(Backend& backend, const VideoVaeWeights& w
   return VideoVaeEncoder(std::move(s));
 }
 
+// The encoder and quant_conv on one tile of normalised pixels [3, height, width] → its moments
+// [2·channels, h, w].
+std::vector<float> VideoVaeEncoder::State::encode_tile(std::span<const float> pixels,
+                                                       std::int64_t height, std::int64_t width,
+                                                       std::int64_t* h, std::int64_t* w) const {
+  Act x = make(Shape{3, 1, height, width});
+  backend->upload(x.t, pixels.data());
+  backend->synchronize();
+  x = conv(x.t, "encoder.conv_in", 1, true);
+  for (std::int64_t l = 0; l < levels; ++l) {
+    for (std::int64_t m = 0; m < resnets; ++m) x = resnet(std::move(x), l, m);
+    if (downsample[static_cast<std::size_t>(l)]) {
+      if (x.t.shape[2] < 2 || x.t.shape[3] < 2) {
+        throw Error(ErrorCode::kBadArgument, "a keyframe tile of " + std::to_string(height) +
+                                                 " x " + std::to_string(width) +
+                                                 " is too small for the video encoder's " +
+                                                 std::to_string(levels) + " levels");
+      }
+      Act padded = reflect_pad(x.t, false, true, false, true);
+      x = conv(padded.t, names.downsample(l), 2, false);
+    }
+  }
+  x = conv(norm_silu(x.t, "encoder.norm_out").t, "encoder.conv_out", 1, true);
+  x = conv(x.t, "quant_conv", 1, false);
+  *h = x.t.shape[2];
+  *w = x.t.shape[3];
+  std::vector<float> out(static_cast<std::size_t>(x.t.numel()));
+  backend->download(x.t, out.data());
+  return out;
+}
+
+std::int64_t VideoVaeEncoder::spatial_ratio() const {
+  std::int64_t r = 1;
+  for (bool d : state_->downsample) r *= d ? 2 : 1;
+  return r;
+}
+
 FrameMoments VideoVaeEncoder::encode_frame(std::span<const std::uint8_t> rgb, std::int64_t height,
-                                           std::int64_t width) const {
+                                           std::int64_t width, const TileOptions& tiles) const {
   const State& s = *state_;
+  const std::int64_t ratio = spatial_ratio();
   if (height < 2 || width < 2 || rgb.size() != static_cast<std::size_t>(3 * height * width)) {
     throw Error(ErrorCode::kBadArgument, "a keyframe of " + std::to_string(rgb.size()) +
                                              " bytes for 3 x " + std::to_string(height) + " x " +
@@ -288,31 +329,54 @@ FrameMoments VideoVaeEncoder::encode_frame(std::span<const std::uint8_t> rgb, st
       pixels[c * plane + i] = (v - kImagenetMean[c]) / kImagenetStd[c];
     }
   }
-  Act x = s.make(Shape{3, 1, height, width});
-  s.backend->upload(x.t, pixels.data());
-  s.backend->synchronize();
-  x = s.conv(x.t, "encoder.conv_in", 1, true);
-  for (std::int64_t l = 0; l < s.levels; ++l) {
-    for (std::int64_t m = 0; m < s.resnets; ++m) x = s.resnet(std::move(x), l, m);
-    if (s.downsample[static_cast<std::size_t>(l)]) {
-      if (x.t.shape[2] < 2 || x.t.shape[3] < 2) {
-        throw Error(ErrorCode::kBadArgument, "a keyframe of " + std::to_string(height) + " x " +
-                                                 std::to_string(width) +
-                                                 " is too small for the video encoder's " +
-                                                 std::to_string(s.levels) + " levels");
-      }
-      Act padded = s.reflect_pad(x.t, false, true, false, true);
-      x = s.conv(padded.t, s.names.downsample(l), 2, false);
-    }
-  }
-  x = s.conv(s.norm_silu(x.t, "encoder.norm_out").t, "encoder.conv_out", 1, true);
-  x = s.conv(x.t, "quant_conv", 1, false);
   FrameMoments m;
   m.channels = s.latent_channels;
-  m.height = x.t.shape[2];
-  m.width = x.t.shape[3];
-  std::vector<float> all(static_cast<std::size_t>(x.t.numel()));
-  s.backend->download(x.t, all.data());
+  const AxisTiles rows = split_tiles(height, tiles.tile_px, tiles.min_overlap_px, ratio);
+  const AxisTiles cols = split_tiles(width, tiles.tile_px, tiles.min_overlap_px, ratio);
+  std::vector<float> all;
+  if (rows.starts.size() == 1 && cols.starts.size() == 1) {
+    all = s.encode_tile(pixels, height, width, &m.height, &m.width);
+  } else {
+    // diffusers' tiled encode: pixel tiles, their moments stitched in latent space.
+    if (height % ratio != 0 || width % ratio != 0 || tiles.tile_px % ratio != 0) {
+      throw Error(ErrorCode::kBadArgument,
+                  "a tiled keyframe encode needs sizes in multiples of " + std::to_string(ratio) +
+                      " px, not " + std::to_string(width) + "x" + std::to_string(height));
+    }
+    const auto latent = [&](AxisTiles a) {
+      for (std::int64_t& v : a.starts) v /= ratio;
+      for (std::int64_t& v : a.overlaps) v /= ratio;
+      a.length /= ratio;
+      return a;
+    };
+    m.height = height / ratio;
+    m.width = width / ratio;
+    const std::int64_t planes = 2 * s.latent_channels;
+    all.resize(static_cast<std::size_t>(planes * m.height * m.width));
+    TileStitcher stitcher(latent(rows), latent(cols), planes);
+    const auto out = [&](std::int64_t p, std::int64_t y) {
+      return all.data() + (p * m.height + y) * m.width;
+    };
+    std::vector<float> crop(static_cast<std::size_t>(3 * rows.length * cols.length));
+    for (std::size_t r = 0; r < rows.starts.size(); ++r) {
+      for (std::size_t c = 0; c < cols.starts.size(); ++c) {
+        for (std::int64_t ch = 0; ch < 3; ++ch) {
+          for (std::int64_t y = 0; y < rows.length; ++y) {
+            const float* src =
+                pixels.data() + (ch * height + rows.starts[r] + y) * width + cols.starts[c];
+            std::copy(src, src + cols.length, crop.data() + (ch * rows.length + y) * cols.length);
+          }
+        }
+        std::int64_t th = 0, tw = 0;
+        std::vector<float> moments = s.encode_tile(crop, rows.length, cols.length, &th, &tw);
+        if (th != rows.length / ratio || tw != cols.length / ratio) {
+          throw Error(ErrorCode::kInternal, "an encoded tile of " + std::to_string(th) + " x " +
+                                                std::to_string(tw) + " latent positions");
+        }
+        stitcher.add(static_cast<std::int64_t>(r), static_cast<std::int64_t>(c), moments, out);
+      }
+    }
+  }
   const auto half = all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2);
   m.mean.assign(all.begin(), half);
   m.logvar.assign(half, all.end());

@@ -7,7 +7,8 @@
 // bf16: Backend::conv3d widens them).
 //
 // Memory: each activation is a backend allocation freed as soon as the next one is made (a
-// keyframe is encoded once per run); the encoder's weights stay on the device while it exists.
+// keyframe is encoded once per run), at most a tile's (256 px) at a time; the encoder's weights
+// stay on the device while it exists.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/models/h3/video_vae_chunks.h"
 #include "core/models/h3/video_vae_weights.h"
 
 namespace ferry::models::h3::vae {
@@ -40,12 +42,16 @@ class VideoVaeEncoder {
   VideoVaeEncoder& operator=(VideoVaeEncoder&&) noexcept;
   ~VideoVaeEncoder();
 
-  // One frame of 8-bit RGB, planar [3, height, width] → its moments at height/2^levels ×
-  // width/2^levels (rounded as the strided convolutions round). The ImageNet normalisation
-  // (v/255 − mean)/std is done here. Error(kBadArgument) for a frame smaller than 2 × 2 at some
-  // level or of the wrong size.
+  // One frame of 8-bit RGB, planar [3, height, width] → its moments at height/ratio ×
+  // width/ratio (rounded as the strided convolutions round). The ImageNet normalisation
+  // (v/255 − mean)/std is done here. A frame larger than the tile is encoded as diffusers does by
+  // default: in pixel tiles (split_tiles), their moments blended in latent space (TileStitcher),
+  // which also bounds the activations by the tile. Error(kBadArgument) for a frame smaller than
+  // 2 × 2 at some level, of the wrong size, or tiled and not a multiple of the ratio.
   FrameMoments encode_frame(std::span<const std::uint8_t> rgb, std::int64_t height,
-                            std::int64_t width) const;
+                            std::int64_t width, const TileOptions& tiles = {}) const;
+  // Pixels per latent position, each axis: 2 per level with a downsampling (16 in the release).
+  std::int64_t spatial_ratio() const;
 
   std::int64_t levels() const;
   std::int64_t latent_channels() const;
