@@ -507,6 +507,11 @@ TEST(H3VideoVaePlan, PlansTheReleaseDecodeAndRefusesWhatCannotFit) {
   EXPECT_EQ(b.tiles, 28);
   EXPECT_EQ(b.arena_bytes, d.arena_bytes);
   EXPECT_GT(b.host_bytes, d.host_bytes);
+  // A small GPU keeps some blocks and streams the others (pinned in RAM or from disk), each pass.
+  const StagePlan small = plan_on(1100, 24576, 832, 480, 124);
+  EXPECT_LT(small.resident_groups, 38u);
+  EXPECT_GT(small.pinned_groups + small.disk_groups, 0u);
+  EXPECT_LE(small.predicted_vram_peak, small.plan.predicted_vram_peak);
   // Refusals: no room for one tile-chunk's arena; no RAM for the frames; sizes the VAE cannot take.
   EXPECT_EQ(test::error_code_of([&] { plan_on(200, 24576, 832, 480, 124); }),
             ErrorCode::kDoesNotFit);
