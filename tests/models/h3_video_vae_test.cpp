@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/io/safetensors_writer.h"
 #include "core/io/tensor_set.h"
 #include "core/models/h3/synthetic_set.h"
 #include "core/models/h3/video_vae_chunks.h"
@@ -26,6 +27,7 @@
 #include "core/models/h3/video_vae_weights.h"
 #include "core/offload/preset.h"
 #include "core/offload/streamer.h"
+#include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
 #include "tests/models/model_test_tensors.h"
 #include "tests/test_support.h"
@@ -346,6 +348,57 @@ TEST_F(H3VideoVae, EncodesATiledFrameAsDiffusers) {
     most = std::max(most, std::abs(static_cast<double>(untiled[i]) - want[i]));
   }
   EXPECT_GT(most, 100 * kF32MaxAbs);
+}
+
+// Writes every tensor of `from` as `dtype` (values rounded through bf16 first, so the bf16 and
+// f32 copies hold the same numbers).
+void write_rounded_copy(const io::TensorSet& from, const std::filesystem::path& to, DType dtype) {
+  std::vector<io::TensorSpec> specs;
+  std::vector<std::vector<std::byte>> data;
+  for (const auto& e : from.entries()) {
+    std::vector<float> v(e.tensor->element_count());
+    std::vector<std::byte> raw(e.tensor->bytes);
+    e.file->map(*e.tensor).copy_to(0, raw);
+    convert_to_f32(e.tensor->dtype, raw.data(), v.data(), v.size());
+    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    std::vector<std::byte> out(v.size() * dtype_size(dtype));
+    convert_from_f32(v.data(), dtype, out.data(), v.size());
+    specs.push_back({e.tensor->name, dtype, e.tensor->shape});
+    data.push_back(std::move(out));
+  }
+  io::write_safetensors(to, specs, {{"format", "pt"}},
+                        [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+                          std::copy_n(data[i].begin() + static_cast<std::ptrdiff_t>(offset),
+                                      out.size(), out.begin());
+                        });
+}
+
+// DiffSynth stores the encoder's convolutions and norms in bf16: they are widened exactly, so the
+// encode equals the f32 encode of the same (bf16-rounded) values bit for bit.
+TEST_F(H3VideoVae, Bf16EncoderWeightsEncodeAsTheirF32Values) {
+  const test::ScratchDir dir;
+  const Model source("tiny.safetensors", "tiny");
+  write_rounded_copy(source.set, dir / "bf16.safetensors", DType::kBF16);
+  write_rounded_copy(source.set, dir / "f32.safetensors", DType::kF32);
+  std::vector<std::uint8_t> rgb;
+  for (float v : reference().values<float>("tiny.encode.image")) {
+    rgb.push_back(static_cast<std::uint8_t>(v));
+  }
+  std::vector<std::vector<float>> moments;
+  for (const char* file : {"bf16.safetensors", "f32.safetensors"}) {
+    const io::TensorSet set = io::TensorSet::open(dir / file);
+    const VideoVaeWeights w = VideoVaeWeights::from(set);
+    const VideoVaeEncoder encoder = VideoVaeEncoder::load(test::model_backend(), w, 8);
+    const FrameMoments m = encoder.encode_frame(rgb, 16, 20);
+    moments.push_back(m.mean);
+    moments.back().insert(moments.back().end(), m.logvar.begin(), m.logvar.end());
+  }
+  EXPECT_TRUE(test::same_bits(moments[0], moments[1]));
+  // And close to the unrounded model's encode (bf16 weights: a relative change of ~4e-3).
+  const test::Deviation d =
+      test::compare(moments[0], reference().values<float>("tiny.encode.moments"));
+  EXPECT_GT(d.rms_rel, 0.0);
+  EXPECT_LT(d.rms_rel, 0.05);
 }
 
 TEST(H3VideoVaeTiles, SplitLikeDiffusersAtTheReleaseGeometry) {
