@@ -304,7 +304,10 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
   EXPECT_EQ(with.stages[0].stage, "vision tower");
   EXPECT_EQ(with.stages[1].stage, "text encoder");
   EXPECT_EQ(with.stages[2].stage, "keyframe encode");
-  EXPECT_FALSE(with.stages[2].implemented);
+  EXPECT_TRUE(with.stages[2].implemented);
+  EXPECT_NE(with.stages[2].detail.find("2 keyframes of 832x480, 12 tiles of 256 px"),
+            std::string::npos)
+      << with.stages[2].detail;
   // 2 keyframes of (480/32)(832/32) = 390 tokens after the text's 512.
   EXPECT_NE(with.stages[1].detail.find("1292 tokens"), std::string::npos) << with.stages[1].detail;
 

@@ -339,6 +339,9 @@ TEST_F(H3VideoVae, EncodesATiledFrameAsDiffusers) {
   moments.insert(moments.end(), got.logvar.begin(), got.logvar.end());
   const auto want = reference().values<float>("tiny.encode_tiled.moments");
   expect_close(moments, want, "tiny.encode_tiled", kF32MaxAbs, kF32RelRms);
+  const VideoVaeEncoder dry = VideoVaeEncoder::shapes_only(m.weights, 8);
+  dry.encode_frame(rgb, shape[2], shape[3], {16, 4});
+  EXPECT_EQ(dry.activation_peak(), encoder.activation_peak()) << "one tile's, as estimated";
   // Untiled, the same frame is another encode (the tiles are part of the reference's output).
   const FrameMoments whole = encoder.encode_frame(rgb, shape[2], shape[3], {64, 16});
   std::vector<float> untiled = whole.mean;
@@ -565,6 +568,18 @@ TEST(H3VideoVaePlan, PlansTheReleaseDecodeAndRefusesWhatCannotFit) {
   EXPECT_LT(small.resident_groups, 38u);
   EXPECT_GT(small.pinned_groups + small.disk_groups, 0u);
   EXPECT_LE(small.predicted_vram_peak, small.plan.predicted_vram_peak);
+  // The keyframes' encode: the encoder's last taps on the device and one 256 px tile's activations.
+  const offload::MachineInfo laptop{true, 8192ull << 20, 8192ull << 20, 24576ull << 20,
+                                    24576ull << 20};
+  const offload::Preset laptop_preset =
+      offload::find_preset(offload::builtin_presets(), "laptop-8gb", laptop);
+  const StagePlan k = keyframe_encode_stage_plan(w, 832, 480, 2, laptop_preset, laptop);
+  EXPECT_LT(k.weight_bytes, w.encoder_bytes());                 // one temporal tap of three
+  EXPECT_GT(k.activation_bytes, 4 * (128ull * 256 * 256 * 4));  // level 0 at a 256 px tile
+  EXPECT_EQ(k.predicted_vram_peak, k.weight_bytes + k.activation_bytes);
+  std::printf("[ measured ] keyframe encode plan: weights %.1f MiB, activations %.1f MiB\n",
+              static_cast<double>(k.weight_bytes) / (1 << 20),
+              static_cast<double>(k.activation_bytes) / (1 << 20));
   // Refusals: no room for one tile-chunk's arena; no RAM for the frames; sizes the VAE cannot take.
   EXPECT_EQ(test::error_code_of([&] { plan_on(200, 24576, 832, 480, 124); }),
             ErrorCode::kDoesNotFit);

@@ -1,9 +1,9 @@
 // The MiniMax-H3 family (FL2VA: text, first- and/or last-frame to video with sound) behind the
 // interface of core/models/family.h: its model sets (model_set.h), its request rules, and the plan
 // of every stage. The conditioner (the Qwen3-VL text encoder with its vision tower for keyframes)
-// the DiT and the video decode are planned from their weights and arenas; the plan lists the
-// other stages — keyframe encode, the audio decode — with their weights and says they are not
-// planned yet, and a run is refused before any work with Error(kUnsupported) naming them.
+// the DiT, the keyframe encode and the video decode are planned from their weights and arenas;
+// the plan lists the audio decode with its weights and says it is not planned yet, and a run is
+// refused before any work with Error(kUnsupported) naming them.
 #include "core/models/family.h"
 
 #include <algorithm>
@@ -224,14 +224,12 @@ class H3Parts final : public ModelParts {
                ")";
     g.add(std::move(t));
     if (keyframes > 0) {
-      std::uint64_t encoder_bytes = 0;  // the keyframe encode reads the encoder half only
-      for (const io::TensorSet::Entry& e : opened_.video_vae.entries()) {
-        if (e.tensor->name.starts_with("encoder.") || e.tensor->name.starts_with("quant_conv.")) {
-          encoder_bytes += e.tensor->bytes;
-        }
-      }
-      g.add(not_implemented(kKeyframeStage, "H3 video VAE encoder", encoder_bytes,
-                            "the video VAE's encoder"));
+      const vae::VideoVaeWeights weights = vae::VideoVaeWeights::from(opened_.video_vae);
+      StagePlan k =
+          vae::keyframe_encode_stage_plan(weights, r.width, r.height, keyframes, preset, machine);
+      k.stage = std::string(kKeyframeStage);
+      k.detail += "; the stage is not wired into a run yet";
+      g.add(std::move(k));
     }
     g.add(dit_stage_plan(r, keyframes, tokens, preset, machine, stream_all));
     g.add(video_decode_stage_plan(r, preset, machine, stream_all));

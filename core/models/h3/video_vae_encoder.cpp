@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 #include "core/io/shape_text.h"
@@ -31,16 +32,50 @@ struct EncoderNames {
   }
 };
 
-// A backend allocation holding one activation.
+// Bytes an activation holds while it lives, counted in the encoder's tally (the same in a real
+// run and a shapes-only one: the estimate is the count of the same allocations).
+class Lease {
+ public:
+  Lease() = default;
+  Lease(std::uint64_t* live, std::uint64_t* peak, std::uint64_t bytes)
+      : live_(live), bytes_(bytes) {
+    *live_ += bytes_;
+    *peak = std::max(*peak, *live_);
+  }
+  Lease(Lease&& o) noexcept : live_(std::exchange(o.live_, nullptr)), bytes_(o.bytes_) {}
+  Lease& operator=(Lease&& o) noexcept {
+    if (this != &o) {
+      release();
+      live_ = std::exchange(o.live_, nullptr);
+      bytes_ = o.bytes_;
+    }
+    return *this;
+  }
+  ~Lease() { release(); }
+
+ private:
+  void release() {
+    if (live_ != nullptr) *live_ -= bytes_;
+    live_ = nullptr;
+  }
+  std::uint64_t* live_ = nullptr;
+  std::uint64_t bytes_ = 0;
+};
+
+// A backend allocation holding one activation (no memory in a shapes-only run).
 struct Act {
   std::unique_ptr<DeviceBuffer> memory;
   Tensor t;
+  Lease lease;
 };
 
 }  // namespace
 
 struct VideoVaeEncoder::State {
   Backend* backend = nullptr;
+  bool shapes_only = false;  // no memory, no compute: an estimate's dry run
+  std::uint64_t weight_bytes = 0;
+  mutable std::uint64_t live = 0, peak = 0;  // activation bytes
   EncoderNames names;
   std::int64_t groups = 32, levels = 0, resnets = 0, latent_channels = 0;
   float eps = 1e-6f;
@@ -57,20 +92,37 @@ struct VideoVaeEncoder::State {
   }
   bool has(const std::string& name) const { return tensors.count(name) != 0; }
 
+  // Runs `op` on the backend, unless this is a shapes-only run.
+  template <typename Op>
+  void run(Op&& op) const {
+    if (!shapes_only) op(*backend);
+  }
+
   Act make(DType dtype, const Shape& shape) const {
+    const auto bytes = static_cast<std::uint64_t>(shape.numel()) * dtype_size(dtype);
     Act a;
-    a.memory = backend->allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
-    a.t = Tensor{a.memory->data(), dtype, shape, backend->device()};
+    if (!shapes_only) a.memory = backend->allocate(static_cast<std::size_t>(bytes));
+    const Device device = shapes_only ? Device::kCpu : backend->device();
+    a.t = Tensor{a.memory ? a.memory->data() : nullptr, dtype, shape, device};
+    a.lease = Lease(&live, &peak, bytes);
     return a;
   }
   Act make(const Shape& shape) const { return make(DType::kF32, shape); }
 
+  // A weight tensor (`host` null in a shapes-only encoder).
   void upload(const std::string& name, DType dtype, const Shape& shape, const void* host) {
-    Act a = make(dtype, shape);
-    backend->upload(a.t, host);
+    const auto bytes = static_cast<std::uint64_t>(shape.numel()) * dtype_size(dtype);
+    weight_bytes += bytes;
+    if (shapes_only) {
+      tensors.emplace(name, Tensor{nullptr, dtype, shape, Device::kCpu});
+      return;
+    }
+    std::unique_ptr<DeviceBuffer> m = backend->allocate(static_cast<std::size_t>(bytes));
+    const Tensor t{m->data(), dtype, shape, backend->device()};
+    backend->upload(t, host);
     backend->synchronize();
-    tensors.emplace(name, a.t);
-    memory.push_back(std::move(a.memory));
+    tensors.emplace(name, t);
+    memory.push_back(std::move(m));
   }
 
   // One tensor of the file as f32 values.
@@ -98,6 +150,13 @@ struct VideoVaeEncoder::State {
                                                 "' is not a 3-D convolution weight (" +
                                                 io::shape_text(s) + ")");
     }
+    const auto i64 = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
+    const Shape last_tap{i64(s[0]), i64(s[1]), 1, i64(s[3]), i64(s[4])};
+    if (shapes_only) {
+      upload(p + ".weight", d, last_tap, nullptr);
+      upload(p + ".bias", DType::kF32, Shape{i64(s[0])}, nullptr);
+      return;
+    }
     std::vector<std::byte> raw(w->tensor->bytes);
     w->file->map(*w->tensor).copy_to(0, raw);
     const std::size_t size = dtype_size(d);
@@ -107,8 +166,7 @@ struct VideoVaeEncoder::State {
     for (std::size_t i = 0; i < pairs; ++i) {
       std::memcpy(last.data() + i * tap, raw.data() + (i * s[2] + s[2] - 1) * tap, tap);
     }
-    const auto i64 = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
-    upload(p + ".weight", d, Shape{i64(s[0]), i64(s[1]), 1, i64(s[3]), i64(s[4])}, last.data());
+    upload(p + ".weight", d, last_tap, last.data());
     const std::vector<float> bias = f32_values(*b);
     upload(p + ".bias", DType::kF32, Shape{i64(s[0])}, bias.data());
   }
@@ -121,10 +179,15 @@ struct VideoVaeEncoder::State {
       throw Error(ErrorCode::kMissingTensor,
                   set.path().string() + ": the H3 video encoder has no tensor '" + p + ".weight'");
     }
+    const auto n = static_cast<std::int64_t>(w->tensor->element_count());
+    if (shapes_only) {
+      upload(p + ".scale", DType::kF32, Shape{n}, nullptr);
+      upload(p + ".shift", DType::kF32, Shape{n}, nullptr);
+      return;
+    }
     std::vector<float> scale = f32_values(*w);
     for (float& v : scale) v -= 1.0f;
     const std::vector<float> shift = f32_values(*b);
-    const auto n = static_cast<std::int64_t>(scale.size());
     upload(p + ".scale", DType::kF32, Shape{n}, scale.data());
     upload(p + ".shift", DType::kF32, Shape{n}, shift.data());
   }
@@ -137,12 +200,16 @@ struct VideoVaeEncoder::State {
     const std::int64_t C = x.shape[0], HW = x.shape[2] * x.shape[3];
     Act n = make(x.shape);
     const Shape grouped{groups, C / groups * HW};
-    backend->layer_norm(x.reshaped(grouped), nullptr, nullptr, eps, n.t.reshaped(grouped));
+    run([&](Backend& b) {
+      b.layer_norm(x.reshaped(grouped), nullptr, nullptr, eps, n.t.reshaped(grouped));
+    });
     Act t = make(Shape{HW, C});
-    backend->permute(n.t.reshaped(Shape{C, HW}), {1, 0}, t.t);
-    backend->modulate(t.t, at(p + ".scale"), at(p + ".shift"), t.t);
-    backend->silu(t.t, t.t);
-    backend->permute(t.t, {1, 0}, n.t.reshaped(Shape{C, HW}));
+    run([&](Backend& b) {
+      b.permute(n.t.reshaped(Shape{C, HW}), {1, 0}, t.t);
+      b.modulate(t.t, at(p + ".scale"), at(p + ".shift"), t.t);
+      b.silu(t.t, t.t);
+      b.permute(t.t, {1, 0}, n.t.reshaped(Shape{C, HW}));
+    });
     return n;
   }
 
@@ -153,14 +220,14 @@ struct VideoVaeEncoder::State {
       Shape s = from.shape;
       s[dim] = 1;
       Act e = make(s);
-      backend->slice(from, dim, index, e.t);
+      run([&](Backend& b) { b.slice(from, dim, index, e.t); });
       return e;
     };
     const auto join = [&](const Tensor& a, const Tensor& b, int dim) {
       Shape s = a.shape;
       s[dim] += b.shape[dim];
       Act j = make(s);
-      backend->concat(a, b, dim, j.t);
+      run([&](Backend& be) { be.concat(a, b, dim, j.t); });
       return j;
     };
     Act held;
@@ -197,7 +264,7 @@ struct VideoVaeEncoder::State {
     const std::int64_t k = w.shape[3];
     Act y = make(
         Shape{w.shape[0], 1, (in->shape[2] - k) / stride + 1, (in->shape[3] - k) / stride + 1});
-    backend->conv3d(*in, w, &at(p + ".bias"), params, y.t);
+    run([&](Backend& b) { b.conv3d(*in, w, &at(p + ".bias"), params, y.t); });
     return y;
   }
 
@@ -210,7 +277,7 @@ struct VideoVaeEncoder::State {
     h = conv(norm_silu(h.t, p + "norm2").t, p + "conv2", 1, true);
     const std::string s = names.shortcut(l, m);
     if (has(s + ".weight")) x = conv(x.t, s, 1, false);
-    backend->add(h.t, x.t, h.t);
+    run([&](Backend& b) { b.add(h.t, x.t, h.t); });
     return h;
   }
 };
@@ -229,9 +296,27 @@ std::int64_t VideoVaeEncoder::latent_channels() const {
 
 VideoVaeEncoder VideoVaeEncoder::load(Backend& backend, const VideoVaeWeights& weights,
                                       std::int64_t groups) {
+  return build(&backend, weights, groups);
+}
+
+VideoVaeEncoder VideoVaeEncoder::shapes_only(const VideoVaeWeights& weights, std::int64_t groups) {
+  return build(nullptr, weights, groups);
+}
+
+std::uint64_t VideoVaeEncoder::weight_bytes() const {
+  return state_->weight_bytes;
+}
+
+std::uint64_t VideoVaeEncoder::activation_peak() const {
+  return state_->peak;
+}
+
+VideoVaeEncoder VideoVaeEncoder::build(Backend* backend, const VideoVaeWeights& weights,
+                                       std::int64_t groups) {
   const io::TensorSet& set = weights.set();
   auto s = std::make_unique<State>();
-  s->backend = &backend;
+  s->backend = backend;
+  s->shapes_only = backend == nullptr;
   s->groups = groups;
   if (set.find("encoder.conv_in.weight") == nullptr) {
     throw Error(ErrorCode::kBadModelFile,
@@ -281,8 +366,10 @@ std::vector<float> VideoVaeEncoder::State::encode_tile(std::span<const float> pi
                                                        std::int64_t height, std::int64_t width,
                                                        std::int64_t* h, std::int64_t* w) const {
   Act x = make(Shape{3, 1, height, width});
-  backend->upload(x.t, pixels.data());
-  backend->synchronize();
+  run([&](Backend& b) {
+    b.upload(x.t, pixels.data());
+    b.synchronize();
+  });
   x = conv(x.t, "encoder.conv_in", 1, true);
   for (std::int64_t l = 0; l < levels; ++l) {
     for (std::int64_t m = 0; m < resnets; ++m) x = resnet(std::move(x), l, m);
@@ -302,7 +389,7 @@ std::vector<float> VideoVaeEncoder::State::encode_tile(std::span<const float> pi
   *h = x.t.shape[2];
   *w = x.t.shape[3];
   std::vector<float> out(static_cast<std::size_t>(x.t.numel()));
-  backend->download(x.t, out.data());
+  run([&](Backend& b) { b.download(x.t, out.data()); });
   return out;
 }
 
@@ -315,6 +402,7 @@ std::int64_t VideoVaeEncoder::spatial_ratio() const {
 FrameMoments VideoVaeEncoder::encode_frame(std::span<const std::uint8_t> rgb, std::int64_t height,
                                            std::int64_t width, const TileOptions& tiles) const {
   const State& s = *state_;
+  s.peak = s.live;
   const std::int64_t ratio = spatial_ratio();
   if (height < 2 || width < 2 || rgb.size() != static_cast<std::size_t>(3 * height * width)) {
     throw Error(ErrorCode::kBadArgument, "a keyframe of " + std::to_string(rgb.size()) +

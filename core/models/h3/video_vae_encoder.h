@@ -38,6 +38,10 @@ class VideoVaeEncoder {
   // disagree, kMissingTensor naming an absent tensor.
   static VideoVaeEncoder load(Backend& backend, const VideoVaeWeights& weights,
                               std::int64_t groups = 32);
+  // The same tensors' shapes, nothing read or allocated: its encode_frame computes nothing and
+  // returns zeros, but counts the activations a real one allocates (activation_peak), for the
+  // planner.
+  static VideoVaeEncoder shapes_only(const VideoVaeWeights& weights, std::int64_t groups = 32);
   VideoVaeEncoder(VideoVaeEncoder&&) noexcept;
   VideoVaeEncoder& operator=(VideoVaeEncoder&&) noexcept;
   ~VideoVaeEncoder();
@@ -53,12 +57,20 @@ class VideoVaeEncoder {
   // Pixels per latent position, each axis: 2 per level with a downsampling (16 in the release).
   std::int64_t spatial_ratio() const;
 
+  // Device bytes of the weights (the kernels' last taps in the stored dtype, f32 biases and norm
+  // affines).
+  std::uint64_t weight_bytes() const;
+  // The most activation bytes the last encode_frame held at once (each allocation as requested).
+  std::uint64_t activation_peak() const;
+
   std::int64_t levels() const;
   std::int64_t latent_channels() const;
 
  private:
   struct State;
   explicit VideoVaeEncoder(std::unique_ptr<State> state);
+  static VideoVaeEncoder build(Backend* backend, const VideoVaeWeights& weights,
+                               std::int64_t groups);
   std::unique_ptr<State> state_;
 };
 

@@ -32,4 +32,13 @@ StagePlan video_decode_stage_plan(const VideoVaeWeights& weights, std::int64_t w
                                   const offload::Preset& preset,
                                   const offload::MachineInfo& machine, bool stream_all);
 
+// The keyframe encode: `keyframes` frames of width × height encoded one after another by the
+// encoder (its weights on the device; activations of one 256 px tile at a time, as the
+// shapes-only encoder counts them: VideoVaeEncoder::activation_peak). Error(kDoesNotFit) when
+// the weights and one tile's activations do not fit the preset's device budget (or RAM).
+StagePlan keyframe_encode_stage_plan(const VideoVaeWeights& weights, std::int64_t width,
+                                     std::int64_t height, int keyframes,
+                                     const offload::Preset& preset,
+                                     const offload::MachineInfo& machine);
+
 }  // namespace ferry::models::h3::vae
