@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <any>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -430,6 +431,19 @@ TEST(H3VideoVaeTiles, FrameRule) {
   EXPECT_EQ(decode_chunks_for(37), 7);
   EXPECT_EQ(latent_frames_for(22), 7);
   EXPECT_EQ(decode_chunks_for(7), 1);
+}
+
+TEST_F(H3VideoVae, StopsWhenCancelled) {
+  const Model m("tiny.safetensors", "tiny");
+  const std::string key = "tiny.decode.2";
+  std::atomic<bool> cancel{true};
+  DecodeOptions options = raw();
+  options.cancel = &cancel;
+  EXPECT_EQ(test::error_code_of([&] {
+              decode(m, reference().values<float>(key + ".latent"),
+                     reference().shape(key + ".latent"), Placement::kDisk, options);
+            }),
+            ErrorCode::kCancelled);
 }
 
 TEST_F(H3VideoVae, RefusesLatentsThatAreNot5nPlus2) {
