@@ -319,7 +319,9 @@ expect_in("${out}" "== text encoder: Qwen3-VL text encoder (50 of 50 layers, hid
 expect_in("${out}" "512 tokens (512 of text)")
 expect_in("${out}" "== diffusion model: MiniMax-H3 DiT (1 blocks, hidden 5376)")
 expect_in("${out}" "15356 rows (512 text, 0 keyframe, 414 audio, 14430 video)")
-expect_in("${out}" "not yet implemented (the video VAE's decoder)")
+expect_in("${out}" "== video decode: MiniMax-H3 video VAE decoder (1 blocks, width 2048)")
+expect_in("${out}" "tile 256 px, 12 tiles x 7 chunks of 17 frames, 1797 tokens a tile-chunk")
+expect_in("${out}" "not yet implemented (the audio VAE's decoder)")
 expect_in("${out}" "(of the stages implemented so far)")
 if(VIDEO_EXT STREQUAL ".mp4")  # keyframes need FFmpeg
   ferry_cli(0 plan --model "${WORK}/h3" --preset laptop-8gb --vram-mib 8192 --ram-mib 24576 --frames 124 --image "${WORK}/h3/start_832x480.png" --end-image "${WORK}/h3/start_832x480.png" --json)

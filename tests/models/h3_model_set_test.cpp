@@ -279,7 +279,7 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
   const GenerationPlan plan = parts->plan(r, preset(machine), machine, false);
   std::vector<std::string> names;
   for (const StagePlan& s : plan.stages) names.push_back(s.stage + (s.implemented ? "" : " (no)"));
-  EXPECT_EQ(names, (std::vector<std::string>{"text encoder", "diffusion model", "video decode (no)",
+  EXPECT_EQ(names, (std::vector<std::string>{"text encoder", "diffusion model", "video decode",
                                              "audio decode (no)"}));
   EXPECT_EQ(plan.stages[0].groups, 50u);
   // The DiT's packed sequence: 512 text rows, 37 latent frames of (480/32)(832/32) = 390 rows,
@@ -290,8 +290,13 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
       << plan.stages[1].detail;
   EXPECT_EQ(plan.stages[1].groups, 1u + 1u + 1u + 2u + 1u);
   EXPECT_GT(plan.predicted_ram_peak, 0u);
+  // The video decode: 480 px in 3 tiles, 832 in 4, 7 chunks of 7 latent frames (16x16 each).
+  EXPECT_NE(plan.stages[2].detail.find("tile 256 px, 12 tiles x 7 chunks"), std::string::npos)
+      << plan.stages[2].detail;
+  EXPECT_EQ(plan.stages[2].groups, 1u + 2u + 1u);
   EXPECT_EQ(plan.predicted_ram_peak,
-            std::max(plan.stages[0].predicted_ram_peak, plan.stages[1].predicted_ram_peak));
+            std::max({plan.stages[0].predicted_ram_peak, plan.stages[1].predicted_ram_peak,
+                      plan.stages[2].predicted_ram_peak}));
 
   request.image = dir / "first.png";
   request.end_image = dir / "last.png";
@@ -300,7 +305,10 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
   EXPECT_EQ(with.stages[0].stage, "vision tower");
   EXPECT_EQ(with.stages[1].stage, "text encoder");
   EXPECT_EQ(with.stages[2].stage, "keyframe encode");
-  EXPECT_FALSE(with.stages[2].implemented);
+  EXPECT_TRUE(with.stages[2].implemented);
+  EXPECT_NE(with.stages[2].detail.find("2 keyframes of 832x480, 12 tiles of 256 px"),
+            std::string::npos)
+      << with.stages[2].detail;
   // 2 keyframes of (480/32)(832/32) = 390 tokens after the text's 512.
   EXPECT_NE(with.stages[1].detail.find("1292 tokens"), std::string::npos) << with.stages[1].detail;
 

@@ -1,9 +1,9 @@
 // The MiniMax-H3 family (FL2VA: text, first- and/or last-frame to video with sound) behind the
 // interface of core/models/family.h: its model sets (model_set.h), its request rules, and the plan
 // of every stage. The conditioner (the Qwen3-VL text encoder with its vision tower for keyframes)
-// and the DiT are planned from their weights and arenas; the plan lists the other stages —
-// keyframe encode, the video and audio decodes — with their weights and says they are not
-// implemented yet, and a run is refused before any work with Error(kUnsupported) naming them.
+// the DiT, the keyframe encode and the video decode are planned from their weights and arenas;
+// the plan lists the audio decode with its weights and says it is not planned yet, and a run is
+// refused before any work with Error(kUnsupported) naming them.
 #include "core/models/family.h"
 
 #include <algorithm>
@@ -17,6 +17,8 @@
 #include "core/models/h3/model_set.h"
 #include "core/models/h3/presentation.h"
 #include "core/models/h3/text_encoder_weights.h"
+#include "core/models/h3/video_vae_plan.h"
+#include "core/models/h3/video_vae_weights.h"
 #include "core/models/h3/vision_tower_weights.h"
 
 namespace ferry::models::h3 {
@@ -49,9 +51,9 @@ constexpr int kMaxFrames = 17 * 20 + 5;  // 14.4 s, the longest the release show
 Error not_built() {
   return Error(ErrorCode::kUnsupported,
                "MiniMax-H3 generation is not built yet: Ferry has its conditioner (text encoder "
-               "and keyframes) and its diffusion model's forward, but not yet its keyframe "
-               "encoder, video decoder or audio decoder, nor the stages joined into a run; "
-               "`ferry-cli plan` shows every stage");
+               "and keyframes), its diffusion model's forward and its video VAE, but not yet its "
+               "audio decoder, nor the stages joined into a run; `ferry-cli plan` shows every "
+               "stage");
 }
 
 // Frames of the form 17n+5, snapped up (§C.2, §E.5).
@@ -222,18 +224,15 @@ class H3Parts final : public ModelParts {
                ")";
     g.add(std::move(t));
     if (keyframes > 0) {
-      std::uint64_t encoder_bytes = 0;  // the keyframe encode reads the encoder half only
-      for (const io::TensorSet::Entry& e : opened_.video_vae.entries()) {
-        if (e.tensor->name.starts_with("encoder.") || e.tensor->name.starts_with("quant_conv.")) {
-          encoder_bytes += e.tensor->bytes;
-        }
-      }
-      g.add(not_implemented(kKeyframeStage, "H3 video VAE encoder", encoder_bytes,
-                            "the video VAE's encoder"));
+      const vae::VideoVaeWeights weights = vae::VideoVaeWeights::from(opened_.video_vae);
+      StagePlan k =
+          vae::keyframe_encode_stage_plan(weights, r.width, r.height, keyframes, preset, machine);
+      k.stage = std::string(kKeyframeStage);
+      k.detail += "; the stage is not wired into a run yet";
+      g.add(std::move(k));
     }
     g.add(dit_stage_plan(r, keyframes, tokens, preset, machine, stream_all));
-    g.add(not_implemented(kVideoDecodeStage, "H3 video VAE (ViT decoder)",
-                          opened_.video_vae.tensor_bytes(), "the video VAE's decoder"));
+    g.add(video_decode_stage_plan(r, preset, machine, stream_all));
     g.add(not_implemented(kAudioDecodeStage, "H3 audio VAE (BigVGAN decoder)", set_.audio_vae_bytes,
                           "the audio VAE's decoder"));
     return g;
@@ -263,6 +262,19 @@ class H3Parts final : public ModelParts {
                std::to_string(keyframes * frame_rows) + " keyframe, " + std::to_string(audio_rows) +
                " audio, " + std::to_string(r.latent_frames * frame_rows) + " video)" +
                (d.pruned ? ", pruned AdaLN" : "") + "; the stage is not wired into a run yet";
+    return s;
+  }
+
+  // The video decode's stage, planned from the decoder's groups and the arena of one tile-chunk
+  // (vae::video_decode_stage_plan). Its code runs on tiny models (tests/models/
+  // h3_video_vae_test.cpp); the stage is not wired into a run yet.
+  StagePlan video_decode_stage_plan(const ResolvedRequest& r, const offload::Preset& preset,
+                                    const offload::MachineInfo& machine, bool stream_all) const {
+    const vae::VideoVaeWeights weights = vae::VideoVaeWeights::from(opened_.video_vae);
+    StagePlan s = vae::video_decode_stage_plan(weights, r.width, r.height, r.frames, preset,
+                                               machine, stream_all);
+    s.stage = std::string(kVideoDecodeStage);
+    s.detail += "; the stage is not wired into a run yet";
     return s;
   }
 
