@@ -58,6 +58,21 @@ void throw_if(const std::function<bool()>& cancelled) {
   if (cancelled && cancelled()) throw Error(ErrorCode::kCancelled, "the scan was cancelled");
 }
 
+// A file io cannot open as a whole, recognised from its header by a family that reads it so
+// (family.h: sketch_unopenable_part). False when none does.
+bool sketch_unopenable(const fs::path& path, Collected& out) {
+  for (const models::ModelFamily* family : models::model_families()) {
+    if (std::optional<models::PartSketch> sketch = family->sketch_unopenable_part(path)) {
+      std::error_code ec;
+      const std::uint64_t bytes = fs::file_size(path, ec);
+      out.parts.push_back(
+          {path, std::string(family->name()), std::move(*sketch), "?", ec ? 0 : bytes});
+      return true;
+    }
+  }
+  return false;
+}
+
 // Every model file under the roots, each once (a file reached through two roots or two links is
 // read once), recognised or set aside.
 Collected collect(const std::vector<fs::path>& roots, LibraryScan& scan,
@@ -87,7 +102,9 @@ Collected collect(const std::vector<fs::path>& roots, LibraryScan& scan,
         try {
           set = io::TensorSet::open(path);
         } catch (const Error& e) {
-          scan.unreadable.emplace_back(path, e.what());
+          if (e.code() != ErrorCode::kUnsupported || !sketch_unopenable(path, out)) {
+            scan.unreadable.emplace_back(path, e.what());
+          }
           continue;
         }
         ++scan.files_read;

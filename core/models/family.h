@@ -183,6 +183,12 @@ class ModelFamily {
   // What `set` is to this family, from its names and shapes alone (part_sketch.h); nullopt when it
   // is none of its parts. Never throws for a set that is not one of its parts.
   virtual std::optional<PartSketch> sketch_part(const io::TensorSet& set) const = 0;
+  // The same for a file io::TensorSet::open refused with Error(kUnsupported) — a layout of which
+  // Ferry reads the header alone, as H3's open() does for DiffSynth's NF4 audio VAE. None by
+  // default.
+  virtual std::optional<PartSketch> sketch_unopenable_part(const std::filesystem::path&) const {
+    return std::nullopt;
+  }
   // Writes the family's demo model into `folder` and returns it; nullopt when it has none.
   virtual std::optional<std::filesystem::path> write_demo_model(
       const std::filesystem::path& folder) const = 0;

@@ -11,6 +11,7 @@
 #include "core/io/safetensors_writer.h"
 #include "core/library/roots.h"
 #include "core/library/scan.h"
+#include "core/models/h3/synthetic_set.h"
 #include "core/models/wan/dit_layout.h"
 #include "tests/test_support.h"
 
@@ -295,6 +296,30 @@ TEST(LibraryScan, FiveHundredFilesInAFewSeconds) {
   EXPECT_EQ(scan.loras.size(), 100u);
   EXPECT_EQ(scan.unrecognised.size(), 340u);
   EXPECT_LT(seconds, 30.0);
+}
+
+// DiffSynth's MiniMax-H3 NF4 set at small shapes (header-only): its audio VAE, which io cannot open
+// as a whole (32-wide NF4 rows), is recognised from its header, so the set is ready; without the
+// video VAE the set says so.
+TEST(LibraryScan, TheH3Nf4SetIsReadyWithTheAudioVaeReadFromItsHeader) {
+  test::ScratchDir dir;
+  models::h3::SyntheticShapes s;
+  s.dit_hidden = 64, s.dit_heads = 1, s.dit_layers = 2, s.dit_ffn = 128, s.refiner_layers = 1;
+  s.time_hidden = 64, s.time_dim = 64;
+  s.vocab = 1024, s.text_dim = 128, s.text_heads = 2, s.text_kv_heads = 1, s.text_ffn = 256;
+  s.vision_dim = 144, s.vision_ffn = 128, s.vision_side = 4;
+  s.vae_dim = 64, s.vae_ffn = 128, s.vae_blocks = 2;
+  models::h3::write_header_only_set(dir / "h3", s);
+  LibraryScan scan = scan_library({dir / "h3"});
+  ASSERT_EQ(scan.sets.size(), 1u) << all_statuses(scan);
+  EXPECT_EQ(scan.sets[0].status(), "MiniMax-H3 FL2VA (nf4) — ready");
+  EXPECT_EQ(scan.sets[0].parts.size(), 4u);
+  EXPECT_TRUE(scan.unreadable.empty()) << all_statuses(scan);
+
+  fs::remove(dir / "h3" / models::h3::SyntheticFiles::kVideoVae);
+  scan = scan_library({dir / "h3"});
+  ASSERT_EQ(scan.sets.size(), 1u);
+  EXPECT_EQ(scan.sets[0].status(), "MiniMax-H3 FL2VA (nf4) — missing the H3 video VAE");
 }
 
 TEST(LibraryScan, AMissingRootIsSaidAndTheOthersStillScanned) {

@@ -409,6 +409,23 @@ std::optional<PartSketch> sketch_part(const io::TensorSet& set) {
   return std::nullopt;
 }
 
+std::optional<PartSketch> sketch_unopenable_part(const fs::path& path) {
+  const std::optional<io::SafetensorsHeader> header = read_header_alone(path);
+  if (!header) return std::nullopt;
+  const auto named = [&](std::string_view prefix) {
+    return std::any_of(header->tensors.begin(), header->tensors.end(),
+                       [&](const io::TensorInfo& t) { return t.name.starts_with(prefix); });
+  };
+  if (!named("dec_in_proj.") || !named("decoder.conv_pre.")) return std::nullopt;
+  std::vector<const io::TensorInfo*> tensors;
+  for (const io::TensorInfo& t : header->tensors) tensors.push_back(&t);
+  PartSketch s;
+  s.role = "audio VAE";
+  s.description = "H3 audio VAE, " + storage_format(tensors) + " (header read alone)";
+  s.provides.push_back("h3/audio-vae");
+  return s;
+}
+
 bool is_h3_part(const io::TensorSet& set) {
   return classify(set) != Part::kNone;
 }
