@@ -102,6 +102,7 @@ void FakeHub::serve(QTcpServer& server, bool storage) {
                     (r.headers.contains("range") ? " Range: " + r.headers["range"] : QByteArray()));
         (storage ? storage_auth_ : hub_auth_).append(QString(r.headers.value("authorization")));
         if (storage) {
+          storage_encodings_.append(QString(r.headers.value("accept-encoding")));
           answer_storage(socket, r);
         } else {
           answer_hub(socket, r);

@@ -44,6 +44,8 @@ class FakeHub {
   // Authorization headers each server saw (empty strings for requests without one).
   const QStringList& hub_authorizations() const { return hub_auth_; }
   const QStringList& storage_authorizations() const { return storage_auth_; }
+  // The Accept-Encoding of each storage request.
+  const QStringList& storage_encodings() const { return storage_encodings_; }
 
  private:
   struct File {
@@ -66,7 +68,7 @@ class FakeHub {
   QList<int> tree_statuses_;
   QHash<QString, QList<qint64>> drops_;  // path → body bytes after which to drop, per request
   QHash<QString, qint64> sent_;
-  QStringList log_, hub_auth_, storage_auth_;
+  QStringList log_, hub_auth_, storage_auth_, storage_encodings_;
   QHash<QString, QList<qint64>> ranges_;
   bool ignore_ranges_ = false;
   qint64 throttle_bytes_ = 0;

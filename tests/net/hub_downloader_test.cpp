@@ -142,6 +142,8 @@ class HubDownloaderTest : public QObject {
     // The token went to the hub, never to its storage (another origin).
     QVERIFY(hub.hub_authorizations().contains("Bearer secret"));
     for (const QString& a : hub.storage_authorizations()) QVERIFY2(a.isEmpty(), qPrintable(a));
+    // Bytes as stored (no compression to throw the Range offsets off).
+    for (const QString& e : hub.storage_encodings()) QCOMPARE(e, QString("identity"));
     // Downloaded again: nothing fetched, the files verified where they are.
     const DownloadPlan again = d.plan(variant(), folder);
     QCOMPARE(again.bytes_to_fetch(), 0u);
@@ -160,9 +162,13 @@ class HubDownloaderTest : public QObject {
     d.download(d.plan(variant(), folder), {});
     QCOMPARE(read_all(folder / "diffusion_models" / "dit.safetensors"), random_bytes(kBig, 1));
     const QList<qint64> starts = hub.range_starts("split/dit.safetensors");
-    QCOMPARE(starts.size(), 2);
+    // The first request from zero, every later one from where the partial ended (never from zero
+    // again). Usually one retry; rarely a second (seen once in a loaded run: a retry's own
+    // connection lost), within the bound of 3 attempts.
+    QVERIFY2(starts.size() >= 2 && starts.size() <= 3, qPrintable(QString::number(starts.size())));
     QCOMPARE(starts[0], 0);
     QVERIFY2(starts[1] > 0 && starts[1] <= kBig / 3, qPrintable(QString::number(starts[1])));
+    for (qsizetype i = 2; i < starts.size(); ++i) QVERIFY(starts[i] >= starts[1]);
   }
 
   // A process killed mid-file leaves its partial and note; the next run resumes from them.
