@@ -1,7 +1,10 @@
 // The hub token in the Windows Credential Manager: a generic credential, persisted for the local
 // machine's user, its blob the token's UTF-8 bytes.
-#include <wincred.h>
+// windows.h first: wincred.h needs its types.
 #include <windows.h>
+// clang-format off
+#include <wincred.h>
+// clang-format on
 
 #include <vector>
 

@@ -260,12 +260,18 @@ class ContentHash {
   std::uint64_t size_;
 };
 
-// Feeds `path`'s first `bytes` into `hash`. False when it cannot be read.
-bool hash_file(const fs::path& path, std::uint64_t bytes, ContentHash& hash) {
+// Feeds `path`'s first `bytes` into `hash`. False when it cannot be read. A cancel stops it
+// between chunks (a file already there may be tens of GB) with Error(kCancelled).
+bool hash_file(const fs::path& path, std::uint64_t bytes, ContentHash& hash,
+               const std::atomic<bool>& cancelled) {
   QFile file(QString::fromStdString(display(path)));
   if (!file.open(QIODevice::ReadOnly)) return false;
   std::uint64_t left = bytes;
   while (left > 0) {
+    if (cancelled.load()) {
+      fail(ErrorCode::kCancelled,
+           "the download was cancelled while " + display(path) + " was being checked");
+    }
     const QByteArray chunk =
         file.read(static_cast<qint64>(std::min<std::uint64_t>(left, kHashChunk)));
     if (chunk.isEmpty()) return false;
@@ -342,7 +348,7 @@ class Run {
     const PlannedFile& f = plan_.files[index];
     if (f.complete) {
       ContentHash hash(f);
-      if (hash_file(f.final_path, f.size, hash) && hash.hex() == expected(f)) {
+      if (hash_file(f.final_path, f.size, hash, cancelled_) && hash.hex() == expected(f)) {
         mark_finished(index);
         return;
       }
@@ -360,7 +366,7 @@ class Run {
     const std::optional<Note> note = read_note(f.partial_path);
     const std::uint64_t present = file_size_or_zero(f.partial_path);
     const bool resume = note_matches(f, note) && present <= f.size && present > 0 &&
-                        hash_file(f.partial_path, present, *t->hash);
+                        hash_file(f.partial_path, present, *t->hash, cancelled_);
     if (!t->out.open(resume ? QIODevice::Append : QIODevice::WriteOnly | QIODevice::Truncate)) {
       fail(ErrorCode::kIo,
            "cannot write " + display(f.partial_path) + ": " + t->out.errorString().toStdString());
