@@ -22,6 +22,8 @@ int run_demo(const std::vector<std::string>& args);
 int run_models(const std::vector<std::string>& args);
 int run_models_get(const std::vector<std::string>& args);
 int run_models_clean(const std::vector<std::string>& args);
+int run_models_login(const std::vector<std::string>& args);
+int run_models_logout(const std::vector<std::string>& args);
 
 // --lora FILE[:STRENGTH] (generate, demo and plan). Error(kBadArgument) for a strength that is
 // not within ±100.

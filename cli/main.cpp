@@ -91,6 +91,8 @@ constexpr const char* kUsage =
     "                             verified; resumes after an interruption; HF_TOKEN for gated\n"
     "                             repositories, HF_ENDPOINT for a mirror)\n"
     "  models clean [--to DIR]    remove the partial files of interrupted downloads\n"
+    "  models login < TOKEN-FILE  store a hub token in Windows' credential store (elsewhere:\n"
+    "                             HF_TOKEN or `huggingface-cli login`); models logout removes it\n"
     "  demo [generate options]    the whole path on a tiny built-in model with random weights\n"
     "  version                    print the version\n"
     "\n"

@@ -23,7 +23,8 @@ using io::detail::display;
 constexpr const char* kModelsUsage =
     "usage: ferry-cli models list [--folder DIR]... [--no-hf-cache]\n"
     "       ferry-cli models get NAME [--precision P] [--to DIR] [--accept-licence]\n"
-    "       ferry-cli models clean [--to DIR]\n";
+    "       ferry-cli models clean [--to DIR]\n"
+    "       ferry-cli models login < token.txt | models logout   (Windows' credential store)\n";
 
 // The roots a listing scans: Ferry's models folder, the Hugging Face cache, and each --folder (a
 // ComfyUI install is recognised from its root or its models/ folder).
@@ -37,8 +38,7 @@ std::vector<fs::path> list_roots(const Args& args) {
     // No data folder on this machine: only the folders given.
   }
   const fs::path hub = library::hf_hub_cache_dir();
-  if (!args.flag("no-hf-cache") && !hub.empty() && fs::is_directory(hub, ec))
-    roots.push_back(hub);
+  if (!args.flag("no-hf-cache") && !hub.empty() && fs::is_directory(hub, ec)) roots.push_back(hub);
   for (const std::string& folder : args.values("folder")) {
     roots.push_back(io::detail::path_from_utf8(folder));
   }
@@ -131,9 +131,12 @@ int run_models(const std::vector<std::string>& args) {
   if (args.empty()) throw Error(ErrorCode::kBadArgument, kModelsUsage);
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "list") return run_models_list(rest);
-  if (args[0] == "get" || args[0] == "clean") {
+  if (args[0] == "get" || args[0] == "clean" || args[0] == "login" || args[0] == "logout") {
 #ifdef FERRY_HAVE_NET
-    return args[0] == "get" ? run_models_get(rest) : run_models_clean(rest);
+    if (args[0] == "get") return run_models_get(rest);
+    if (args[0] == "login") return run_models_login(rest);
+    if (args[0] == "logout") return run_models_logout(rest);
+    return run_models_clean(rest);
 #else
     throw Error(ErrorCode::kUnsupported,
                 "this ferry-cli was built without Qt Network, so it cannot download: fetch the "

@@ -4,6 +4,7 @@
 #include <QCoreApplication>
 #include <csignal>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "core/io/detail/os_file.h"
 #include "core/library/catalogue.h"
 #include "core/library/roots.h"
+#include "net/credentials.h"
 #include "net/hub_downloader.h"
 
 namespace ferry::cli {
@@ -152,6 +154,32 @@ int run_models_get(const std::vector<std::string>& rest) {
   g_downloading = nullptr;
   std::printf("%s (%s) is in %s: `ferry-cli models list` shows it\n", entry->title.c_str(),
               variant->precision.c_str(), display(folder).c_str());
+  return 0;
+}
+
+// The token read from standard input (never from the command line, which shells keep in their
+// history), stored in the platform's credential store.
+int run_models_login(const std::vector<std::string>& rest) {
+  if (!rest.empty()) {
+    throw Error(ErrorCode::kBadArgument,
+                "usage: ferry-cli models login < token.txt (the token on standard input)");
+  }
+  std::string token;
+  std::getline(std::cin, token);
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) throw Error(ErrorCode::kBadArgument, "no token on standard input");
+  if (!net::store_token(token)) {
+    throw Error(ErrorCode::kUnsupported,
+                "this platform has no credential store Ferry uses: set HF_TOKEN, or log in with "
+                "`huggingface-cli login` (its token file is read)");
+  }
+  std::printf("the token is stored in the credential store (%s)\n", net::kCredentialName);
+  return 0;
+}
+
+int run_models_logout(const std::vector<std::string>&) {
+  std::printf(net::forget_stored_token() ? "the stored token is removed\n"
+                                         : "no token was stored\n");
   return 0;
 }
 

@@ -36,6 +36,11 @@ QByteArray read_all(const fs::path& path) {
   return file.readAll();
 }
 
+void write_file(const QString& path, const QByteArray& bytes) {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size()) qFatal("cannot write");
+}
+
 HubAccess loopback(const test::FakeHub& hub, QByteArray token = {}) {
   HubAccess access;
   access.endpoint = QUrl(hub.endpoint());
@@ -401,6 +406,40 @@ class HubDownloaderTest : public QObject {
     QVERIFY(!fs::exists(models / "x.safetensors.partial"));
   }
 #endif
+
+  // huggingface_hub's conventions: HF_ENDPOINT, HF_TOKEN first, else its token file under HF_HOME
+  // (HF_TOKEN_PATH overriding it).
+  void hubAccessFollowsTheHuggingFaceConventions() {
+    QTemporaryDir home;
+    write_file(home.path() + "/token", "from-file\n");
+    const QByteArray saved_token = qgetenv("HF_TOKEN"), saved_home = qgetenv("HF_HOME"),
+                     saved_endpoint = qgetenv("HF_ENDPOINT"), saved_path = qgetenv("HF_TOKEN_PATH");
+    qunsetenv("HF_TOKEN");
+    qunsetenv("HF_TOKEN_PATH");
+    qputenv("HF_HOME", home.path().toUtf8());
+    qputenv("HF_ENDPOINT", "https://mirror.example/");
+    HubAccess access = HubAccess::from_environment();
+    QCOMPARE(access.endpoint_text(), std::string("https://mirror.example"));
+    QCOMPARE(access.token, QByteArray("from-file"));
+    QVERIFY(access.token_source.endsWith("token"));
+    qputenv("HF_TOKEN", "from-env");
+    access = HubAccess::from_environment();
+    QCOMPARE(access.token, QByteArray("from-env"));
+    QCOMPARE(access.token_source, QString("HF_TOKEN"));
+    qunsetenv("HF_TOKEN");
+    qputenv("HF_TOKEN_PATH", (home.path() + "/none").toUtf8());
+    QVERIFY(HubAccess::from_environment().token.isEmpty());
+    for (const auto& [name, value] : {std::pair{"HF_TOKEN", saved_token},
+                                      {"HF_HOME", saved_home},
+                                      {"HF_ENDPOINT", saved_endpoint},
+                                      {"HF_TOKEN_PATH", saved_path}}) {
+      if (value.isEmpty()) {
+        qunsetenv(name);
+      } else {
+        qputenv(name, value);
+      }
+    }
+  }
 
   void progressHasSpeedAndEta() {
     test::FakeHub hub;
