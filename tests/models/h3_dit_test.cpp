@@ -26,6 +26,7 @@
 #include "core/models/h3/scheduler.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
+#include "tests/models/model_test_plans.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::h3::dit {
@@ -98,24 +99,6 @@ struct Loaded {
   }
 };
 
-Plan plan_for(const offload::ModelLayout& layout, Placement blocks,
-              offload::ReadMethod method = offload::ReadMethod::kMapped) {
-  Plan plan;
-  plan.look_ahead = 1;
-  plan.read_method = method;
-  std::uint64_t largest = 0;
-  for (const auto& g : layout.groups) {
-    const Placement p = g.always_resident ? Placement::kDevice : blocks;
-    plan.placement.push_back(p);
-    if (p != Placement::kDevice) largest = std::max(largest, g.slot_bytes());
-  }
-  plan.device_slots = blocks == Placement::kDevice ? 0 : 2;
-  plan.device_slot_bytes = largest;
-  plan.staging_slots = 3;
-  plan.staging_slot_bytes = 4 << 10;  // smaller than a block: several chunks per tensor
-  return plan;
-}
-
 // One case's inputs as the reference gave them.
 struct Case {
   PackedSequence sequence;
@@ -156,7 +139,8 @@ DitOutput run(const Loaded& m, const Case& c, Placement blocks = Placement::kDev
   options.chunk_tokens = chunk_tokens;
   return dit_forward(
       backend != nullptr ? *backend : test::model_backend(), m.weights,
-      plan_for(m.weights.model_layout(s.length(), s.text_rows, chunk_tokens), blocks, method),
+      test::tiny_slot_plan(m.weights.model_layout(s.length(), s.text_rows, chunk_tokens), blocks,
+                           method),
       c.input(), options);
 }
 
@@ -472,7 +456,7 @@ TEST_F(H3Dit, RefusesInputsThatDoNotMatch) {
   Backend& backend = test::model_backend();
   const Case good = case_of("tiny", "fl2va", 0);
   const Plan plan =
-      plan_for(m.weights.model_layout(good.sequence.length(), 7, 0), Placement::kDisk);
+      test::tiny_slot_plan(m.weights.model_layout(good.sequence.length(), 7, 0), Placement::kDisk);
   Case short_video = good;
   short_video.video.pop_back();
   EXPECT_EQ(
@@ -502,10 +486,10 @@ TEST_F(H3Dit, CancelStopsBeforeTheNextBlock) {
   DitForwardOptions options;
   options.cancel = &cancel;
   EXPECT_EQ(test::error_code_of([&] {
-              dit_forward(
-                  test::model_backend(), m.weights,
-                  plan_for(m.weights.model_layout(c.sequence.length(), 7, 0), Placement::kDisk),
-                  c.input(), options);
+              dit_forward(test::model_backend(), m.weights,
+                          test::tiny_slot_plan(m.weights.model_layout(c.sequence.length(), 7, 0),
+                                               Placement::kDisk),
+                          c.input(), options);
             }),
             ErrorCode::kCancelled);
 }
@@ -535,7 +519,8 @@ TEST_F(H3Dit, ReadsNamesBehindComfyUisPrefix) {
   const DitOutput want = run(plain, c);
   const DitOutput got = dit_forward(
       test::model_backend(), prefixed,
-      plan_for(prefixed.model_layout(c.sequence.length(), 7, 0), Placement::kDisk), c.input());
+      test::tiny_slot_plan(prefixed.model_layout(c.sequence.length(), 7, 0), Placement::kDisk),
+      c.input());
   EXPECT_EQ(got.video, want.video);
   EXPECT_EQ(got.audio, want.audio);
 }

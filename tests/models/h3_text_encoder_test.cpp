@@ -23,6 +23,7 @@
 #include "core/models/h3/text_encoder.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
+#include "tests/models/model_test_plans.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::h3 {
@@ -144,24 +145,6 @@ CaseInput case_input(const std::string& config, const std::string& c) {
   return out;
 }
 
-Plan plan_for(const offload::ModelLayout& layout, Placement blocks,
-              offload::ReadMethod method = offload::ReadMethod::kMapped) {
-  Plan plan;
-  plan.look_ahead = 1;
-  plan.read_method = method;
-  std::uint64_t largest = 0;
-  for (const auto& g : layout.groups) {
-    const Placement p = g.always_resident ? Placement::kDevice : blocks;
-    plan.placement.push_back(p);
-    if (p != Placement::kDevice) largest = std::max(largest, g.slot_bytes());
-  }
-  plan.device_slots = blocks == Placement::kDevice ? 0 : 2;
-  plan.device_slot_bytes = largest;
-  plan.staging_slots = 3;
-  plan.staging_slot_bytes = 4 << 10;  // smaller than a layer: several chunks per tensor
-  return plan;
-}
-
 struct Loaded {
   io::TensorSet set;
   TextEncoderWeights weights;
@@ -176,7 +159,7 @@ TextEncodeResult run(const Loaded& m, CaseInput& c, Placement blocks,
                      offload::ReadMethod method = offload::ReadMethod::kMapped) {
   c.input.vision = c.vision.rows.empty() ? nullptr : &c.vision;
   return encode(test::model_backend(), m.weights,
-                plan_for(m.weights.model_layout(), blocks, method), c.input);
+                test::tiny_slot_plan(m.weights.model_layout(), blocks, method), c.input);
 }
 
 struct Error2 {
@@ -368,7 +351,7 @@ TEST_F(H3TextEncoder, ActivationsUseExactlyTheEstimate) {
 TEST_F(H3TextEncoder, RefusesBadInputs) {
   const Loaded m("tiny", "release.safetensors");
   Backend& backend = test::model_backend();
-  const Plan plan = plan_for(m.weights.model_layout(), Placement::kDisk);
+  const Plan plan = test::tiny_slot_plan(m.weights.model_layout(), Placement::kDisk);
   TextEncoderInput outside;
   outside.ids = {5, 3072, 1};
   EXPECT_EQ(test::error_code_of([&] { encode(backend, m.weights, plan, outside); }),
@@ -404,7 +387,7 @@ TEST_F(H3TextEncoder, CancelStopsBeforeTheNextLayer) {
   in.ids = {5, 6, 7};
   EXPECT_EQ(test::error_code_of([&] {
               encode(test::model_backend(), m.weights,
-                     plan_for(m.weights.model_layout(), Placement::kDisk), in, options);
+                     test::tiny_slot_plan(m.weights.model_layout(), Placement::kDisk), in, options);
             }),
             ErrorCode::kCancelled);
 }
@@ -506,7 +489,7 @@ TEST_F(H3TextEncoder, AFileTruncatedMidEncodeIsAnIoError) {
     std::string message;
     try {
       encode(test::model_backend(), weights,
-             plan_for(weights.model_layout(), Placement::kDisk, method), in, options);
+             test::tiny_slot_plan(weights.model_layout(), Placement::kDisk, method), in, options);
       // Windows keeps a file that is open from shrinking: the encode then reads it whole.
       if (!truncation.shrunk)
         GTEST_SKIP() << "the OS refused to shrink the open file: " << truncation.refused;

@@ -30,6 +30,7 @@
 #include "core/offload/streamer.h"
 #include "core/tensor/convert.h"
 #include "tests/models/model_test_backend.h"
+#include "tests/models/model_test_plans.h"
 #include "tests/models/model_test_tensors.h"
 #include "tests/test_support.h"
 
@@ -76,23 +77,6 @@ struct Model {
   }
 };
 
-Plan plan_for(const offload::ModelLayout& layout, Placement blocks) {
-  Plan plan;
-  plan.look_ahead = 1;
-  plan.read_method = offload::ReadMethod::kMapped;
-  std::uint64_t largest = 0;
-  for (const auto& g : layout.groups) {
-    const Placement p = g.always_resident ? Placement::kDevice : blocks;
-    plan.placement.push_back(p);
-    if (p != Placement::kDevice) largest = std::max(largest, g.slot_bytes());
-  }
-  plan.device_slots = blocks == Placement::kDevice ? 0 : 2;
-  plan.device_slot_bytes = largest;
-  plan.staging_slots = 3;
-  plan.staging_slot_bytes = 4 << 10;  // smaller than a block: several chunks per tensor
-  return plan;
-}
-
 // What the sink received, in order, and the frames joined into [3, F, H, W].
 struct Collected {
   std::vector<std::int64_t> firsts, counts;
@@ -134,7 +118,7 @@ Decoded decode(const Model& m, const std::vector<float>& latent,
                       backend.device());
   offload::StreamerOptions so;
   so.passes = static_cast<std::size_t>(decode_passes(m.weights.config(), t, h, w, options.tiles));
-  offload::WeightStreamer streamer(backend, layout, plan_for(layout, blocks), so);
+  offload::WeightStreamer streamer(backend, layout, test::tiny_slot_plan(layout, blocks), so);
   decode_video(backend, m.weights, streamer, arena, latent, t, h, w, options,
                [&](std::int64_t first, const Shape& s, std::span<const float> pixels) {
                  EXPECT_EQ(s[0], 3);
@@ -527,7 +511,8 @@ TEST_F(H3VideoVae, DISABLED_OneTileChunkAtTheReleaseWidthsTakesItsEstimatedArena
                       backend.device());
   offload::StreamerOptions so;
   so.passes = 1;
-  offload::WeightStreamer streamer(backend, layout, plan_for(layout, Placement::kDevice), so);
+  offload::WeightStreamer streamer(backend, layout,
+                                   test::tiny_slot_plan(layout, Placement::kDevice), so);
   std::vector<float> latent(static_cast<std::size_t>(24 * 7 * tile * tile));
   for (std::size_t i = 0; i < latent.size(); ++i) latent[i] = std::sin(0.37f * i);
   const auto start = std::chrono::steady_clock::now();
