@@ -35,6 +35,10 @@ ThreadPool::ThreadPool(unsigned threads) {
   try {
     workers_.reserve(threads - 1);
     for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+    // Each worker takes its scratch as it starts: wait for all, so that a thread the OS starts
+    // late (on a loaded machine) does not allocate inside a later step instead.
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return ready_ == workers_.size(); });
   } catch (...) {
     {
       std::lock_guard lock(mutex_);
@@ -104,6 +108,8 @@ void ThreadPool::worker_loop() {
   }
   unsigned long long seen = 0;
   std::unique_lock lock(mutex_);
+  ++ready_;
+  idle_.notify_all();
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;

@@ -66,8 +66,9 @@ class ThreadPool {
 
   std::mutex mutex_;
   std::condition_variable wake_;  // workers: a job was published, or stop
-  std::condition_variable idle_;  // the caller: a worker left the job
+  std::condition_variable idle_;  // the caller: a worker left the job, or one is ready
   bool stop_ = false;
+  unsigned ready_ = 0;  // workers that have taken their scratch (the constructor waits for all)
   unsigned long long generation_ = 0;  // counts published jobs
   bool job_open_ = false;              // workers may still join the current job
   unsigned active_ = 0;                // workers inside the current job
