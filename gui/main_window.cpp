@@ -1360,11 +1360,12 @@ void MainWindow::onCancelled() {
   startNextJob();
 }
 
-void MainWindow::onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps) {
+void MainWindow::onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps,
+                                const SoundPtr& sound) {
   // The video the player waits for (not another one clicked meanwhile, nor a finished one while
   // the next run shows its previews).
   if (video == lastVideo_ && state_ == State::kIdle) {
-    player_->setFrames(frames, fps);
+    player_->setFrames(frames, fps, sound);
     player_->play();
   }
   if (pending_ && pending_->video == video) {

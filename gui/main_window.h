@@ -210,7 +210,8 @@ class MainWindow : public QMainWindow {
   void onFinished(const GenerationOutcome& outcome);
   void onFailed(const QString& message, int code);
   void onCancelled();
-  void onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps);
+  void onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps,
+                      const SoundPtr& sound);
   void onFramesFailed(const QString& video, const QString& message);
   void addToHistory(const QImage& thumbnail);
   // The settings key of the stage times measured for a model, preset and size.
