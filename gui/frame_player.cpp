@@ -241,6 +241,8 @@ void FramePlayer::startClock() {
     applyVolume();
   }
   soundPlaying_ = audio_->start(sound_, from);
+  lastHeard_ = from;
+  stalled_.start();
 }
 
 void FramePlayer::stopSound() {
@@ -251,10 +253,17 @@ void FramePlayer::stopSound() {
 double FramePlayer::clockSeconds() {
   if (soundPlaying_) {
     const std::int64_t heard = audio_->position();
-    if (heard < sound_->frames()) return static_cast<double>(heard) / sound_->sample_rate;
-    // The soundtrack ended before the picture: the wall clock goes on from its end.
+    if (heard != lastHeard_) {
+      lastHeard_ = heard;
+      stalled_.start();
+    }
+    const double heardSeconds = static_cast<double>(heard) / sound_->sample_rate;
+    if (heard < sound_->frames() && stalled_.elapsed() < kSoundStallMs) return heardSeconds;
+    // The soundtrack ended before the picture, or the device stopped taking it (a suspended or
+    // unplugged output): the wall clock goes on from there, silently, so the picture never
+    // freezes.
     stopSound();
-    wallStart_ = sound_->seconds();
+    wallStart_ = std::min(heardSeconds, sound_->seconds());
     wall_.start();
   }
   return wallStart_ + static_cast<double>(wall_.nsecsElapsed()) / 1e9;

@@ -5,8 +5,8 @@
 // Sync: while the sound plays, the frame shown is the one the audio device's clock is in
 // (frame = floor(seconds · fps)); pause stops the sound, and play and seek start it again from
 // the first sample of the frame shown, so picture and sound never drift apart by a frame. Where
-// no sound plays (a silent clip, no device, past the end of a shorter soundtrack) the wall clock
-// keeps the time.
+// no sound plays (a silent clip, no device, past the end of a shorter soundtrack, a device whose
+// clock stopped for a second) the wall clock keeps the time.
 #pragma once
 
 #include <QElapsedTimer>
@@ -104,8 +104,12 @@ class FramePlayer : public QWidget {
   std::unique_ptr<AudioOutput> audio_;
   bool soundPlaying_ = false;  // the device's clock drives the frames
   bool muted_ = false;
-  QElapsedTimer wall_;    // the clock where no sound plays...
-  double wallStart_ = 0;  // ...from this time in the clip
+  // A device whose clock has not moved for this long is given up on (the wall clock goes on).
+  static constexpr qint64 kSoundStallMs = 1000;
+  std::int64_t lastHeard_ = 0;
+  QElapsedTimer stalled_;  // since the device's clock last moved
+  QElapsedTimer wall_;     // the clock where no sound plays...
+  double wallStart_ = 0;   // ...from this time in the clip
   FrameView* view_;
   QToolButton* play_;
   QSlider* slider_;

@@ -192,6 +192,26 @@ class PlayerTest : public QObject {
     player.pause();
   }
 
+  // A device that takes the sound but whose clock stops (a suspended output): after a second
+  // without progress the picture goes on by the wall clock, silently, to the end.
+  void a_stalled_device_does_not_freeze_the_picture() {
+    FramePlayer player;
+    auto owned = std::make_unique<VirtualAudioOutput>();
+    VirtualAudioOutput* device = owned.get();
+    player.setAudioOutput(std::move(owned));
+    player.setFrames(frames(36), kFps, sound(1.5));
+    player.play();
+    device->hear(sampleOf(3));
+    QTRY_COMPARE(player.currentFrame(), 3);
+    QTest::qWait(300);  // stalled, but not for long yet: the picture waits for the sound
+    QVERIFY(player.isSoundPlaying());
+    QCOMPARE(player.currentFrame(), 3);
+    QTRY_VERIFY_WITH_TIMEOUT(!player.isSoundPlaying(), 3000);
+    QVERIFY(!device->playing());
+    QTRY_VERIFY_WITH_TIMEOUT(!player.isPlaying(), 5000);
+    QCOMPARE(player.currentFrame(), 35);
+  }
+
   void mute_and_volume_reach_the_device() {
     FramePlayer player;
     auto owned = std::make_unique<VirtualAudioOutput>();
@@ -249,6 +269,25 @@ class PlayerTest : public QObject {
     player.setFrames(frames(4), kFps, std::make_shared<media::AudioTrack>());
     QVERIFY(!player.hasSound());
     QVERIFY(!badge->isVisible());
+  }
+
+  // The system's own output (QAudioSink), whatever this machine has: a sound card, none (start()
+  // declines and the wall clock plays), or one that never moves (given up on after a second).
+  // The clip plays to its end either way.
+  void a_clip_with_sound_plays_to_its_end_on_the_system_output() {
+    FramePlayer player;
+    player.setFrames(frames(6), kFps, sound(0.25));
+    player.play();
+    QVERIFY(player.isPlaying());
+    const bool deviceTookIt = player.isSoundPlaying();
+    QElapsedTimer took;
+    took.start();
+    QTRY_VERIFY_WITH_TIMEOUT(!player.isPlaying(), 10000);
+    QCOMPARE(player.currentFrame(), 5);
+    QVERIFY(player.audioOutput() != nullptr);  // made on the first play with sound
+    qInfo("system output: %s, the clip took %lld ms",
+          deviceTookIt ? "played the sound" : "declined (no device)",
+          static_cast<long long>(took.elapsed()));
   }
 
   // What the system device is given: the track from a frame on, in the device's rate, channel
