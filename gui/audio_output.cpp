@@ -82,6 +82,8 @@ bool SystemAudioOutput::start(std::shared_ptr<const media::AudioTrack> track, st
   if (pcm_.isEmpty()) return false;
   from_ = from;
   trackFrames_ = track->frames();
+  pcmUs_ = static_cast<qint64>(static_cast<double>(pcm_.size()) / format.bytesPerFrame() * 1e6 /
+                               format.sampleRate());
   trackRate_ = track->sample_rate;
   buffer_ = std::make_unique<QBuffer>(&pcm_);
   buffer_->open(QIODevice::ReadOnly);
@@ -104,10 +106,14 @@ void SystemAudioOutput::stop() {
 
 std::int64_t SystemAudioOutput::position() const {
   if (!sink_) return from_;
-  if (sink_->state() == QAudio::IdleState && buffer_->atEnd()) return trackFrames_;
-  // What the sink has handed to the device, in the track's frames (the rate may differ).
-  const auto played =
-      static_cast<std::int64_t>(static_cast<double>(sink_->processedUSecs()) * trackRate_ / 1e6);
+  // What the device has played, in the track's frames (the rate may differ). The sink goes idle
+  // as soon as it has read the whole buffer, while the device still plays its last part: the
+  // track is done when the played time reaches the buffer's (within 2 ms of rounding).
+  const qint64 playedUs = sink_->processedUSecs();
+  if (sink_->state() == QAudio::IdleState && buffer_->atEnd() && playedUs + 2000 >= pcmUs_) {
+    return trackFrames_;
+  }
+  const auto played = static_cast<std::int64_t>(static_cast<double>(playedUs) * trackRate_ / 1e6);
   return std::min(from_ + played, trackFrames_);
 }
 

@@ -53,6 +53,7 @@ class SystemAudioOutput final : public AudioOutput {
   std::int64_t from_ = 0;
   std::int64_t trackFrames_ = 0;
   int trackRate_ = 0;
+  qint64 pcmUs_ = 0;  // the buffer's duration
   double volume_ = 1.0;
 };
 
