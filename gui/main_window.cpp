@@ -467,6 +467,7 @@ void MainWindow::buildUi() {
   connect(startImage_, &StartImageBox::imageChanged, this, &MainWindow::updateFrameMode);
   connect(endImage_, &StartImageBox::imageChanged, this, &MainWindow::updateFrameMode);
   connect(h3Template_, &QPushButton::clicked, this, &MainWindow::insertH3Template);
+  updateFrameMode();  // T2VA / text to video until a box is filled
   connect(endImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
   connect(video_, &VideoSettingsBox::videoChanged, this, &MainWindow::updatePlanInputs);
   connect(video_, &VideoSettingsBox::seedCopied, this, [this](const QString& seed) {
