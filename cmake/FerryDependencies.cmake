@@ -62,10 +62,11 @@ endif()
 message(STATUS "CPU GEMM: OpenBLAS ${FERRY_HAVE_OPENBLAS}, own blocked GEMM always")
 
 
-# Qt 6 Widgets for the desktop app (not in the mingw lane: Debian has no Qt for mingw).
+# Qt 6 Widgets for the desktop app (not in the mingw lane: Debian has no Qt for mingw), and Qt
+# Multimedia for the player's sound (QAudioSink only: gui/audio_output.h says why).
 set(FERRY_HAVE_QT OFF)
 if(NOT FERRY_GUI STREQUAL "OFF")
-  set(_ferry_qt_components Widgets)
+  set(_ferry_qt_components Widgets Multimedia)
   if(FERRY_BUILD_TESTS)
     list(APPEND _ferry_qt_components Test)
   endif()
@@ -73,7 +74,7 @@ if(NOT FERRY_GUI STREQUAL "OFF")
   if(Qt6_FOUND)
     set(FERRY_HAVE_QT ON)
   elseif(FERRY_GUI STREQUAL "ON")
-    message(FATAL_ERROR "FERRY_GUI=ON but Qt 6 was not found: install qt6-base-dev")
+    message(FATAL_ERROR "FERRY_GUI=ON but Qt 6 was not found: install qt6-base-dev and qt6-multimedia-dev")
   endif()
 endif()
 

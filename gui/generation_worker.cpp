@@ -90,6 +90,7 @@ GenerationWorker::GenerationWorker(QObject* parent)
   qRegisterMetaType<StepInfo>();
   qRegisterMetaType<GenerationOutcome>();
   qRegisterMetaType<QVector<QImage>>();
+  qRegisterMetaType<SoundPtr>();
 }
 
 GenerationWorker::~GenerationWorker() = default;
@@ -164,6 +165,23 @@ void GenerationWorker::generate(const GenerationJob& job) {
   }
 }
 
+namespace {
+
+// The soundtrack of a video the player loads; null when it has none. A soundtrack Ferry cannot
+// decode does not keep the picture from showing: the clip plays silent.
+SoundPtr readSound(const std::filesystem::path& path, const media::VideoInfo& info) {
+  if (info.audio_codec.empty()) return nullptr;
+  try {
+    auto track = std::make_shared<media::AudioTrack>(media::read_audio(path));
+    if (track->empty()) return nullptr;
+    return track;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 void GenerationWorker::loadFrames(const QString& video, int maxWidth) {
   assertNotGuiThread();
   try {
@@ -179,7 +197,7 @@ void GenerationWorker::loadFrames(const QString& video, int maxWidth) {
       }
       images.push_back(std::move(image));
     }
-    emit framesLoaded(video, images, info.fps > 0 ? info.fps : 16.0);
+    emit framesLoaded(video, images, info.fps > 0 ? info.fps : 16.0, readSound(path, info));
   } catch (const std::exception& e) {
     emit framesFailed(video, QString::fromUtf8(e.what()));
   }

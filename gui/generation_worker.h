@@ -16,9 +16,13 @@
 #include <memory>
 #include <mutex>
 
+#include "core/media/audio.h"
 #include "core/pipeline/session.h"
 
 namespace ferry::gui {
+
+// A clip's soundtrack, shared by the worker that reads it and the player that plays it.
+using SoundPtr = std::shared_ptr<const media::AudioTrack>;
 
 // One run: the session that runs it, the model it opened, the request and where its log goes.
 struct GenerationJob {
@@ -101,7 +105,9 @@ class GenerationWorker : public QObject {
   void finished(const ferry::gui::GenerationOutcome& outcome);
   void failed(const QString& message, int errorCode);
   void cancelled();
-  void framesLoaded(const QString& video, const QVector<QImage>& frames, double fps);
+  // `sound`: the clip's soundtrack, null for a silent clip (or one whose sound cannot be read).
+  void framesLoaded(const QString& video, const QVector<QImage>& frames, double fps,
+                    const ferry::gui::SoundPtr& sound);
   void framesFailed(const QString& video, const QString& message);
 
  private:
@@ -124,3 +130,4 @@ QImage toQImage(const media::RgbImage& image);
 Q_DECLARE_METATYPE(ferry::gui::GenerationJob)
 Q_DECLARE_METATYPE(ferry::gui::StepInfo)
 Q_DECLARE_METATYPE(ferry::gui::GenerationOutcome)
+Q_DECLARE_METATYPE(ferry::gui::SoundPtr)

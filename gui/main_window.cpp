@@ -46,6 +46,7 @@
 #include "gui/advanced_box.h"
 #include "gui/clip_lookup.h"
 #include "gui/frame_player.h"
+#include "gui/h3_support.h"
 #include "gui/history.h"
 #include "gui/job_estimate.h"
 #include "gui/job_queue.h"
@@ -230,6 +231,16 @@ void MainWindow::buildUi() {
   prompt_->setMaximumHeight(prompt_->fontMetrics().lineSpacing() * 6 + 12);
   auto* promptLabel = new QLabel(tr("&Prompt"));
   promptLabel->setBuddy(prompt_);
+  // H3 was trained on structured prompts with dialogue tags: the template is offered, never
+  // forced (a plain prompt works).
+  h3Template_ = new QPushButton(tr("Insert H3 template"));
+  h3Template_->setFlat(true);
+  h3Template_->setAccessibleName(tr("Insert the MiniMax-H3 prompt template"));
+  h3Template_->setToolTip(
+      tr("MiniMax-H3 was trained on structured prompts (summary, shots, dialogue in "
+         "<d>[English] …</d>, the soundscape). Inserts that structure with placeholders to "
+         "replace; a plain prompt works too."));
+  h3Template_->setVisible(false);
   negative_ = new QPlainTextEdit;
   // The model's default is shown as text to edit once a model is found (typing "blurry" adds to
   // it instead of replacing it unseen); "Reset" brings it back.
@@ -249,7 +260,11 @@ void MainWindow::buildUi() {
   negativeRow->addWidget(negativeLabel);
   negativeRow->addStretch();
   negativeRow->addWidget(resetNegative_);
-  promptForm->addWidget(promptLabel);
+  auto* promptRow = new QHBoxLayout;
+  promptRow->addWidget(promptLabel);
+  promptRow->addStretch();
+  promptRow->addWidget(h3Template_);
+  promptForm->addLayout(promptRow);
   promptForm->addWidget(prompt_, 2);
   promptForm->addLayout(negativeRow);
   promptForm->addWidget(negative_, 1);
@@ -262,6 +277,11 @@ void MainWindow::buildUi() {
   frames->addWidget(startImage_, 1);
   frames->addWidget(endImage_, 1);
   leftLayout->addLayout(frames);
+  // What the filled boxes make (H3: T2VA, I2VA first or last, FL2VA).
+  frameMode_ = new QLabel;
+  frameMode_->setObjectName(QStringLiteral("frameMode"));
+  frameMode_->setWordWrap(true);
+  leftLayout->addWidget(frameMode_);
 
   video_ = new VideoSettingsBox;
   leftLayout->addWidget(video_);
@@ -444,6 +464,10 @@ void MainWindow::buildUi() {
   connect(startImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
   connect(startImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
   connect(endImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
+  connect(startImage_, &StartImageBox::imageChanged, this, &MainWindow::updateFrameMode);
+  connect(endImage_, &StartImageBox::imageChanged, this, &MainWindow::updateFrameMode);
+  connect(h3Template_, &QPushButton::clicked, this, &MainWindow::insertH3Template);
+  updateFrameMode();  // T2VA / text to video until a box is filled
   connect(endImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
   connect(video_, &VideoSettingsBox::videoChanged, this, &MainWindow::updatePlanInputs);
   connect(video_, &VideoSettingsBox::seedCopied, this, [this](const QString& seed) {
@@ -773,14 +797,67 @@ void MainWindow::onModelChanged() {
   })
                               : LoraList::Checker());
   video_->setRules(model ? std::optional(model->rules()) : std::nullopt, !keepSettingsForModel_);
-  endImage_->setHint(!model || model->rules().takes_end_image
-                         ? tr("Optional: the frame the video ends on (needs a start image).")
-                         : tr("This model takes no end image (first–last frame: Wan 2.2 A14B "
-                              "I2V)."));
+  if (isH3(model.get())) {  // H3 also makes a video that ends on a frame alone (I2VA last)
+    endImage_->setHint(
+        tr("Optional: the frame the video ends on (alone: I2VA last frame; with a "
+           "start frame: FL2VA)."));
+  } else {
+    endImage_->setHint(!model || model->rules().takes_end_image
+                           ? tr("Optional: the frame the video ends on (needs a start image).")
+                           : tr("This model takes no end image (first–last frame: Wan 2.2 A14B "
+                                "I2V)."));
+  }
   keepSettingsForModel_ = false;
   updateDraftBox();
+  updateFrameMode();
+  showH3LicenseNoticeIfDue();
   presetPanel_->setModel(model);
   updatePlanInputs();
+}
+
+void MainWindow::updateFrameMode() {
+  const bool h3 = isH3(modelPanel_->model().get());
+  frameMode_->setText(gui::frameModeText(
+      frameMode(!startImage_->path().isEmpty(), !endImage_->path().isEmpty()), h3));
+  h3Template_->setVisible(h3);
+}
+
+QString MainWindow::frameModeText() const {
+  return frameMode_->text();
+}
+
+// Once per user: H3's weights are under their own licence, and Ferry says so before using them.
+// The notice does not block the window (the model panel stays usable); until it is confirmed,
+// Generate says why it is off.
+void MainWindow::showH3LicenseNoticeIfDue() {
+  if (!isH3(modelPanel_->model().get()) || h3LicenseConfirmed(*store_) || licenseNotice_) return;
+  auto* notice = new QMessageBox(QMessageBox::Information, tr("MiniMax-H3's license"),
+                                 gui::h3LicenseNotice(), QMessageBox::NoButton, this);
+  notice->setTextFormat(Qt::RichText);
+  notice->setTextInteractionFlags(Qt::TextBrowserInteraction);
+  notice->addButton(tr("I understand"), QMessageBox::AcceptRole);
+  notice->addButton(tr("Not now"), QMessageBox::RejectRole);
+  notice->setAttribute(Qt::WA_DeleteOnClose);
+  connect(notice, &QMessageBox::buttonClicked, this, [this, notice](QAbstractButton* button) {
+    if (notice->buttonRole(button) == QMessageBox::AcceptRole) {
+      store_->setValue(QString::fromLatin1(kH3LicenseKey), true);
+      store_->sync();
+    }
+    updateGenerateButton();
+  });
+  licenseNotice_ = notice;
+  notice->open();
+  updateGenerateButton();
+}
+
+void MainWindow::insertH3Template() {
+  const QString text = h3PromptTemplate();
+  if (prompt_->toPlainText().trimmed().isEmpty()) {
+    prompt_->setPlainText(text);
+  } else {  // what was typed stays, above the structure
+    prompt_->setPlainText(prompt_->toPlainText().trimmed() + QStringLiteral("\n\n") + text);
+  }
+  prompt_->setFocus();
 }
 
 // The draft needs the model set's TAEHV decoder; without one the box says how to get it.
@@ -859,6 +936,11 @@ QString MainWindow::inputsBlockedReason() const {
   if (clipQuery_->pending()) return tr("Looking for the clip's model files…");
   if (modelPanel_->scanning()) return tr("Looking for the model…");
   if (!modelPanel_->model()) return modelPanel_->problem();
+  if (isH3(modelPanel_->model().get()) && !h3LicenseConfirmed(*store_)) {
+    return tr(
+        "MiniMax-H3's weights are under their own license: confirm the notice first (it "
+        "shows when H3 weights are chosen).");
+  }
   if (loraList_->checking()) return tr("Checking the LoRAs…");
   if (const QString lora = loraList_->problem(); !lora.isEmpty()) return lora;
   if (presetPanel_->planning()) return tr("Planning the memory…");
@@ -1360,11 +1442,12 @@ void MainWindow::onCancelled() {
   startNextJob();
 }
 
-void MainWindow::onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps) {
+void MainWindow::onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps,
+                                const SoundPtr& sound) {
   // The video the player waits for (not another one clicked meanwhile, nor a finished one while
   // the next run shows its previews).
   if (video == lastVideo_ && state_ == State::kIdle) {
-    player_->setFrames(frames, fps);
+    player_->setFrames(frames, fps, sound);
     player_->play();
   }
   if (pending_ && pending_->video == video) {

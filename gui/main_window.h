@@ -12,6 +12,7 @@
 
 #include <QImage>
 #include <QMainWindow>
+#include <QMessageBox>
 #include <QPointer>
 #include <QThread>
 #include <optional>
@@ -136,6 +137,11 @@ class MainWindow : public QMainWindow {
   AdvancedBox* advancedBox() const { return advanced_; }
   StartImageBox* startImage() const { return startImage_; }
   StartImageBox* endImage() const { return endImage_; }
+  // MiniMax-H3 (issue 21): the mode the filled frame boxes make, the prompt template button
+  // (shown for H3), and the licence notice while it is open (null otherwise).
+  QString frameModeText() const;
+  QPushButton* h3TemplateButton() const { return h3Template_; }
+  QMessageBox* h3LicenseNotice() const { return licenseNotice_; }
   FramePlayer* player() const { return player_; }
   HistoryPanel* historyPanel() const { return historyPanel_; }
   JobQueue* jobQueue() const { return queue_; }
@@ -210,7 +216,8 @@ class MainWindow : public QMainWindow {
   void onFinished(const GenerationOutcome& outcome);
   void onFailed(const QString& message, int code);
   void onCancelled();
-  void onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps);
+  void onFramesLoaded(const QString& video, const QVector<QImage>& frames, double fps,
+                      const SoundPtr& sound);
   void onFramesFailed(const QString& video, const QString& message);
   void addToHistory(const QImage& thumbnail);
   // The settings key of the stage times measured for a model, preset and size.
@@ -230,6 +237,10 @@ class MainWindow : public QMainWindow {
   GenerationJob jobFor(const GenerationSettings& settings, const QString& output,
                        std::optional<models::GenerationPlan>& plan, int& steps, QString& key);
   void updateDraftBox();
+  // H3: the mode under the frame boxes, the template button, the licence notice when due.
+  void updateFrameMode();
+  void showH3LicenseNoticeIfDue();
+  void insertH3Template();
   // The next pending job, when the queue runs and nothing else does.
   void startNextJob();
   // The running queued job ended: its status, then the next one.
@@ -274,6 +285,9 @@ class MainWindow : public QMainWindow {
   QPushButton* resetNegative_ = nullptr;
   StartImageBox* startImage_ = nullptr;
   StartImageBox* endImage_ = nullptr;
+  QLabel* frameMode_ = nullptr;
+  QPushButton* h3Template_ = nullptr;
+  QPointer<QMessageBox> licenseNotice_;
   ModelPanel* modelPanel_ = nullptr;
   LoraList* loraList_ = nullptr;
   PresetPanel* presetPanel_ = nullptr;

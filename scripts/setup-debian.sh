@@ -11,8 +11,9 @@ packages=(
   # video: FFmpeg's libraries (images in, MP4 out) and its command-line tools (the tests decode
   # Ferry's MP4s back with ffprobe)
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
-  # the desktop app (Qt 6 Widgets; Qt Test runs on the offscreen platform)
-  qt6-base-dev qt6-qpa-plugins
+  # the desktop app (Qt 6 Widgets; Qt Test runs on the offscreen platform; Qt Multimedia's
+  # QAudioSink plays the soundtrack)
+  qt6-base-dev qt6-qpa-plugins qt6-multimedia-dev
   # tests (the ASan lane uses GCC's sanitizers)
   libgtest-dev googletest
   # the fuzz lane (preset linux-fuzz): clang 19 and its libFuzzer runtime. Debian 12's clang 14

@@ -8,12 +8,15 @@
 #include <QSignalSpy>
 #include <QThread>
 #include <QtTest/QtTest>
+#include <cmath>
 
 #include "core/error.h"
+#include "core/media/video_writer.h"
 #include "tests/gui/gui_test_support.h"
 
 using namespace ferry::gui;
 using namespace ferry::gui::test;
+namespace media = ferry::media;
 
 class GenerationWorkerTest : public QObject {
   Q_OBJECT
@@ -243,6 +246,7 @@ class GenerationWorkerTest : public QObject {
     QCOMPARE(frames.size(), 5);
     QCOMPARE(frames.front().width(), 32);
     QVERIFY(loaded.front().at(2).toDouble() > 0);
+    QVERIFY(!loaded.front().at(3).value<SoundPtr>());  // Wan's clips are silent
 
     QSignalSpy failed(worker_, &GenerationWorker::framesFailed);
     loaded.clear();
@@ -256,6 +260,45 @@ class GenerationWorkerTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(failed.count() + loaded.count() > 0, 30000);
     QVERIFY2(failed.count() == 1, loaded.isEmpty() ? "neither" : "loaded");
     QVERIFY(!failed.front().at(1).toString().isEmpty());
+  }
+
+  // A clip with a soundtrack (H3's 32 kHz stereo) gives the player its sound, as written (AAC:
+  // the length is cut to the video's, the samples within AAC's error).
+  void the_soundtrack_of_a_video_loads_for_the_player() {
+    QTemporaryDir out;
+    const QString video = out.filePath(QStringLiteral("sound.mp4"));
+    media::VideoSettings settings;
+    settings.width = 32;
+    settings.height = 32;
+    settings.fps = 24;
+    settings.audio.sample_rate = 32000;
+    settings.audio.channels = 2;
+    const int frames = 12;
+    const int samples = frames * 32000 / 24;
+    for (int i = 0; i < samples; ++i) {
+      const float t = static_cast<float>(i) / 32000.0f;
+      settings.audio.samples.push_back(0.5f * std::sin(2.0f * 3.14159265f * 440.0f * t));
+      settings.audio.samples.push_back(0.25f * std::sin(2.0f * 3.14159265f * 660.0f * t));
+    }
+    {
+      media::VideoWriter writer(toPath(video), settings);
+      media::RgbImage frame;
+      frame.width = 32;
+      frame.height = 32;
+      frame.rgb.assign(32 * 32 * 3, 128);
+      for (int i = 0; i < frames; ++i) writer.write(frame);
+      writer.finish();
+    }
+    QSignalSpy loaded(worker_, &GenerationWorker::framesLoaded);
+    QMetaObject::invokeMethod(
+        worker_, [w = worker_, video] { w->loadFrames(video, 32); }, Qt::QueuedConnection);
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 30000);
+    QCOMPARE(loaded.front().at(1).value<QVector<QImage>>().size(), frames);
+    const SoundPtr sound = loaded.front().at(3).value<SoundPtr>();
+    QVERIFY(sound);
+    QCOMPARE(sound->sample_rate, 32000);
+    QCOMPARE(sound->channels, 2);
+    QVERIFY(std::abs(sound->frames() - samples) <= 1024);  // one AAC frame at most
   }
 };
 

@@ -119,7 +119,7 @@ class WidgetsTest : public QObject {
     QTest::keyClick(&player, Qt::Key_Space);
     QVERIFY(!player.isPlaying());
     // The slider scrubs.
-    auto* slider = player.findChild<QSlider*>();
+    auto* slider = player.findChild<QSlider*>(QStringLiteral("frameSlider"));
     QVERIFY(slider != nullptr);
     QCOMPARE(slider->maximum(), 5);
     slider->setValue(1);

@@ -1,0 +1,243 @@
+// MiniMax-H3 in the app (issue 21, Must show 4, as far as the engine allows today): the mode
+// follows from the filled frame boxes (T2VA / I2VA first / I2VA last / FL2VA), the licence notice
+// shows the first time H3 weights are chosen and, confirmed, never again (stored in settings), the
+// prompt template is offered for H3 only and a plain prompt still reaches the request, and an
+// end frame alone is restored from a clip and from the history's settings. The H3 set is
+// DiffSynth's layout at tiny shapes, header-only (the app only finds and plans it).
+#include <QJsonDocument>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSettings>
+#include <QtTest/QtTest>
+
+#include "core/models/h3/synthetic_set.h"
+#include "gui/h3_support.h"
+#include "gui/main_window.h"
+#include "gui/start_image_box.h"
+#include "tests/gui/gui_test_support.h"
+
+using namespace ferry::gui;
+using namespace ferry::gui::test;
+
+namespace {
+
+// A header-only H3 set at tiny shapes, written once.
+QString h3Folder() {
+  static QTemporaryDir dir;
+  static const QString folder = [] {
+    ferry::models::h3::SyntheticShapes small;
+    small.dit_hidden = 64, small.dit_heads = 1, small.dit_layers = 2, small.dit_ffn = 128;
+    small.refiner_layers = 1, small.time_hidden = 64, small.time_dim = 64;
+    small.vocab = 1024, small.text_dim = 128, small.text_heads = 2, small.text_kv_heads = 1;
+    small.text_ffn = 256, small.vision_dim = 144, small.vision_ffn = 128, small.vision_side = 4;
+    small.vae_dim = 64, small.vae_ffn = 128, small.vae_blocks = 2;
+    ferry::models::h3::write_header_only_set(toPath(dir.path()), small);
+    return dir.path();
+  }();
+  return folder;
+}
+
+MainWindowOptions options(const QTemporaryDir& data) {
+  MainWindowOptions o;
+  o.dataFolder = data.path();
+  o.machine = laptopMachine();
+  o.firstRunCheck = false;
+  o.askBeforeClosing = false;
+  return o;
+}
+
+GenerationSettings h3Settings() {
+  GenerationSettings s;
+  s.prompt = QStringLiteral("a lighthouse keeper says good night");
+  s.modelFolder = h3Folder();
+  s.preset = QStringLiteral("laptop-8gb");
+  return s;
+}
+
+QAbstractButton* noticeButton(QMessageBox* notice, QMessageBox::ButtonRole role) {
+  for (QAbstractButton* b : notice->buttons()) {
+    if (notice->buttonRole(b) == role) return b;
+  }
+  return nullptr;
+}
+
+QString saveImage(const QTemporaryDir& dir, const QString& name) {
+  QImage image(64, 64, QImage::Format_RGB888);
+  image.fill(Qt::darkCyan);
+  const QString path = dir.filePath(name);
+  return image.save(path) ? path : QString();
+}
+
+}  // namespace
+
+class H3AppTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void the_mode_follows_from_the_filled_frame_boxes() {
+    QCOMPARE(frameMode(false, false), FrameMode::kText);
+    QCOMPARE(frameMode(true, false), FrameMode::kFirstFrame);
+    QCOMPARE(frameMode(false, true), FrameMode::kLastFrame);
+    QCOMPARE(frameMode(true, true), FrameMode::kFirstLast);
+
+    QTemporaryDir data;
+    MainWindow w(options(data));
+    w.show();
+    w.applySettings(h3Settings());
+    QVERIFY(settle(w));
+    QVERIFY2(w.frameModeText().contains(QLatin1String("T2VA")), qPrintable(w.frameModeText()));
+    const QString start = saveImage(data, QStringLiteral("first.png"));
+    const QString end = saveImage(data, QStringLiteral("last.png"));
+    QVERIFY(w.startImage()->setPath(start));
+    QVERIFY(w.frameModeText().contains(QLatin1String("I2VA (first frame)")));
+    QVERIFY(w.endImage()->setPath(end));
+    QVERIFY(w.frameModeText().contains(QLatin1String("FL2VA")));
+    w.startImage()->clear();
+    QVERIFY(w.frameModeText().contains(QLatin1String("I2VA (last frame)")));
+    // The end box says H3 takes an end frame alone.
+    QVERIFY(w.endImage()->isVisible());
+    w.endImage()->clear();
+    QVERIFY(w.frameModeText().contains(QLatin1String("T2VA")));
+    // A Wan model: the same boxes in plain words, no H3 names.
+    GenerationSettings wan = h3Settings();
+    wan.modelFolder = demoFolder();
+    wan.preset = QStringLiteral("cpu");
+    w.applySettings(wan);
+    QVERIFY(settle(w));
+    QCOMPARE(w.frameModeText(), frameModeText(FrameMode::kText, false));
+    QVERIFY(!w.frameModeText().contains(QLatin1String("T2VA")));
+  }
+
+  void the_licence_notice_shows_once_and_is_remembered() {
+    QTemporaryDir data;
+    {
+      MainWindow w(options(data));
+      w.show();
+      w.applySettings(h3Settings());
+      QVERIFY(settle(w));
+      QTRY_VERIFY(w.h3LicenseNotice() != nullptr);
+      const QString text = w.h3LicenseNotice()->text();
+      for (const char* said : {"MiniMax H3 Community License", "territory", "use restrictions",
+                               kH3LicenseUrl, "Ferry does not ship or download these weights"}) {
+        QVERIFY2(text.contains(QLatin1String(said)), said);
+      }
+      // Until confirmed, Generate says why it is off.
+      QVERIFY(!w.generateEnabled());
+      QVERIFY2(w.generateBlockedReason().contains(QLatin1String("license")),
+               qPrintable(w.generateBlockedReason()));
+      noticeButton(w.h3LicenseNotice(), QMessageBox::AcceptRole)->click();
+      QTRY_VERIFY(w.h3LicenseNotice() == nullptr);
+      QVERIFY2(!w.generateBlockedReason().contains(QLatin1String("license")),
+               qPrintable(w.generateBlockedReason()));
+      // Choosing the model again does not ask again.
+      GenerationSettings wan = h3Settings();
+      wan.modelFolder = demoFolder();
+      wan.preset = QStringLiteral("cpu");
+      w.applySettings(wan);
+      QVERIFY(settle(w));
+      w.applySettings(h3Settings());
+      QVERIFY(settle(w));
+      QTest::qWait(50);
+      QVERIFY(w.h3LicenseNotice() == nullptr);
+    }
+    QSettings stored(QDir(data.path()).filePath(QStringLiteral("settings.ini")),
+                     QSettings::IniFormat);
+    QVERIFY(h3LicenseConfirmed(stored));
+    {  // The next session remembers.
+      MainWindow w(options(data));
+      w.show();
+      w.applySettings(h3Settings());
+      QVERIFY(settle(w));
+      QTest::qWait(50);
+      QVERIFY(w.h3LicenseNotice() == nullptr);
+    }
+    // "Not now": nothing stored, Generate stays off with the reason.
+    QTemporaryDir other;
+    MainWindow w(options(other));
+    w.show();
+    w.applySettings(h3Settings());
+    QVERIFY(settle(w));
+    QTRY_VERIFY(w.h3LicenseNotice() != nullptr);
+    noticeButton(w.h3LicenseNotice(), QMessageBox::RejectRole)->click();
+    QTRY_VERIFY(w.h3LicenseNotice() == nullptr);
+    QVERIFY(w.generateBlockedReason().contains(QLatin1String("license")));
+    QSettings notStored(QDir(other.path()).filePath(QStringLiteral("settings.ini")),
+                        QSettings::IniFormat);
+    QVERIFY(!h3LicenseConfirmed(notStored));
+  }
+
+  void the_prompt_template_is_offered_for_h3_and_plain_prompts_still_work() {
+    const QString text = h3PromptTemplate();
+    QVERIFY(text.contains(QLatin1String("<d>[English]")));
+    QVERIFY(text.contains(QLatin1String("summary:")));
+    QVERIFY(text.contains(QLatin1String("overall_soundscape:")));
+    QTemporaryDir data;
+    MainWindow w(options(data));
+    w.show();
+    GenerationSettings wan = h3Settings();
+    wan.modelFolder = demoFolder();
+    wan.preset = QStringLiteral("cpu");
+    w.applySettings(wan);
+    QVERIFY(settle(w));
+    QVERIFY(!w.h3TemplateButton()->isVisible());  // Wan: no template
+    GenerationSettings s = h3Settings();
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    QVERIFY(w.h3TemplateButton()->isVisible());
+    // A plain prompt reaches the request as typed.
+    QCOMPARE(QString::fromStdString(w.settings().toRequest(QStringLiteral("/o/a.mp4")).prompt),
+             s.prompt);
+    // Typed text stays, the structure follows it.
+    w.h3TemplateButton()->click();
+    QVERIFY(w.settings().prompt.startsWith(s.prompt));
+    QVERIFY(w.settings().prompt.endsWith(text.trimmed()) || w.settings().prompt.endsWith(text));
+    // An empty prompt becomes the template.
+    s.prompt.clear();
+    w.applySettings(s);
+    QVERIFY(settle(w));
+    w.h3TemplateButton()->click();
+    QCOMPARE(w.settings().prompt, text);
+  }
+
+  // I2VA last frame: an end frame alone, restored from a clip (found beside it) and from the
+  // history's settings JSON, and the mode says so.
+  void an_end_frame_alone_is_restored_from_a_clip_and_the_history() {
+    QTemporaryDir data;
+    QTemporaryDir clips;
+    QVERIFY(!saveImage(clips, QStringLiteral("last.png")).isEmpty());
+    MainWindow w(options(data));
+    w.show();
+    w.applySettings(h3Settings());
+    QVERIFY(settle(w));
+    QJsonObject json = h3Settings().toJson();
+    json[QStringLiteral("end_image")] = QStringLiteral("last.png");
+    const QString clip = clips.filePath(QStringLiteral("h3.mp4"));
+    QString why;
+    const auto fromClip = GenerationSettings::fromClip(QJsonDocument(json).toJson(), clip, &why);
+    QVERIFY2(fromClip.has_value(), qPrintable(why));
+    QVERIFY(fromClip->image.isEmpty());
+    w.applySettings(*fromClip, clip);
+    QCOMPARE(w.settings().endImage, clips.filePath(QStringLiteral("last.png")));
+    QVERIFY(w.settings().image.isEmpty());
+    QVERIFY2(w.frameModeText().contains(QLatin1String("I2VA (last frame)")),
+             qPrintable(w.frameModeText()));
+    // The history keeps a run's settings as this JSON (with paths): read back, the end frame
+    // alone comes back.
+    GenerationSettings history = h3Settings();
+    history.endImage = clips.filePath(QStringLiteral("last.png"));
+    const GenerationSettings back = GenerationSettings::fromJson(history.toJson());
+    QCOMPARE(back.endImage, history.endImage);
+    QVERIFY(back.image.isEmpty());
+    w.applySettings(GenerationSettings{});
+    w.applySettings(back);
+    QCOMPARE(w.settings().endImage, history.endImage);
+    QVERIFY(w.frameModeText().contains(QLatin1String("I2VA (last frame)")));
+    // The request the engine gets: an end image and no start image.
+    const auto request = w.settings().toRequest(QStringLiteral("/o/a.mp4"));
+    QVERIFY(request.end_image.has_value());
+    QVERIFY(!request.image.has_value());
+  }
+};
+
+QTEST_MAIN(H3AppTest)
+#include "h3_app_test.moc"
