@@ -1,11 +1,15 @@
 #include "core/models/h3/demo_model.h"
 
+#include <algorithm>
+#include <array>
 #include <fstream>
 #include <iterator>
 #include <string>
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/io/safetensors_writer.h"
+#include "core/models/h3/audio_vae_weights.h"
 
 namespace ferry::models::h3 {
 
@@ -29,6 +33,36 @@ SyntheticShapes H3DemoModel::shapes() {
 }
 
 namespace {
+
+// The audio VAE with its weight-norm gains and SnakeBeta parameters at 1 (fill_random's ±0.02
+// would scale every convolution by 0.02 and the soundtrack to silence) and the anti-aliasing
+// filters the real ones (fill_random leaves f32 tensors zero: silence again), the rest random.
+void write_audio_vae(const fs::path& path, const SyntheticPart& part) {
+  const auto ends = [&](std::size_t i, std::string_view tail) {
+    return part.specs[i].name.ends_with(tail);
+  };
+  const auto is_unit = [&](std::size_t i) {
+    return ends(i, ".weight_g") || ends(i, ".alpha") || ends(i, ".beta");
+  };
+  const std::array<float, 12> filter = alias_free_filter();
+  const auto filter_bytes = std::as_bytes(std::span(filter));
+  io::write_safetensors(
+      path, part.specs, {{"format", "pt"}, {"ferry.demo", "MiniMax-H3 demo audio VAE"}},
+      [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+        if (ends(i, ".filter")) {
+          std::copy_n(filter_bytes.begin() + static_cast<std::ptrdiff_t>(offset), out.size(),
+                      out.begin());
+          return;
+        }
+        if (!is_unit(i)) return part.fill_random(i, offset, out);
+        constexpr std::uint16_t kOneBf16 = 0x3F80;
+        for (std::size_t b = 0; b < out.size(); ++b) {
+          const std::uint64_t at = offset + b;  // little-endian bf16 1.0: 0x80, 0x3F
+          out[b] = static_cast<std::byte>(at % 2 == 0 ? kOneBf16 & 0xFF : kOneBf16 >> 8);
+        }
+      },
+      [](std::size_t) { return false; });
+}
 
 bool marker_matches(const fs::path& folder) {
   std::ifstream in(folder / H3DemoModel::kMarkerFile, std::ios::binary);
@@ -54,7 +88,7 @@ void write_h3_demo_model(const fs::path& folder) {
   write_with_data(folder / SyntheticFiles::kDit, dit_part(s, nf4), no_hole);
   write_with_data(folder / SyntheticFiles::kTextEncoder, text_encoder_part(s, nf4), no_hole);
   write_with_data(folder / SyntheticFiles::kVideoVae, video_vae_part(s, nf4), no_hole);
-  write_with_data(folder / SyntheticFiles::kAudioVae, audio_vae_part(s, nf4), no_hole);
+  write_audio_vae(folder / SyntheticFiles::kAudioVae, audio_vae_part(s, nf4));
   const fs::path marker = folder / H3DemoModel::kMarkerFile;
   std::ofstream out(marker, std::ios::binary | std::ios::trunc);
   out << H3DemoModel::kFormatVersion << "\n";

@@ -39,14 +39,17 @@ constexpr int kDefaultWidth = 1344, kDefaultHeight = 768, kDefaultFrames = 124, 
 constexpr int kDefaultSteps = 50;
 constexpr double kDefaultShift = 12;
 constexpr int kMaxFrames = 17 * 20 + 5;  // 14.4 s, the longest the release shows
+// The demo set's defaults (demo_model.h): the vision tower's smallest keyframe, 1 s, 9 grid points.
+constexpr int kDemoSide = 256, kDemoFrames = 22, kDemoSteps = 9;
 
 [[noreturn]] void bad_argument(const std::string& message) {
   throw Error(ErrorCode::kBadArgument, message);
 }
 
 // Frames of the form 17n+5, snapped up (§C.2, §E.5).
+// The shortest is 22 (n = 1: one decode chunk of 7 latents; the decoder has no n = 0).
 int snap_frames(int frames) {
-  if (frames <= 5) return 5;
+  if (frames <= 22) return 22;
   return (frames - 5 + 16) / 17 * 17 + 5;
 }
 
@@ -119,6 +122,13 @@ class H3Parts final : public ModelParts {
     r.shift = kDefaultShift;
     r.sampler = "euler";
     r.sizes = {{1344, 768}, {768, 1344}, {832, 480}, {480, 832}, {1024, 1024}};
+    if (is_demo()) {
+      // The tiny demo set's own small defaults: seconds on a CPU, the whole path included.
+      r.width = r.height = kDemoSide;
+      r.frames = kDemoFrames;
+      r.steps = kDemoSteps;
+      r.sizes = {{kDemoSide, kDemoSide}};
+    }
     return r;
   }
 
@@ -136,17 +146,18 @@ class H3Parts final : public ModelParts {
     }
     ResolvedRequest r;
     r.request = request;
-    r.width = kDefaultWidth;
-    r.height = kDefaultHeight;
-    if (image_size) std::tie(r.width, r.height) = canvas_for(image_size->first, image_size->second);
+    r.width = rules.width;
+    r.height = rules.height;
+    if (image_size && !is_demo())
+      std::tie(r.width, r.height) = canvas_for(image_size->first, image_size->second);
     if (request.width != 0 || request.height != 0) {
       if (request.width <= 0 || request.height <= 0) bad_argument("give both --width and --height");
       r.width = request.width;
       r.height = request.height;
     }
-    r.frames = snap_frames(request.frames != 0 ? request.frames : kDefaultFrames);
+    r.frames = snap_frames(request.frames != 0 ? request.frames : rules.frames);
     r.fps = request.fps != 0 ? request.fps : kFps;
-    r.steps = request.steps != 0 ? request.steps : kDefaultSteps;
+    r.steps = request.steps != 0 ? request.steps : rules.steps;
     r.guide_scale = request.guide_scale.value_or(1.0f);
     r.low_noise_guide_scale = r.guide_scale;
     r.shift = request.shift.value_or(kDefaultShift);

@@ -256,14 +256,6 @@ class H3Run final : public FamilyRun {
     const std::int64_t video_channels = c.patch_dim / (geometry_.patch * geometry_.patch);
     const H3Schedule video_schedule = h3_schedule(r_.steps, static_cast<float>(r_.shift));
     const H3Schedule audio_schedule = h3_schedule(r_.steps, kAudioShift);
-    if (video_schedule.steps() != audio_schedule.steps()) {
-      throw Error(ErrorCode::kUnsupported,
-                  std::to_string(r_.steps) + " steps collapse the video schedule (shift " +
-                      std::to_string(r_.shift) + ") to " + std::to_string(video_schedule.steps()) +
-                      " forwards but not the audio one (" + std::to_string(audio_schedule.steps()) +
-                      "): choose fewer steps");
-    }
-
     // The video rows: the keyframes' first, then the target's patchified noise.
     std::vector<float> noise(static_cast<std::size_t>(video_channels * geometry_.latent_frames *
                                                       geometry_.latent_height *
@@ -287,38 +279,27 @@ class H3Run final : public FamilyRun {
     const auto arena_memory = ctx.backend.allocate(arena_bytes);
     memory::Arena arena(arena_memory->data(), arena_bytes, ctx.backend.device());
 
-    const std::size_t condition_values =
-        static_cast<std::size_t>(sequence.condition_rows * c.patch_dim);
-    for (std::size_t i = 0; i < video_schedule.steps(); ++i) {
-      ctx.cancel.throw_if_cancelled();
-      const offload::StreamStats before = streamer.stats();
+    offload::StreamStats before;
+    Clock::time_point start;
+    DenoiseLoopHooks hooks;
+    hooks.before_step = [&](std::size_t) {
+      before = streamer.stats();
       ctx.telemetry.begin_step();
-      const Clock::time_point start = Clock::now();
-      const dit::RowTimesteps timesteps =
-          dit::row_timesteps(sequence, video_schedule.timesteps[i], audio_schedule.timesteps[i]);
-      dit::DitInput input;
-      input.sequence = &sequence;
-      input.timesteps = &timesteps;
-      input.video = video;
-      input.audio = audio;
-      input.text = text_.bf16;
-      const dit::DitOutput out = dit::dit_forward(ctx.backend, weights, streamer, arena, input,
-                                                  ctx.preset.chunk_tokens, &ctx.cancel.flag());
-      // Only the target rows move: the keyframe rows keep their augmented latents.
-      h3_euler_step(video_schedule, i, std::span(out.video).subspan(condition_values),
-                    std::span(video).subspan(condition_values));
-      h3_euler_step(audio_schedule, i, out.audio, audio);
+      start = Clock::now();
+    };
+    hooks.after_step = [&](std::size_t, std::span<const float> target_rows) {
       const offload::StreamStats after = streamer.stats();
       const double wait = after.acquire_wait_seconds - before.acquire_wait_seconds;
       ctx.telemetry.end_step(seconds_since(start) - wait, wait,
                              after.bytes_read - before.bytes_read);
-      if (ctx.preview) {
-        ctx.preview(
-            rows_preview(std::span(video).subspan(condition_values), geometry_, video_channels));
-      }
-    }
-    video_ = dit::unpatchify_video(std::span(video).subspan(condition_values), video_channels,
-                                   geometry_);
+      if (ctx.preview) ctx.preview(rows_preview(target_rows, geometry_, video_channels));
+    };
+    denoise_packed(ctx.backend, weights, streamer, arena, sequence, text_.bf16, video_schedule,
+                   audio_schedule, video, audio, ctx.preset.chunk_tokens, &ctx.cancel.flag(),
+                   hooks);
+    video_ = dit::unpatchify_video(
+        std::span(video).subspan(static_cast<std::size_t>(sequence.condition_rows * c.patch_dim)),
+        video_channels, geometry_);
     audio_ = audio_rows_to_channels(audio, c.audio_channels);
     text_ = {};
     text_tags_ = {};
@@ -430,6 +411,45 @@ class H3Run final : public FamilyRun {
 };
 
 }  // namespace
+
+void denoise_packed(Backend& backend, const dit::DitWeights& weights, offload::WeightSource& source,
+                    memory::Arena& arena, const dit::PackedSequence& sequence,
+                    std::span<const std::uint16_t> text, const H3Schedule& video_schedule,
+                    const H3Schedule& audio_schedule, std::span<float> video,
+                    std::span<float> audio, std::int64_t chunk_tokens,
+                    const std::atomic<bool>* cancel, const DenoiseLoopHooks& hooks) {
+  if (video_schedule.steps() != audio_schedule.steps()) {
+    throw Error(ErrorCode::kBadArgument,
+                "the video schedule has " + std::to_string(video_schedule.steps()) +
+                    " steps and the audio one " + std::to_string(audio_schedule.steps()) +
+                    " (the shift collapsed some of their grid points): choose fewer steps");
+  }
+  const auto condition_values =
+      static_cast<std::size_t>(sequence.condition_rows * weights.config().patch_dim);
+  for (std::size_t i = 0; i < video_schedule.steps(); ++i) {
+    if (cancel != nullptr && cancel->load())
+      throw Error(ErrorCode::kCancelled, "generation cancelled");
+    if (hooks.before_step) hooks.before_step(i);
+    const dit::RowTimesteps timesteps =
+        dit::row_timesteps(sequence, video_schedule.timesteps[i], audio_schedule.timesteps[i]);
+    dit::DitInput input;
+    input.sequence = &sequence;
+    input.timesteps = &timesteps;
+    input.video = video;
+    input.audio = audio;
+    input.text = text;
+    // Each forward takes its activations afresh: its outputs are on the host.
+    const std::size_t mark = arena.mark();
+    const dit::DitOutput out =
+        dit::dit_forward(backend, weights, source, arena, input, chunk_tokens, cancel);
+    arena.release_to(mark);
+    // Only the target rows move: the keyframe rows keep their augmented latents.
+    h3_euler_step(video_schedule, i, std::span(out.video).subspan(condition_values),
+                  video.subspan(condition_values));
+    h3_euler_step(audio_schedule, i, out.audio, audio);
+    if (hooks.after_step) hooks.after_step(i, video.subspan(condition_values));
+  }
+}
 
 std::int64_t audio_latents_for(std::int64_t frames) {
   return std::lround(static_cast<double>(frames) / 24.0 * 40.0);

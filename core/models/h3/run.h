@@ -8,13 +8,21 @@
 // conditioning, the keyframe rows, the latents) lives in the run.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
+#include "core/memory/arena.h"
 #include "core/models/family.h"
+#include "core/models/h3/dit_sequence.h"
+#include "core/models/h3/dit_weights.h"
 #include "core/models/h3/model_set.h"
+#include "core/models/h3/scheduler.h"
+#include "core/offload/weight_source.h"
 
 namespace ferry::models::h3 {
 
@@ -41,6 +49,26 @@ std::vector<TensorLayout> h3_noise_layout(const ResolvedRequest& r, std::int64_t
                                           std::int64_t audio_channels);
 std::vector<TensorLayout> h3_latent_layout(const ResolvedRequest& r, std::int64_t video_channels,
                                            std::int64_t audio_channels);
+
+// What the denoise loop tells its caller around each forward (either may be empty).
+struct DenoiseLoopHooks {
+  std::function<void(std::size_t step)> before_step;
+  // After the step's update: the target video rows as they now are.
+  std::function<void(std::size_t step, std::span<const float> target_video)> after_step;
+};
+
+// diffusers' H3 loop over the packed sequence (§C.2, §D.1): for each of the schedules' steps one
+// forward of `weights` (through `source`, activations from `arena`) with the step's per-row
+// timesteps, then an Euler step of the target video rows on `video_schedule` and of the audio rows
+// on `audio_schedule`; the keyframe rows (the first sequence.condition_rows of `video`) are never
+// changed. `video` [condition + target rows, patch_dim], `audio` [2A, audio_channels], in place.
+// Error(kBadArgument) when the schedules' lengths differ; kCancelled between and within forwards.
+void denoise_packed(Backend& backend, const dit::DitWeights& weights, offload::WeightSource& source,
+                    memory::Arena& arena, const dit::PackedSequence& sequence,
+                    std::span<const std::uint16_t> text, const H3Schedule& video_schedule,
+                    const H3Schedule& audio_schedule, std::span<float> video,
+                    std::span<float> audio, std::int64_t chunk_tokens,
+                    const std::atomic<bool>* cancel, const DenoiseLoopHooks& hooks = {});
 
 // The run of `request` on `set` (its parts opened in `opened`, both outliving the run).
 std::unique_ptr<FamilyRun> start_run(const ModelSet& set, const OpenedParts& opened,
