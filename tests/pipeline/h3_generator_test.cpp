@@ -131,6 +131,25 @@ TEST(H3Generator, TextToVideoWithSoundMakesAnMp4WithH264AndAac) {
   expect_clip(dir / "t2va.mp4", request);
 }
 
+// The noise a run starts from and the latents it ends with (what --noise and --save-latents
+// hold): the video latent [24, T', h, w], the audio as the DiT's rows [2A, 32] in and as the
+// decoder's [2, 32, A] out (22 frames: T' = 7, A = round(22/24 x 40) = 37).
+TEST(H3Generator, NoiseAndLatentLayoutsAreTheVideoAndAudioLatents) {
+  const Session session = cpu_session();
+  const GenerationRequest request = small_request("clip.mp4");
+  const ModelHandle model = session.find(request.model);
+  const ResolvedRequest r = session.validate(*model, request);
+  const auto noise = model->noise_layout(r);
+  ASSERT_EQ(noise.size(), 2u);
+  EXPECT_EQ(noise[0].name, "video");
+  EXPECT_EQ(noise[0].shape, (std::vector<std::uint64_t>{24, 7, 16, 16}));
+  EXPECT_EQ(noise[1].name, "audio");
+  EXPECT_EQ(noise[1].shape, (std::vector<std::uint64_t>{74, 32}));
+  const auto latents = model->latent_layout(r);
+  ASSERT_EQ(latents.size(), 2u);
+  EXPECT_EQ(latents[1].shape, (std::vector<std::uint64_t>{2, 32, 37}));
+}
+
 TEST(H3Generator, AStartImageIsI2vaAndBothImagesAreFl2va) {
   for (const bool both : {false, true}) {
     SCOPED_TRACE(both ? "FL2VA" : "I2VA");

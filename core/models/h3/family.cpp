@@ -173,7 +173,9 @@ class H3Parts final : public ModelParts {
     throw Error(ErrorCode::kUnsupported, "LoRAs for MiniMax-H3 are not supported yet");
   }
 
+  // The pipeline asks for the noise before it writes anything: a set that cannot run stops here.
   std::vector<TensorLayout> noise_layout(const ResolvedRequest& r) const override {
+    refuse_header_only();
     const dit::DitConfig c = dit::DitWeights::from(opened_.dit).config();
     return h3_noise_layout(r, c.patch_dim / 4, c.audio_channels);
   }
@@ -300,10 +302,28 @@ class H3Parts final : public ModelParts {
 
   std::unique_ptr<FamilyRun> start(const ResolvedRequest& request, const GenerationPlan& plan,
                                    FrameImages images) const override {
+    refuse_header_only();
     return start_run(set_, opened_, request, plan, std::move(images));
   }
 
  private:
+  // Error(kUnsupported) for a header-only synthetic file (ferry-cli synth --set h3-nf4): its
+  // tensors are holes, for plans and inspect, and a run of it would compute on zeros.
+  void refuse_header_only() const {
+    for (const io::TensorSet* set :
+         {&opened_.dit, &opened_.text_encoder, &opened_.video_vae, &opened_.audio_vae}) {
+      for (const io::TensorFile& f : set->files()) {
+        const auto it = f.metadata().find("ferry.synthetic");
+        if (it != f.metadata().end() && it->second.starts_with("header only")) {
+          throw Error(ErrorCode::kUnsupported,
+                      io::detail::display(f.path().filename()) +
+                          " is a header-only synthetic file (ferry-cli synth --set): its tensors "
+                          "are holes, for plans and inspect; a run needs the real weights");
+        }
+      }
+    }
+  }
+
   OpenedParts opened_;  // before set_: find_model_set fills it
   ModelSet set_;
 };
