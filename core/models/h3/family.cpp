@@ -33,14 +33,17 @@ namespace {
 // prompt longer than this is planned again when it is tokenized).
 constexpr std::int64_t kPlanTextTokens = 512;
 
-// Defaults (minimax_h3.md §H.1, diffusers): 768x1344, 124 frames (5.2 s) at 24 fps, 50 steps, no
+// Defaults (minimax_h3.md §H.1, diffusers): 768x1344, 124 frames (5.2 s) at 24 fps, 49 steps, no
 // CFG, shifts 12 (video) and 3 (audio).
 constexpr int kDefaultWidth = 1344, kDefaultHeight = 768, kDefaultFrames = 124, kFps = 24;
-constexpr int kDefaultSteps = 50;
+// Steps count the DiT's forwards (as DiffSynth and ComfyUI count them, and the Turbo LoRAs' "4
+// steps"); diffusers' num_inference_steps counts the schedule's grid points, one more. Its default
+// of 50 grid points is 49 forwards.
+constexpr int kDefaultSteps = 49;
 constexpr double kDefaultShift = 12;
 constexpr int kMaxFrames = 17 * 20 + 5;  // 14.4 s, the longest the release shows
-// The demo set's defaults (demo_model.h): the vision tower's smallest keyframe, 1 s, 9 grid points.
-constexpr int kDemoSide = 256, kDemoFrames = 22, kDemoSteps = 9;
+// The demo set's defaults (demo_model.h): the vision tower's smallest keyframe, 1 s, 8 steps.
+constexpr int kDemoSide = 256, kDemoFrames = 22, kDemoSteps = 8;
 
 [[noreturn]] void bad_argument(const std::string& message) {
   throw Error(ErrorCode::kBadArgument, message);

@@ -1,9 +1,9 @@
 // One MiniMax-H3 generation's stages (run.h). The denoise follows diffusers 0.42.1's modular H3
-// pipeline (minimax_h3.md §C.2, §D.1): N grid points give N − 1 forwards; each forward takes the
-// whole packed sequence with per-row timesteps (text and target video t_v, audio t_a, keyframe
-// rows max(t_v, 0.999)) and its velocities step the target video rows on the video schedule
-// (shift `r.shift`, 12 by default) and the audio rows on the audio schedule (shift 3); the
-// keyframe rows never change. No CFG (the weights are CFG-distilled).
+// pipeline (minimax_h3.md §C.2, §D.1): r.steps forwards over a schedule of r.steps + 1 grid
+// points; each forward takes the whole packed sequence with per-row timesteps (text and target
+// video t_v, audio t_a, keyframe rows max(t_v, 0.999)) and its velocities step the target video
+// rows on the video schedule (shift `r.shift`, 12 by default) and the audio rows on the audio
+// schedule (shift 3); the keyframe rows never change. No CFG (the weights are CFG-distilled).
 #include "core/models/h3/run.h"
 
 #include <algorithm>
@@ -254,8 +254,9 @@ class H3Run final : public FamilyRun {
     const dit::PackedSequence sequence =
         dit::build_packed_sequence(text_tags_, geometry_, anchors_);
     const std::int64_t video_channels = c.patch_dim / (geometry_.patch * geometry_.patch);
-    const H3Schedule video_schedule = h3_schedule(r_.steps, static_cast<float>(r_.shift));
-    const H3Schedule audio_schedule = h3_schedule(r_.steps, kAudioShift);
+    // r.steps forwards: a schedule of r.steps + 1 grid points (family.cpp, kDefaultSteps).
+    const H3Schedule video_schedule = h3_schedule(r_.steps + 1, static_cast<float>(r_.shift));
+    const H3Schedule audio_schedule = h3_schedule(r_.steps + 1, kAudioShift);
     // The video rows: the keyframes' first, then the target's patchified noise.
     std::vector<float> noise(static_cast<std::size_t>(video_channels * geometry_.latent_frames *
                                                       geometry_.latent_height *
