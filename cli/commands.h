@@ -18,6 +18,12 @@ int run_synth_set(const std::string& kind, const std::filesystem::path& out, std
 int run_plan(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 int run_demo(const std::vector<std::string>& args);
+// `models list|get|clean` (models.cpp; get and clean in models_get.cpp, built with Qt Network).
+int run_models(const std::vector<std::string>& args);
+int run_models_get(const std::vector<std::string>& args);
+int run_models_clean(const std::vector<std::string>& args);
+int run_models_login(const std::vector<std::string>& args);
+int run_models_logout(const std::vector<std::string>& args);
 
 // --lora FILE[:STRENGTH] (generate, demo and plan). Error(kBadArgument) for a strength that is
 // not within ±100.

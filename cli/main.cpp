@@ -81,6 +81,18 @@ constexpr const char* kUsage =
     "                       of denoising: no text encoder, no diffusion model. Give the\n"
     "                       settings of the run that made them; with --decode vae (the\n"
     "                       default) the frames equal a full run's\n"
+    "  models list [--folder DIR]... [--no-hf-cache]\n"
+    "                             the model sets already on disk (Ferry's models folder, the\n"
+    "                             Hugging Face cache, each --folder: a ComfyUI install is\n"
+    "                             recognised), ready or what each is missing, the LoRAs and the\n"
+    "                             sets they fit, and the catalogue of sets to download\n"
+    "  models get NAME [--precision P] [--to DIR] [--accept-licence]\n"
+    "                             download a catalogue set (sizes and SHA-256 from the hub,\n"
+    "                             verified; resumes after an interruption; HF_TOKEN for gated\n"
+    "                             repositories, HF_ENDPOINT for a mirror)\n"
+    "  models clean [--to DIR]    remove the partial files of interrupted downloads\n"
+    "  models login < TOKEN-FILE  store a hub token in Windows' credential store (elsewhere:\n"
+    "                             HF_TOKEN or `huggingface-cli login`); models logout removes it\n"
     "  demo [generate options]    the whole path on a tiny built-in model with random weights\n"
     "  version                    print the version\n"
     "\n"
@@ -99,6 +111,7 @@ int run(const std::vector<std::string>& argv) {
   if (command == "plan") return ferry::cli::run_plan(rest);
   if (command == "generate") return ferry::cli::run_generate(rest);
   if (command == "demo") return ferry::cli::run_demo(rest);
+  if (command == "models") return ferry::cli::run_models(rest);
   if (command == "version" || command == "--version") {
     std::printf("ferry-cli %s\n", FERRY_VERSION);
     return 0;

@@ -77,6 +77,15 @@ if(NOT FERRY_GUI STREQUAL "OFF")
   endif()
 endif()
 
+# Qt 6 Network for the model library's downloader (net/: `ferry-cli models get`, the app's library
+# panel), wherever Qt is found, the app built or not. Not in the mingw lane (no Qt there): its
+# ferry-cli lists and scans models but has no `models get`.
+set(FERRY_HAVE_NET OFF)
+find_package(Qt6 6.4 QUIET COMPONENTS Core Network)
+if(Qt6Network_FOUND)
+  set(FERRY_HAVE_NET ON)
+endif()
+
 # GoogleTest: built from sources with this lane's compiler and flags (the mingw lane needs that):
 # Debian's, or a staged copy (FERRY_GTEST_SOURCE_DIR); else an installed package (vcpkg on
 # Windows).

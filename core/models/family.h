@@ -3,6 +3,7 @@
 // (core/models/<name>/) and nothing else. A family:
 //
 //   recognises its parts in what the user points at   ModelFamily::recognise → ModelParts
+//   says what one loose file is (the model library)    ModelFamily::sketch_part → PartSketch
 //   says what a request may ask and fills defaults     ModelParts::rules / resolve
 //   plans every stage before any work                  ModelParts::plan → GenerationPlan
 //   runs its stages, one after another                 ModelParts::start → FamilyRun
@@ -30,8 +31,10 @@
 
 #include "core/backend/backend.h"
 #include "core/error.h"
+#include "core/io/tensor_set.h"
 #include "core/media/audio.h"
 #include "core/media/image.h"
+#include "core/models/part_sketch.h"
 #include "core/models/request.h"
 #include "core/models/stage_plan.h"
 #include "core/offload/cancel.h"
@@ -181,6 +184,15 @@ class ModelFamily {
   // this family among them included); Error(kIo) when a folder cannot be read.
   virtual std::unique_ptr<ModelParts> open(
       const std::vector<std::filesystem::path>& paths) const = 0;
+  // What `set` is to this family, from its names and shapes alone (part_sketch.h); nullopt when it
+  // is none of its parts. Never throws for a set that is not one of its parts.
+  virtual std::optional<PartSketch> sketch_part(const io::TensorSet& set) const = 0;
+  // The same for a file io::TensorSet::open refused with Error(kUnsupported) — a layout of which
+  // Ferry reads the header alone, as H3's open() does for DiffSynth's NF4 audio VAE. None by
+  // default.
+  virtual std::optional<PartSketch> sketch_unopenable_part(const std::filesystem::path&) const {
+    return std::nullopt;
+  }
   // Writes the family's demo model into `folder` and returns it; nullopt when it has none.
   virtual std::optional<std::filesystem::path> write_demo_model(
       const std::filesystem::path& folder) const = 0;

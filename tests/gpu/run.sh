@@ -14,14 +14,14 @@
 # Stages, in order (STAGES selects; default: the first call's):
 #   first call   build, parity, quant, cuda-tests, model-tests, video-size, sanitizer, gpu_ops,
 #                dit_step
-#   second call  build, vae_decode, taehv_preview, demo  (the build is done: seconds)
+#   second call  build, h3_dit_step, vae_decode, taehv_preview, demo  (the build is done: seconds)
 #   on request   stream_read, overlap     (CPU-side benchmarks of this machine's disk)
 # Expected seconds on the H200 (16 cores), estimates until a run measures them: pre-flight 10 |
 # build 90 (the 7 targets from scratch; 2 cores: see README) | parity 45 | quant 15 |
 # cuda-tests 10 | model-tests 30 | video-size 40 | sanitizer 90 | gpu_ops 60 | dit_step 130 (the
 # LoRA run included) = about
 # 520 s: the last stage may be cut (rerun it alone: STAGES=build,dit_step); then
-# vae_decode 130 | taehv_preview 20 | demo 15.
+# h3_dit_step 90 | vae_decode 130 | taehv_preview 20 | demo 15.
 #
 # Environment: OUT (where the output goes; default build/gpu-out), STAGES (comma-separated names,
 # or "all" for every stage), BUDGET_S (seconds for the whole script, default 470), BUILD_MAX_S
@@ -422,7 +422,7 @@ wanted parity || wanted quant || wanted cuda-tests || wanted sanitizer &&
 wanted cuda-tests && targets+=(ferry_cuda_registry_tests)
 wanted model-tests && targets+=(ferry_cuda_model_tests)
 wanted video-size && targets+=(ferry_cuda_video_tests)
-for bench in gpu_ops dit_step vae_decode taehv_preview stream_read overlap; do
+for bench in gpu_ops dit_step h3_dit_step vae_decode taehv_preview stream_read overlap; do
   wanted "$bench" && targets+=("$bench")
 done
 wanted demo && targets+=(ferry-cli)
@@ -624,6 +624,32 @@ if wanted dit_step; then
     row dit_step "$stage_status" "$stage_secs" "$figures"
   else
     missing dit_step
+  fi
+fi
+
+# ==== h3_dit_step: MiniMax-H3's DiT at real widths (4 NF4 blocks of random data, full and pruned
+# files of 2.2 and 1.6 GB on this disk) on the 480p T2VA sequence (832x480x124: 14,972 rows), one
+# pass resident and streamed from disk each, and the AdaLN projections' cost streamed per pass vs
+# precomputed for a 51-timestep schedule (issue 19); resident and streamed outputs must be
+# identical bit for bit.
+if wanted h3_dit_step; then
+  h3_dit_step=$(bin h3_dit_step)
+  if [[ -n $h3_dit_step ]]; then
+    h3_args=(--backend cuda --passes 1 --rounds 1 --folder "$build/bench-data")
+    run_stage h3_dit_step 120 "$logs/h3_dit_step.txt" "$h3_dit_step" "${h3_args[@]}"
+    judge h3_dit_step "$logs/h3_dit_step.txt" 0 "$h3_dit_step" "${h3_args[@]}"
+    figures=$(awk '
+      /^  resident / { printf "resident %s s/pass", $2 }
+      /^streamed over resident:/ { printf ", streamed/resident %s", $4 }
+      /^AdaLN:/ { for (i = 1; i <= NF; ++i) { if ($i == "costs") a = $(i + 1); if ($i == "passes'"'"'") p = $(i - 1) }
+                  printf ", AdaLN in stream %s %% of a pass, precompute %s passes", a, p }
+      /identical bit for bit/ { printf ", outputs identical" }
+      /DIFFER/ { printf ", OUTPUTS DIFFER" }' "$logs/h3_dit_step.txt")
+    rm -f "$build/bench-data/h3_dit_step_full.safetensors" \
+      "$build/bench-data/h3_dit_step_pruned.safetensors"
+    row h3_dit_step "$stage_status" "$stage_secs" "$figures"
+  else
+    missing h3_dit_step
   fi
 fi
 

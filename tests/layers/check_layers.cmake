@@ -24,6 +24,8 @@ set(allowed_media    base memory io media)
 # file directly in core/models/ may include only what the folders may, and no folder.
 set(allowed_models   base memory io backend offload media)
 set(allowed_pipeline base memory io backend offload models media pipeline)
+# The model library: scanning folders into sets by asking the families, and the catalogue.
+set(allowed_library  base memory io backend offload models media library)
 set(allowed_cuda     base memory backend cuda)
 
 # The floor of a path relative to ROOT ("core/io/x.h" → io), or "" for front ends, tests and the

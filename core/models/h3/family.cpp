@@ -337,6 +337,13 @@ class H3Family final : public ModelFamily {
   std::unique_ptr<ModelParts> open(const std::vector<std::filesystem::path>& paths) const override {
     return std::make_unique<H3Parts>(paths);
   }
+  std::optional<PartSketch> sketch_part(const io::TensorSet& set) const override {
+    return h3::sketch_part(set);
+  }
+  std::optional<PartSketch> sketch_unopenable_part(
+      const std::filesystem::path& path) const override {
+    return h3::sketch_unopenable_part(path);
+  }
   std::optional<std::filesystem::path> write_demo_model(
       const std::filesystem::path& folder) const override {
     write_h3_demo_model(folder);

@@ -365,6 +365,67 @@ std::string ModelSet::name() const {
   return dit_info.pruned ? "minimax-h3-fl2va-pruned" : "minimax-h3-fl2va";
 }
 
+std::optional<PartSketch> sketch_part(const io::TensorSet& set) {
+  PartSketch s;
+  try {
+    switch (classify(set)) {
+      case Part::kDit: {
+        const DitInfo d = read_dit_info(set);
+        s.role = "diffusion model";
+        s.set_name = d.pruned ? "MiniMax-H3 FL2VA (pruned)" : "MiniMax-H3 FL2VA";
+        s.description = s.set_name + " diffusion model, " + d.format;
+        s.needs = {{"h3/text:" + std::to_string(d.text_dim),
+                    "a Qwen3-VL text encoder (" + std::to_string(d.text_dim) + " wide)"},
+                   {"h3/video-vae", "the H3 video VAE"},
+                   {"h3/audio-vae", "the H3 audio VAE"}};
+        if (is_ref2va(set.path())) {
+          s.unsupported = "MiniMax-H3's Ref2VA model, which Ferry does not run yet";
+        }
+        return s;
+      }
+      case Part::kTextEncoder: {
+        const TextEncoderInfo t = read_text_encoder_info(set);
+        s.role = "text encoder";
+        s.description = "Qwen3-VL text encoder, " + std::to_string(t.dim) + " wide, " + t.format;
+        s.provides.push_back("h3/text:" + std::to_string(t.dim));
+        return s;
+      }
+      case Part::kVideoVae:
+        s.role = "video VAE";
+        s.description = "H3 video VAE, " + storage_format(set);
+        s.provides.push_back("h3/video-vae");
+        return s;
+      case Part::kAudioVae:
+        s.role = "audio VAE";
+        s.description = "H3 audio VAE, " + storage_format(set);
+        s.provides.push_back("h3/audio-vae");
+        return s;
+      case Part::kNone:
+        break;
+    }
+  } catch (const Error&) {
+    // Named like a part but with shapes Ferry does not read: not an H3 part.
+  }
+  return std::nullopt;
+}
+
+std::optional<PartSketch> sketch_unopenable_part(const fs::path& path) {
+  const std::optional<io::SafetensorsHeader> header = read_header_alone(path);
+  if (!header) return std::nullopt;
+  const auto named = [&](std::string_view prefix) {
+    return std::any_of(header->tensors.begin(), header->tensors.end(),
+                       [&](const io::TensorInfo& t) { return t.name.starts_with(prefix); });
+  };
+  if (!named("dec_in_proj.") || !named("decoder.conv_pre.")) return std::nullopt;
+  std::vector<const io::TensorInfo*> tensors;
+  for (const io::TensorInfo& t : header->tensors) tensors.push_back(&t);
+  PartSketch s;
+  s.role = "audio VAE";
+  s.description = "H3 audio VAE, " + storage_format(tensors) + " (header read alone)";
+  s.provides.push_back("h3/audio-vae");
+  return s;
+}
+
 bool is_h3_part(const io::TensorSet& set) {
   return classify(set) != Part::kNone;
 }

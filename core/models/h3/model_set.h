@@ -12,10 +12,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/io/tensor_set.h"
+#include "core/models/part_sketch.h"
 
 namespace ferry::models::h3 {
 
@@ -70,6 +72,14 @@ struct OpenedParts {
 // Whether `set` is one of H3's parts (its DiT, its Qwen3-VL conditioner, its video or audio VAE),
 // from names and shapes alone.
 bool is_h3_part(const io::TensorSet& set);
+
+// What `set` is to H3, from its names and shapes alone (part_sketch.h): a diffusion model heading a
+// set that needs a Qwen3-VL text encoder of the width it reads and the video and audio VAEs, or one
+// of those; nullopt otherwise. A Ref2VA model (told by its path) heads a set marked unsupported.
+std::optional<PartSketch> sketch_part(const io::TensorSet& set);
+// The same from the header alone of a file TensorSet::open refused as unsupported: the audio VAE
+// of DiffSynth's NF4 set, which find_model_set also takes by its header (audio_vae_unopened).
+std::optional<PartSketch> sketch_unopenable_part(const std::filesystem::path& path);
 
 // Finds the parts in `paths` (folders searched recursively, files taken as they are). Throws
 // NotThisFamily (family.h) when nothing there is an H3 part; Error(kBadModelFile) naming what is

@@ -25,6 +25,9 @@ class WanFamily final : public ModelFamily {
   std::unique_ptr<ModelParts> open(const std::vector<std::filesystem::path>& paths) const override {
     return std::make_unique<WanParts>(paths);
   }
+  std::optional<PartSketch> sketch_part(const io::TensorSet& set) const override {
+    return wan::sketch_part(set);
+  }
   std::optional<std::filesystem::path> write_demo_model(
       const std::filesystem::path& folder) const override {
     return wan::write_demo_model(folder);

@@ -190,7 +190,94 @@ void choose_preview_decoder(ModelSet& m, std::vector<std::pair<fs::path, io::Ten
   }
 }
 
+// The name users know a diffusion model by.
+std::string set_title(const DitConfig& c, ExpertRole role) {
+  if (role != ExpertRole::kUnknown) {
+    return c.in_dim == kI2V_A14B.in_dim ? "Wan 2.2 A14B I2V" : "Wan 2.2 A14B T2V";
+  }
+  const std::string_view name = c.name;
+  if (name == kT2V_1_3B.name) return "Wan 2.1 T2V-1.3B";
+  if (name == kT2V_14B.name) return "Wan 2.1 T2V-14B";
+  if (name == kTI2V_5B.name) return "Wan 2.2 TI2V-5B";
+  return "Wan DiT " + std::to_string(c.dim) + " wide, " + std::to_string(c.layers) + " blocks";
+}
+
+std::string vae_key(VaeKind kind) {
+  return kind == VaeKind::kWan22 ? "wan/vae:wan2.2" : "wan/vae:wan2.1";
+}
+
+// An A14B expert's partner: the other expert of the same shape.
+std::string expert_key(ExpertRole role, const DitConfig& c) {
+  return std::string(role == ExpertRole::kHighNoise ? "wan/expert-high:" : "wan/expert-low:") +
+         std::to_string(c.dim) + "x" + std::to_string(c.layers) + "x" + std::to_string(c.in_dim);
+}
+
+PartSketch sketch_dit(const io::TensorSet& set) {
+  const DitConfig c = infer_dit_config(set);
+  const ExpertRole role = expert_role(set.path());
+  PartSketch s;
+  s.role = "diffusion model";
+  s.set_name = set_title(c, role);
+  s.description = s.set_name + " diffusion model";
+  if (role != ExpertRole::kUnknown) {
+    const bool high = role == ExpertRole::kHighNoise;
+    s.description += high ? ", high-noise expert" : ", low-noise expert";
+    s.provides.push_back(expert_key(role, c));
+    const ExpertRole other = high ? ExpertRole::kLowNoise : ExpertRole::kHighNoise;
+    s.needs.push_back(
+        {expert_key(other, c), high ? "the low-noise expert" : "the high-noise expert"});
+  }
+  s.needs.push_back({"wan/text:" + std::to_string(c.text_dim),
+                     "a umT5 text encoder (" + std::to_string(c.text_dim) + " wide)"});
+  const VaeKind vae = c.in_dim == 48 ? VaeKind::kWan22 : VaeKind::kWan21;
+  s.needs.push_back({vae_key(vae), "a " + std::string(vae_kind_name(vae))});
+  if (has_clip_conditioning(set)) {
+    s.unsupported =
+        "a Wan 2.1 image-to-video or first-last-frame model, which conditions on CLIP image "
+        "features: Ferry does not run those yet";
+  }
+  return s;
+}
+
 }  // namespace
+
+std::optional<PartSketch> sketch_part(const io::TensorSet& set) {
+  try {
+    switch (classify(set)) {
+      case Part::kDit:
+        return sketch_dit(set);
+      case Part::kTextEncoder: {
+        const std::int64_t dim = umt5::EncoderWeights::from(set).config().dim;
+        PartSketch s;
+        s.role = "text encoder";
+        s.description = "umT5 text encoder, " + std::to_string(dim) + " wide";
+        s.provides.push_back("wan/text:" + std::to_string(dim));
+        return s;
+      }
+      case Part::kVae: {
+        std::vector<std::string_view> names;
+        for (const auto& e : set.entries()) names.push_back(e.tensor->name);
+        const VaeKind kind = detect_vae_kind(names);
+        PartSketch s;
+        s.role = "VAE";
+        s.description = std::string(vae_kind_name(kind));
+        s.provides.push_back(vae_key(kind));
+        return s;
+      }
+      case Part::kPreviewDecoder: {
+        PartSketch s;
+        s.role = "preview decoder";
+        s.description = "TAEHV preview decoder";
+        return s;
+      }
+      case Part::kNone:
+        break;
+    }
+  } catch (const Error&) {
+    // Named like a part but not one Ferry reads (a broken layout): not a Wan part.
+  }
+  return std::nullopt;
+}
 
 std::string_view preview_decoder_file(std::uint64_t latent_channels) {
   return latent_channels == 48 ? "taew2_2.safetensors" : "taew2_1.safetensors";

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/io/tensor_set.h"
+#include "core/models/part_sketch.h"
 #include "core/models/wan/dit_layout.h"
 #include "core/models/wan/vae_keys.h"
 
@@ -70,6 +71,11 @@ struct OpenedParts {
   io::TensorSet preview_decoder;  // opened only when the set has one
 };
 ModelSet find_model_set(const std::vector<std::filesystem::path>& paths, OpenedParts* opened);
+
+// What `set` is to Wan, from its names and shapes alone (part_sketch.h): a diffusion model heading
+// a set that needs a umT5 text encoder of its text width and the VAE of its latent space (and an
+// A14B expert its other expert), a text encoder, a VAE or a preview decoder; nullopt otherwise.
+std::optional<PartSketch> sketch_part(const io::TensorSet& set);
 
 // The TAEHV preview decoder's published file name for a latent of `latent_channels` channels:
 // taew2_2.safetensors for 48 (TI2V-5B), taew2_1.safetensors otherwise (Wan 2.1, A14B).
