@@ -278,21 +278,27 @@ int run_generate(const std::vector<std::string>& argv) {
 
 int run_demo(const std::vector<std::string>& argv) {
   const Args args(argv, kGenerateOptions, kGenerateFlags);
-  if (!args.positional().empty() || args.value("model")) {
+  // --model names the demo's family: wan (the default) or h3.
+  const std::string family = args.value("model").value_or("wan");
+  if (!args.positional().empty() || (family != "wan" && family != "h3")) {
     throw Error(ErrorCode::kBadArgument,
-                "usage: ferry-cli demo [--prompt TEXT] [--out FILE.mp4] [generate options]");
+                "usage: ferry-cli demo [--model wan|h3] [--prompt TEXT] [--out FILE.mp4] "
+                "[generate options]");
   }
   std::printf(
-      "Ferry demo: a tiny model of the Wan 2.2 TI2V architecture with RANDOM weights, so the\n"
+      "Ferry demo: a tiny model of the %s architecture with RANDOM weights, so the\n"
       "video is noise-like patterns, not a picture of the prompt. It runs the whole path\n"
-      "(text encoder, diffusion model streamed from disk, VAE, MP4) to show it works here.\n"
-      "Real videos need a real model folder: ferry-cli generate --model DIR ...\n\n");
+      "(text encoder, diffusion model streamed from disk, %s, MP4) to show it works here.\n"
+      "Real videos need a real model folder: ferry-cli generate --model DIR ...\n\n",
+      family == "h3" ? "MiniMax-H3 (video with sound)" : "Wan 2.2 TI2V",
+      family == "h3" ? "video and audio VAEs" : "VAE");
   std::fflush(stdout);  // before the progress lines on stderr
   pipeline::SessionOptions options = session_options(args);
   options.generator.stream_all = true;  // the demo streams every block from disk
   const pipeline::Session session(std::move(options));
   pipeline::GenerationRequest r = request_from(args);
-  r.model = {session.write_demo_model(io::user_data_subdir("demo-model"))};
+  r.model = {session.write_demo_model(
+      io::user_data_subdir(family == "h3" ? "demo-model-h3" : "demo-model"), family)};
   if (r.prompt.empty()) r.prompt = "a red ferry crossing a calm fjord at sunrise, cinematic";
   // The demo model's own small defaults, unless asked otherwise.
   const pipeline::ModelHandle model = session.find(r.model);

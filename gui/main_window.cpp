@@ -36,6 +36,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/io/crash_report.h"
@@ -1562,8 +1563,13 @@ void MainWindow::useDemoModel() {
   if (state_ != State::kIdle) return;
   try {
     const QString folder = QDir(dataFolder_).filePath(QStringLiteral("demo-model"));
+    // Wan's demo, the app's as it always was (the registry lists H3 first, which has a demo too:
+    // ferry-cli demo --model h3).
     bool written = false;
-    for (const models::ModelFamily* family : models::model_families()) {
+    std::vector<const models::ModelFamily*> families = models::model_families();
+    std::stable_partition(families.begin(), families.end(),
+                          [](const models::ModelFamily* f) { return f->name() == "wan"; });
+    for (const models::ModelFamily* family : families) {
       if (family->write_demo_model(io::detail::path_from_utf8(folder.toStdString()))) {
         written = true;
         break;

@@ -32,6 +32,7 @@
 #include "core/backend/backend.h"
 #include "core/error.h"
 #include "core/io/tensor_set.h"
+#include "core/media/audio.h"
 #include "core/media/image.h"
 #include "core/models/part_sketch.h"
 #include "core/models/request.h"
@@ -118,6 +119,9 @@ struct RunContext {
   // The small animated preview: every latent frame of the work so far as a small picture, after
   // the steps whose picture preview was made (only with a TAEHV decoder). Empty: not wanted.
   std::function<void(const std::vector<media::RgbImage>&)> preview_frames;
+  // The soundtrack of a family that makes sound (H3), given once before the first frame: the
+  // pipeline's video opens with it. Empty for a silent family (Wan never calls it).
+  std::function<void(media::AudioTrack)> soundtrack;
 };
 
 // One generation's stages. run_stage is called once per stage of stages(), in that order.

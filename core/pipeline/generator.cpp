@@ -103,6 +103,15 @@ class FrameWriter {
     }
   }
 
+  // The soundtrack the video opens with (before the first frame: the writer takes it when it
+  // opens).
+  void set_soundtrack(media::AudioTrack track) {
+    if (writer_) {
+      throw Error(ErrorCode::kInternal, "a soundtrack came after the video's first frames");
+    }
+    soundtrack_ = std::move(track);
+  }
+
   // Frames were written and the file is not finished yet.
   bool pending() const { return writer_.has_value() && !finished_; }
   // Completes the file (renamed from its temporary name); returns the encoder's name.
@@ -121,6 +130,7 @@ class FrameWriter {
     video.metadata = {{"title", r_.request.prompt},
                       {"comment", settings_.dump()},
                       {"ferry_version", FERRY_VERSION}};
+    video.audio = std::move(soundtrack_);
     writer_.emplace(r_.request.output, video);
     frame_ = media::RgbImage{
         r_.width, r_.height,
@@ -133,6 +143,7 @@ class FrameWriter {
   const offload::CancelToken& cancel_;
   std::optional<media::VideoWriter> writer_;
   media::RgbImage frame_;
+  media::AudioTrack soundtrack_;
   std::int64_t frames_written_ = 0;
   bool finished_ = false;
 };
@@ -260,7 +271,8 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
       {},
       {},
       {},
-      {}};
+      {},
+      [&](media::AudioTrack track) { video.set_soundtrack(std::move(track)); }};
   if (sink.wants_preview_frames()) {
     context.preview_frames = [&](const std::vector<media::RgbImage>& frames) {
       sink.preview_frames(frames);

@@ -73,9 +73,19 @@ ModelHandle Session::find(const std::vector<std::filesystem::path>& paths) const
   return models::open_model(paths);
 }
 
-std::filesystem::path Session::write_demo_model(const std::filesystem::path& folder) const {
-  for (const models::ModelFamily* family : models::model_families()) {
-    if (const auto written = family->write_demo_model(folder)) return *written;
+std::filesystem::path Session::write_demo_model(const std::filesystem::path& folder,
+                                                std::string_view family) const {
+  if (!family.empty() || models::find_family("wan") != nullptr) {
+    const std::string_view name = family.empty() ? std::string_view("wan") : family;
+    const models::ModelFamily* f = models::find_family(name);
+    if (f != nullptr) {
+      if (const auto written = f->write_demo_model(folder)) return *written;
+    }
+    throw Error(ErrorCode::kUnsupported,
+                "this build of Ferry has no " + std::string(name) + " demo model");
+  }
+  for (const models::ModelFamily* f : models::model_families()) {
+    if (const auto written = f->write_demo_model(folder)) return *written;
   }
   throw Error(ErrorCode::kUnsupported, "this build of Ferry has no demo model");
 }

@@ -71,9 +71,11 @@ class Session {
   // Error(kBadModelFile) / Error(kIo) / Error(kBadArgument) saying what is missing or wrong.
   ModelHandle find(const std::vector<std::filesystem::path>& paths) const;
 
-  // Writes the demo model (that of the first family with one) into `folder` and returns the
-  // folder, ready for find(). Error(kIo) when it cannot be written.
-  std::filesystem::path write_demo_model(const std::filesystem::path& folder) const;
+  // Writes the demo model of `family` (empty: Wan's, the demo `ferry-cli demo` has always made,
+  // else the first family with one) into `folder` and returns the folder, ready for find().
+  // Error(kIo) when it cannot be written; kUnsupported when the family has no demo.
+  std::filesystem::path write_demo_model(const std::filesystem::path& folder,
+                                         std::string_view family = {}) const;
 
   // The request with every default filled in, checked by the model's family (the start image's
   // size read from its file). Error(kBadArgument) naming the setting and what is allowed.

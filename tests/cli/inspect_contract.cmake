@@ -300,8 +300,8 @@ ferry_cli(0 plan --model "${WORK}/ti2v-q4" --preset laptop-8gb --vram-mib 8192 -
 expect_in("${out}" "model:   ti2v-5b (wan)")
 expect_in("${out}" "== text encoder: umT5")
 # MiniMax-H3 (issues 18 and 21): DiffSynth's NF4 files, header-only. inspect names the model set's
-# parts and their formats; plan prints the conditioner's stage and says which stages are not built
-# yet; generate is refused before any work, leaving no file.
+# parts and their formats; plan prints every stage; generate of a header-only set is refused before
+# any work, leaving no file.
 ferry_cli(0 synth --set h3-nf4 --blocks 1 --out "${WORK}/h3")
 expect_in("${out}" "minimax-h3-text-encoder-nf4.safetensors")
 expect_in("${out}" "audio_vae_nf4.safetensors")
@@ -321,17 +321,17 @@ expect_in("${out}" "== diffusion model: MiniMax-H3 DiT (1 blocks, hidden 5376)")
 expect_in("${out}" "15356 rows (512 text, 0 keyframe, 414 audio, 14430 video)")
 expect_in("${out}" "== video decode: MiniMax-H3 video VAE decoder (1 blocks, width 2048)")
 expect_in("${out}" "tile 256 px, 12 tiles x 7 chunks of 17 frames, 1797 tokens a tile-chunk")
-expect_in("${out}" "not yet implemented (the audio VAE's decoder)")
-expect_in("${out}" "(of the stages implemented so far)")
+expect_in("${out}" "== audio decode: MiniMax-H3 audio VAE decoder (7 upsampling stages)")
+expect_in("${out}" "207 latents a channel, 2 channels, 165600 samples each at 32000 Hz")
 if(VIDEO_EXT STREQUAL ".mp4")  # keyframes need FFmpeg
   ferry_cli(0 plan --model "${WORK}/h3" --preset laptop-8gb --vram-mib 8192 --ram-mib 24576 --frames 124 --image "${WORK}/h3/start_832x480.png" --end-image "${WORK}/h3/start_832x480.png" --json)
   expect_in("${out}" "\"stage\": \"vision tower\"")
   expect_in("${out}" "\"stage\": \"keyframe encode\"")
-  expect_in("${out}" "\"implemented\": false")
+  expect_in("${out}" "\"stage\": \"audio decode\"")
 endif()
 ferry_cli(1 generate --model "${WORK}/h3" --prompt "a ferry" --out "${WORK}/h3${VIDEO_EXT}" --stats "${WORK}/h3.jsonl")
 expect_one_error_line()
-expect_in("${err}" "MiniMax-H3 generation is not built yet")
+expect_in("${err}" "is a header-only synthetic file")
 if(EXISTS "${WORK}/h3${VIDEO_EXT}" OR EXISTS "${WORK}/h3.jsonl" OR EXISTS "${WORK}/h3.json")
   message(FATAL_ERROR "a refused H3 run left a file")
 endif()

@@ -1,7 +1,7 @@
 // MiniMax-H3's model sets (core/models/h3/model_set.h, family.cpp): the parts recognised by their
 // names and shapes in DiffSynth's NF4 files, Comfy-Org's names and the release's diffusers root,
 // Ref2VA refused, missing and mismatched parts named; Wan and H3 never take each other's files;
-// the plan lists the conditioner's stages and says what is not built yet, and a run is refused.
+// the plan lists every stage, and a header-only set is refused a run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -264,7 +264,7 @@ TEST(H3ModelSet, wan_takes_no_h3_part) {
   EXPECT_EQ(set.ignored.front().filename(), SyntheticFiles::kVideoVae);
 }
 
-TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) {
+TEST(H3ModelSet, the_plan_lists_every_stage_and_a_header_only_set_does_not_run) {
   const test::ScratchDir dir;
   write_header_only_set(dir.path(), small_shapes());
   const auto parts = open_model({dir.path()});
@@ -280,7 +280,7 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
   std::vector<std::string> names;
   for (const StagePlan& s : plan.stages) names.push_back(s.stage + (s.implemented ? "" : " (no)"));
   EXPECT_EQ(names, (std::vector<std::string>{"text encoder", "diffusion model", "video decode",
-                                             "audio decode (no)"}));
+                                             "audio decode"}));
   EXPECT_EQ(plan.stages[0].groups, 50u);
   // The DiT's packed sequence: 512 text rows, 37 latent frames of (480/32)(832/32) = 390 rows,
   // and 2 x round(124/24 x 40) = 414 audio rows; its groups are the embeddings, the refiner's
@@ -294,9 +294,13 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
   EXPECT_NE(plan.stages[2].detail.find("tile 256 px, 12 tiles x 7 chunks"), std::string::npos)
       << plan.stages[2].detail;
   EXPECT_EQ(plan.stages[2].groups, 1u + 2u + 1u);
+  // The audio decode: 207 latents a channel, x800 samples at 32 kHz.
+  EXPECT_NE(plan.stages[3].detail.find("207 latents a channel, 2 channels, 165600 samples each"),
+            std::string::npos)
+      << plan.stages[3].detail;
   EXPECT_EQ(plan.predicted_ram_peak,
             std::max({plan.stages[0].predicted_ram_peak, plan.stages[1].predicted_ram_peak,
-                      plan.stages[2].predicted_ram_peak}));
+                      plan.stages[2].predicted_ram_peak, plan.stages[3].predicted_ram_peak}));
 
   request.image = dir / "first.png";
   request.end_image = dir / "last.png";
@@ -312,9 +316,10 @@ TEST(H3ModelSet, the_plan_lists_the_conditioner_and_says_what_is_not_built_yet) 
   // 2 keyframes of (480/32)(832/32) = 390 tokens after the text's 512.
   EXPECT_NE(with.stages[1].detail.find("1292 tokens"), std::string::npos) << with.stages[1].detail;
 
-  // A run stops before any work, naming what is missing.
-  EXPECT_EQ(test::error_code_of([&] { parts->noise_layout(r); }), ErrorCode::kUnsupported);
-  EXPECT_NE(error_of([&] { parts->start(r, plan, {}); }).find("not built yet"), std::string::npos);
+  // A header-only set plans but does not run: refused before the pipeline writes anything.
+  EXPECT_NE(error_of([&] { parts->noise_layout(r); }).find("header-only synthetic file"),
+            std::string::npos);
+  EXPECT_EQ(test::error_code_of([&] { parts->start(r, plan, {}); }), ErrorCode::kUnsupported);
 }
 
 TEST(H3ModelSet, the_synthetic_tokenizer_loads_with_h3s_ids) {

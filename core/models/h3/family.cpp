@@ -1,9 +1,8 @@
 // The MiniMax-H3 family (FL2VA: text, first- and/or last-frame to video with sound) behind the
-// interface of core/models/family.h: its model sets (model_set.h), its request rules, and the plan
-// of every stage. The conditioner (the Qwen3-VL text encoder with its vision tower for keyframes)
-// the DiT, the keyframe encode and the video decode are planned from their weights and arenas;
-// the plan lists the audio decode with its weights and says it is not planned yet, and a run is
-// refused before any work with Error(kUnsupported) naming them.
+// interface of core/models/family.h: its model sets (model_set.h), its request rules, the plan of
+// every stage (the conditioner — the Qwen3-VL text encoder with its vision tower for keyframes —
+// the keyframe encode, the DiT, the video decode and the audio decode, each from its weights and
+// arenas), its run (run.h) and its demo model (demo_model.h).
 #include "core/models/family.h"
 
 #include <algorithm>
@@ -12,60 +11,49 @@
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
+#include "core/models/h3/audio_vae.h"
+#include "core/models/h3/audio_vae_weights.h"
+#include "core/models/h3/demo_model.h"
 #include "core/models/h3/dit_sequence.h"
 #include "core/models/h3/dit_weights.h"
 #include "core/models/h3/model_set.h"
 #include "core/models/h3/presentation.h"
+#include "core/models/h3/run.h"
 #include "core/models/h3/text_encoder_weights.h"
 #include "core/models/h3/video_vae_plan.h"
 #include "core/models/h3/video_vae_weights.h"
 #include "core/models/h3/vision_tower_weights.h"
+#include "core/offload/budget.h"
+#include "core/offload/planner.h"
 
 namespace ferry::models::h3 {
 namespace {
-
-// The stage names of H3's GenerationPlan, in order.
-constexpr std::string_view kVisionStage = "vision tower";
-constexpr std::string_view kTextStage = "text encoder";
-constexpr std::string_view kKeyframeStage = "keyframe encode";
-constexpr std::string_view kDitStage = "diffusion model";
-constexpr std::string_view kVideoDecodeStage = "video decode";
-constexpr std::string_view kAudioDecodeStage = "audio decode";
 
 // The text tokens the conditioner is planned for besides the keyframes' (H3 does not truncate; a
 // prompt longer than this is planned again when it is tokenized).
 constexpr std::int64_t kPlanTextTokens = 512;
 
-// Defaults (minimax_h3.md §H.1, diffusers): 768x1344, 124 frames (5.2 s) at 24 fps, 50 steps, no
+// Defaults (minimax_h3.md §H.1, diffusers): 768x1344, 124 frames (5.2 s) at 24 fps, 49 steps, no
 // CFG, shifts 12 (video) and 3 (audio).
 constexpr int kDefaultWidth = 1344, kDefaultHeight = 768, kDefaultFrames = 124, kFps = 24;
-constexpr int kDefaultSteps = 50;
+// Steps count the DiT's forwards (as DiffSynth and ComfyUI count them, and the Turbo LoRAs' "4
+// steps"); diffusers' num_inference_steps counts the schedule's grid points, one more. Its default
+// of 50 grid points is 49 forwards.
+constexpr int kDefaultSteps = 49;
 constexpr double kDefaultShift = 12;
 constexpr int kMaxFrames = 17 * 20 + 5;  // 14.4 s, the longest the release shows
+// The demo set's defaults (demo_model.h): the vision tower's smallest keyframe, 1 s, 8 steps.
+constexpr int kDemoSide = 256, kDemoFrames = 22, kDemoSteps = 8;
 
 [[noreturn]] void bad_argument(const std::string& message) {
   throw Error(ErrorCode::kBadArgument, message);
 }
 
-// What a run would need that is not built yet, said before any work.
-Error not_built() {
-  return Error(ErrorCode::kUnsupported,
-               "MiniMax-H3 generation is not built yet: Ferry has its conditioner (text encoder "
-               "and keyframes), its diffusion model's forward and its video VAE, but not yet its "
-               "audio decoder, nor the stages joined into a run; `ferry-cli plan` shows every "
-               "stage");
-}
-
 // Frames of the form 17n+5, snapped up (§C.2, §E.5).
+// The shortest is 22 (n = 1: one decode chunk of 7 latents; the decoder has no n = 0).
 int snap_frames(int frames) {
-  if (frames <= 5) return 5;
+  if (frames <= 22) return 22;
   return (frames - 5 + 16) / 17 * 17 + 5;
-}
-
-// Audio latents per channel for `frames` video frames at 24 fps: 40 a second, rounded (§F.1:
-// 124 frames -> 207).
-std::int64_t audio_latents(int frames) {
-  return std::lround(frames / 24.0 * 40.0);
 }
 
 // diffusers' resolve_canvas_size (§H.1) for a first keyframe of w x h: short edge 768, area at
@@ -84,15 +72,8 @@ std::pair<int, int> canvas_for(int w, int h) {
   return {side(W), side(H)};
 }
 
-StagePlan not_implemented(std::string_view stage, std::string layout, std::uint64_t weight_bytes,
-                          std::string what) {
-  StagePlan s;
-  s.stage = std::string(stage);
-  s.layout = std::move(layout);
-  s.weight_bytes = weight_bytes;
-  s.detail = "not yet implemented (" + what + "): not planned, not counted in the peaks";
-  s.implemented = false;
-  return s;
+std::string mib(std::uint64_t bytes) {
+  return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
 }
 
 class H3Parts final : public ModelParts {
@@ -102,7 +83,7 @@ class H3Parts final : public ModelParts {
 
   std::string_view family() const override { return "h3"; }
   std::string name() const override { return set_.name(); }
-  bool is_demo() const override { return false; }
+  bool is_demo() const override { return is_h3_demo_folder(set_.dit.parent_path()); }
   std::vector<std::string> describe() const override { return h3::describe(set_); }
 
   std::vector<PartFile> files() const override {
@@ -144,6 +125,13 @@ class H3Parts final : public ModelParts {
     r.shift = kDefaultShift;
     r.sampler = "euler";
     r.sizes = {{1344, 768}, {768, 1344}, {832, 480}, {480, 832}, {1024, 1024}};
+    if (is_demo()) {
+      // The tiny demo set's own small defaults: seconds on a CPU, the whole path included.
+      r.width = r.height = kDemoSide;
+      r.frames = kDemoFrames;
+      r.steps = kDemoSteps;
+      r.sizes = {{kDemoSide, kDemoSide}};
+    }
     return r;
   }
 
@@ -161,17 +149,18 @@ class H3Parts final : public ModelParts {
     }
     ResolvedRequest r;
     r.request = request;
-    r.width = kDefaultWidth;
-    r.height = kDefaultHeight;
-    if (image_size) std::tie(r.width, r.height) = canvas_for(image_size->first, image_size->second);
+    r.width = rules.width;
+    r.height = rules.height;
+    if (image_size && !is_demo())
+      std::tie(r.width, r.height) = canvas_for(image_size->first, image_size->second);
     if (request.width != 0 || request.height != 0) {
       if (request.width <= 0 || request.height <= 0) bad_argument("give both --width and --height");
       r.width = request.width;
       r.height = request.height;
     }
-    r.frames = snap_frames(request.frames != 0 ? request.frames : kDefaultFrames);
+    r.frames = snap_frames(request.frames != 0 ? request.frames : rules.frames);
     r.fps = request.fps != 0 ? request.fps : kFps;
-    r.steps = request.steps != 0 ? request.steps : kDefaultSteps;
+    r.steps = request.steps != 0 ? request.steps : rules.steps;
     r.guide_scale = request.guide_scale.value_or(1.0f);
     r.low_noise_guide_scale = r.guide_scale;
     r.shift = request.shift.value_or(kDefaultShift);
@@ -187,13 +176,15 @@ class H3Parts final : public ModelParts {
     throw Error(ErrorCode::kUnsupported, "LoRAs for MiniMax-H3 are not supported yet");
   }
 
-  // The DiT's noise is part of what is not built: a run stops here, before the pipeline writes
-  // anything (the stats file included).
-  std::vector<TensorLayout> noise_layout(const ResolvedRequest&) const override {
-    throw not_built();
+  // The pipeline asks for the noise before it writes anything: a set that cannot run stops here.
+  std::vector<TensorLayout> noise_layout(const ResolvedRequest& r) const override {
+    refuse_header_only();
+    const dit::DitConfig c = dit::DitWeights::from(opened_.dit).config();
+    return h3_noise_layout(r, c.patch_dim / 4, c.audio_channels);
   }
-  std::vector<TensorLayout> latent_layout(const ResolvedRequest&) const override {
-    throw not_built();
+  std::vector<TensorLayout> latent_layout(const ResolvedRequest& r) const override {
+    const dit::DitConfig c = dit::DitWeights::from(opened_.dit).config();
+    return h3_latent_layout(r, c.patch_dim / 4, c.audio_channels);
   }
 
   GenerationPlan plan(const ResolvedRequest& r, const offload::Preset& preset,
@@ -228,13 +219,11 @@ class H3Parts final : public ModelParts {
       StagePlan k =
           vae::keyframe_encode_stage_plan(weights, r.width, r.height, keyframes, preset, machine);
       k.stage = std::string(kKeyframeStage);
-      k.detail += "; the stage is not wired into a run yet";
       g.add(std::move(k));
     }
     g.add(dit_stage_plan(r, keyframes, tokens, preset, machine, stream_all));
     g.add(video_decode_stage_plan(r, preset, machine, stream_all));
-    g.add(not_implemented(kAudioDecodeStage, "H3 audio VAE (BigVGAN decoder)", set_.audio_vae_bytes,
-                          "the audio VAE's decoder"));
+    g.add(audio_decode_stage_plan(r, preset, machine));
     return g;
   }
 
@@ -242,7 +231,7 @@ class H3Parts final : public ModelParts {
   // (DitWeights::activation_bytes) over the packed sequence of this request: the conditioner's
   // `text_rows`, each keyframe's and each target latent frame's 2x2 patches, and both audio
   // channels' latents (§C.2, §F.1). Its code runs on tiny models (tests/models/h3_dit_test.cpp);
-  // the stage itself is not wired into a run yet, which start() says.
+  // the run streams it under this plan (run.cpp).
   StagePlan dit_stage_plan(const ResolvedRequest& r, int keyframes, std::int64_t text_rows,
                            const offload::Preset& preset, const offload::MachineInfo& machine,
                            bool stream_all) const {
@@ -252,7 +241,7 @@ class H3Parts final : public ModelParts {
     geometry.latent_height = r.latent_height;
     geometry.latent_width = r.latent_width;
     const std::int64_t frame_rows = geometry.rows_per_frame();
-    const std::int64_t audio_rows = dit::kAudioChannels * audio_latents(r.frames);
+    const std::int64_t audio_rows = dit::kAudioChannels * audio_latents_for(r.frames);
     const std::int64_t rows = text_rows + (keyframes + r.latent_frames) * frame_rows + audio_rows;
     const DitInfo& d = set_.dit_info;
     StagePlan s = block_stage_plan(std::string(kDitStage),
@@ -261,29 +250,83 @@ class H3Parts final : public ModelParts {
     s.detail = std::to_string(rows) + " rows (" + std::to_string(text_rows) + " text, " +
                std::to_string(keyframes * frame_rows) + " keyframe, " + std::to_string(audio_rows) +
                " audio, " + std::to_string(r.latent_frames * frame_rows) + " video)" +
-               (d.pruned ? ", pruned AdaLN" : "") + "; the stage is not wired into a run yet";
+               (d.pruned ? ", pruned AdaLN" : "");
     return s;
   }
 
   // The video decode's stage, planned from the decoder's groups and the arena of one tile-chunk
   // (vae::video_decode_stage_plan). Its code runs on tiny models (tests/models/
-  // h3_video_vae_test.cpp); the stage is not wired into a run yet.
+  // h3_video_vae_test.cpp).
   StagePlan video_decode_stage_plan(const ResolvedRequest& r, const offload::Preset& preset,
                                     const offload::MachineInfo& machine, bool stream_all) const {
     const vae::VideoVaeWeights weights = vae::VideoVaeWeights::from(opened_.video_vae);
     StagePlan s = vae::video_decode_stage_plan(weights, r.width, r.height, r.frames, preset,
                                                machine, stream_all);
     s.stage = std::string(kVideoDecodeStage);
-    s.detail += "; the stage is not wired into a run yet";
     return s;
   }
 
-  std::unique_ptr<FamilyRun> start(const ResolvedRequest&, const GenerationPlan&,
-                                   FrameImages) const override {
-    throw not_built();
+  // The audio decode: the decoder's weights resident (about 65 M parameters, f32 once loaded)
+  // and its arena for both channels' latents (AudioVaeDecoder::soundtrack_arena_bytes); the host
+  // holds the soundtrack until the video opens with it.
+  StagePlan audio_decode_stage_plan(const ResolvedRequest& r, const offload::Preset& preset,
+                                    const offload::MachineInfo& machine) const {
+    std::optional<io::TensorSet> own;
+    const io::TensorSet* set = &opened_.audio_vae;
+    if (set->files().empty()) set = &own.emplace(io::TensorSet::open(set_.audio_vae));
+    const AudioVaeWeights weights = AudioVaeWeights::shapes_only(*set);
+    const std::int64_t latents = audio_latents_for(r.frames);
+    StagePlan s;
+    s.stage = std::string(kAudioDecodeStage);
+    s.layout = "MiniMax-H3 audio VAE decoder (" + std::to_string(weights.stages().size()) +
+               " upsampling stages)";
+    s.weight_bytes = weights.bytes();
+    s.activation_bytes =
+        AudioVaeDecoder::soundtrack_arena_bytes(weights, dit::kAudioChannels, latents);
+    const offload::Budget budget = offload::budget_for(preset, machine);
+    const std::uint64_t device = s.weight_bytes + s.activation_bytes;
+    const std::uint64_t track = static_cast<std::uint64_t>(dit::kAudioChannels * latents) *
+                                static_cast<std::uint64_t>(weights.config().hop()) * sizeof(float);
+    s.predicted_vram_peak = budget.device_is_host ? 0 : device;
+    s.predicted_ram_peak =
+        offload::kProcessBaseBytes + 2 * track + (budget.device_is_host ? device : 0);
+    const bool vram = !budget.device_is_host && device > budget.device_bytes;
+    if (vram || s.predicted_ram_peak > budget.ram_bytes) {
+      throw Error(ErrorCode::kDoesNotFit,
+                  "decoding the soundtrack needs " + mib(vram ? device : s.predicted_ram_peak) +
+                      " of " + (vram ? "VRAM" : "RAM") + ", but preset '" + preset.name + "' has " +
+                      mib(vram ? budget.device_bytes : budget.ram_bytes) + " here");
+    }
+    s.detail = std::to_string(latents) + " latents a channel, 2 channels, " +
+               std::to_string(latents * weights.config().hop()) + " samples each at " +
+               std::to_string(weights.config().sample_rate) + " Hz";
+    return s;
+  }
+
+  std::unique_ptr<FamilyRun> start(const ResolvedRequest& request, const GenerationPlan& plan,
+                                   FrameImages images) const override {
+    refuse_header_only();
+    return start_run(set_, opened_, request, plan, std::move(images));
   }
 
  private:
+  // Error(kUnsupported) for a header-only synthetic file (ferry-cli synth --set h3-nf4): its
+  // tensors are holes, for plans and inspect, and a run of it would compute on zeros.
+  void refuse_header_only() const {
+    for (const io::TensorSet* set :
+         {&opened_.dit, &opened_.text_encoder, &opened_.video_vae, &opened_.audio_vae}) {
+      for (const io::TensorFile& f : set->files()) {
+        const auto it = f.metadata().find("ferry.synthetic");
+        if (it != f.metadata().end() && it->second.starts_with("header only")) {
+          throw Error(ErrorCode::kUnsupported,
+                      io::detail::display(f.path().filename()) +
+                          " is a header-only synthetic file (ferry-cli synth --set): its tensors "
+                          "are holes, for plans and inspect; a run needs the real weights");
+        }
+      }
+    }
+  }
+
   OpenedParts opened_;  // before set_: find_model_set fills it
   ModelSet set_;
 };
@@ -302,8 +345,9 @@ class H3Family final : public ModelFamily {
     return h3::sketch_unopenable_part(path);
   }
   std::optional<std::filesystem::path> write_demo_model(
-      const std::filesystem::path&) const override {
-    return std::nullopt;  // the H3 demo comes with the DiT and the VAEs (issue 21)
+      const std::filesystem::path& folder) const override {
+    write_h3_demo_model(folder);
+    return folder;
   }
 };
 

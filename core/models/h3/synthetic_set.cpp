@@ -465,11 +465,11 @@ SyntheticPart video_vae_part(const SyntheticShapes& s, bool nf4) {
     b.add(p + ".weight", DType::kBF16, {out, in, k, k, k});
     b.add(p + ".bias", DType::kBF16, {out});
   };
-  const std::uint64_t channels[] = {128, 256, 256, 512, 512, 1024};
-  conv("encoder.conv_in", 128, 3, 3);
-  std::uint64_t in = 128;
-  for (int level = 0; level < 6; ++level) {
-    const std::uint64_t out = channels[level];
+  const std::vector<std::int64_t>& channels = s.vae_encoder_channels;
+  std::uint64_t in = u(channels.front());
+  conv("encoder.conv_in", in, 3, 3);
+  for (std::size_t level = 0; level < channels.size(); ++level) {
+    const std::uint64_t out = u(channels[level]);
     for (int r = 0; r < 2; ++r) {
       const std::string p =
           "encoder.down." + std::to_string(level) + ".block." + std::to_string(r) + ".";
@@ -483,9 +483,9 @@ SyntheticPart video_vae_part(const SyntheticShapes& s, bool nf4) {
     if (level < 4) conv("encoder.down." + std::to_string(level) + ".downsample.conv", out, out, 3);
     in = out;
   }
-  b.norm("encoder.norm_out", 1024, true);
-  conv("encoder.conv_out", 48, 1024, 3);
-  conv("quant_conv", 48, 48, 1);
+  b.norm("encoder.norm_out", in, true);
+  conv("encoder.conv_out", 2 * u(s.latents), in, 3);
+  conv("quant_conv", 2 * u(s.latents), 2 * u(s.latents), 1);
   conv("post_quant_conv", u(s.latents), u(s.latents), 1);
   // ViT decoder (§E.3), DiffSynth's names: its Linears NF4 except the x_embedder.
   const std::uint64_t d = u(s.vae_dim), f = u(s.vae_ffn);
@@ -507,12 +507,12 @@ SyntheticPart video_vae_part(const SyntheticShapes& s, bool nf4) {
   return finish(std::move(b), nf4);
 }
 
-SyntheticPart audio_vae_part(const SyntheticShapes&, bool nf4) {
+SyntheticPart audio_vae_part(const SyntheticShapes& s, bool nf4) {
   Builder b;
   // Encoder (§F.4): WN-Conv 1->64, five strided blocks of three residual units, a last conv.
-  wn_conv(b, "encoder.block.0", 64, 1, 7, 64);
+  std::uint64_t c = u(s.audio_encoder_dim);
+  wn_conv(b, "encoder.block.0", c, 1, 7, c);
   const std::uint64_t strides[] = {2, 4, 4, 5, 5};
-  std::uint64_t c = 64;
   for (int i = 0; i < 5; ++i) {
     const std::string p = "encoder.block." + std::to_string(i + 1) + ".block.";
     for (int j = 0; j < 3; ++j) {
@@ -530,12 +530,13 @@ SyntheticPart audio_vae_part(const SyntheticShapes&, bool nf4) {
   wn_conv(b, "encoder.block.7", c, c, 3, c);
   // The encoder's attention pre-block: its Linears NF4 in DiffSynth's file (§G.2), three of them
   // only 32 wide, so their 64-value blocks straddle rows.
-  b.norm("pre_block.norm1", 2048, true);
-  b.norm("pre_block.norm3", 2048, true);
-  b.linear_layer("pre_block.proj", 32, 2048, true);
-  b.linear_layer("pre_block.attn.qkv", 6144, 2048, false);
+  const std::uint64_t latent_dim = c;  // 2048 in the release
+  b.norm("pre_block.norm1", latent_dim, true);
+  b.norm("pre_block.norm3", latent_dim, true);
+  b.linear_layer("pre_block.proj", 32, latent_dim, true);
+  b.linear_layer("pre_block.attn.qkv", 3 * latent_dim, latent_dim, false);
   for (const char* bias : {"q_bias", "v_bias", "zero_k_bias"}) {
-    b.add("pre_block.attn." + std::string(bias) + ".weight", DType::kBF16, {2048});
+    b.add("pre_block.attn." + std::string(bias) + ".weight", DType::kBF16, {latent_dim});
   }
   b.linear_layer("pre_block.attn.proj", 32, 32, true);
   b.norm("pre_block.norm2", 32, true);
@@ -548,12 +549,12 @@ SyntheticPart audio_vae_part(const SyntheticShapes&, bool nf4) {
     b.add(std::string(head) + ".bias", DType::kBF16, {32});
   }
   // Decoder (§F.3): the latent projection, BigVGAN's upsampling stages and AMP blocks.
-  b.add("dec_in_proj.weight", DType::kBF16, {2048, 32, 1});
-  b.add("dec_in_proj.bias", DType::kBF16, {2048});
-  wn_conv(b, "decoder.conv_pre", 1024, 2048, 7, 1024);
+  b.add("dec_in_proj.weight", DType::kBF16, {latent_dim, 32, 1});
+  b.add("dec_in_proj.bias", DType::kBF16, {latent_dim});
+  wn_conv(b, "decoder.conv_pre", u(s.audio_decoder_dim), latent_dim, 7, u(s.audio_decoder_dim));
   const std::uint64_t rates[] = {5, 5, 2, 2, 2, 2, 2}, kernels[] = {9, 9, 4, 4, 4, 4, 4};
   const std::uint64_t amp_kernels[] = {3, 7, 11};
-  c = 1024;
+  c = u(s.audio_decoder_dim);
   for (int i = 0; i < 7; ++i) {
     // A transposed convolution's v is [in, out, k] and its g per input channel.
     b.add("decoder.ups." + std::to_string(i) + ".0.weight_g", DType::kBF16, {c, 1, 1});

@@ -39,6 +39,11 @@ struct SyntheticShapes {
   std::vector<std::int64_t> deepstack_blocks = {8, 16, 24};
   // Video VAE's ViT decoder (§E.3)
   std::int64_t vae_dim = 2048, vae_blocks = 36, vae_ffn = 8192;
+  // Video VAE's CNN encoder (§E.2): each level's width (a downsampling after the first four)
+  std::vector<std::int64_t> vae_encoder_channels = {128, 256, 256, 512, 512, 1024};
+  // Audio VAE (§F): the DAC encoder's first width (doubled by each of its five blocks: the
+  // latent width), BigVGAN's first width (halved by each of its seven upsamplers)
+  std::int64_t audio_encoder_dim = 64, audio_decoder_dim = 1024;
 };
 
 // Whether a tensor of a part is a bitsandbytes weight's codes, side tensor or state, and which.

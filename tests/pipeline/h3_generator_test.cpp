@@ -1,0 +1,244 @@
+// MiniMax-H3 end to end through the session API (core/pipeline/session.h) on the tiny H3 demo set
+// (core/models/h3/demo_model.h): T2VA, I2VA and FL2VA each make an MP4 with H.264 video and AAC
+// stereo audio of the clip's length, its settings in the metadata; a cancel in any stage leaves
+// nothing written; RSS is flat across the denoise steps with every block streamed from disk.
+// Needs FFmpeg; compiles to nothing without it (the mingw lane).
+#if defined(FERRY_HAVE_FFMPEG)
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/media/video_reader.h"
+#include "core/memory/process_memory.h"
+#include "core/models/h3/demo_model.h"
+#include "core/pipeline/session.h"
+#include "tests/test_support.h"
+
+namespace ferry::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+const fs::path& demo_folder() {
+  static const test::ScratchDir dir;
+  static const fs::path folder = [] {
+    const fs::path f = dir / "h3-demo";
+    models::find_family("h3")->write_demo_model(f);
+    return f;
+  }();
+  return folder;
+}
+
+Session cpu_session(GeneratorOptions options = {}) {
+  SessionOptions o;
+  o.machine = offload::MachineInfo{false, 0, 0, 16 * kGiB, 12 * kGiB};
+  o.generator = std::move(options);
+  return Session(std::move(o));
+}
+
+// 256 x 256 (the vision tower's smallest keyframe), 22 frames (n = 1: 7 latent frames, one decode
+// chunk), 2 steps (2 forwards over 3 grid points).
+GenerationRequest small_request(const fs::path& out) {
+  GenerationRequest r;
+  r.model = {demo_folder()};
+  r.prompt = "a ferry horn over a calm fjord";
+  r.width = 256;
+  r.height = 256;
+  r.frames = 22;
+  r.steps = 2;
+  r.seed = 7;
+  r.preset = "cpu";
+  r.output = out;
+  return r;
+}
+
+struct Recorder final : ProgressSink {
+  std::vector<Stage> stages;
+  std::vector<int> steps;
+  int previews = 0;
+  std::function<void(Stage)> on_stage;
+  std::function<void(int)> on_step;
+  void stage(Stage s) override {
+    stages.push_back(s);
+    if (on_stage) on_stage(s);
+  }
+  void step(const StepProgress& p) override {
+    steps.push_back(p.step);
+    if (on_step) on_step(p.step);
+  }
+  void preview(const media::RgbImage& image) override {
+    previews += image.width > 0 && image.height > 0;
+  }
+};
+
+GenerationResult run(const GenerationRequest& request, Recorder& sink,
+                     GeneratorOptions options = {}) {
+  const Session session = cpu_session(std::move(options));
+  CancelToken cancel;
+  return session.run(*session.find(request.model), request, sink, cancel);
+}
+
+// The clip is H.264 + AAC stereo 32 kHz, 22 frames at 24 fps, the audio as long as the video
+// within a frame, the settings in its metadata.
+void expect_clip(const fs::path& path, const GenerationRequest& request) {
+  const media::VideoInfo info = media::probe_video(path);
+  EXPECT_EQ(info.codec, "h264");
+  EXPECT_EQ(info.frames, 22);
+  EXPECT_EQ(info.width, 256);
+  EXPECT_EQ(info.height, 256);
+  EXPECT_DOUBLE_EQ(info.fps, 24.0);
+  EXPECT_EQ(info.audio_codec, "aac");
+  EXPECT_EQ(info.audio_sample_rate, 32000);
+  EXPECT_EQ(info.audio_channels, 2);
+  EXPECT_NEAR(info.audio_seconds, 22.0 / 24.0, 1.0 / 24.0);
+  const media::AudioTrack audio = media::read_audio(path);
+  EXPECT_EQ(audio.channels, 2);
+  double energy = 0;
+  for (float v : audio.samples) energy += static_cast<double>(v) * v;
+  EXPECT_GT(energy, 0.0) << "the soundtrack is silent";
+  EXPECT_EQ(info.metadata.at("title"), request.prompt);
+  const auto settings = nlohmann::json::parse(info.metadata.at("comment"));
+  EXPECT_EQ(settings["family"], "h3");
+  EXPECT_EQ(settings["seed"], request.seed);
+  EXPECT_EQ(settings["steps"], request.steps);
+  EXPECT_EQ(settings["width"], 256);
+  EXPECT_EQ(settings["height"], 256);
+  EXPECT_EQ(settings["frames"], 22);
+  EXPECT_EQ(settings["fps"], 24);
+  EXPECT_EQ(settings["preset"], "cpu");
+  EXPECT_EQ(settings["model_files"].size(), 4u);
+  for (const auto& e : fs::directory_iterator(path.parent_path())) {
+    EXPECT_EQ(e.path().string().find(".partial"), std::string::npos) << e.path();
+  }
+}
+
+TEST(H3Generator, TextToVideoWithSoundMakesAnMp4WithH264AndAac) {
+  test::ScratchDir dir;
+  Recorder sink;
+  const GenerationRequest request = small_request(dir / "t2va.mp4");
+  const GenerationResult result = run(request, sink);
+  EXPECT_EQ(sink.stages,
+            (std::vector<Stage>{Stage::kText, Stage::kDenoise, Stage::kDecode, Stage::kWrite}));
+  EXPECT_EQ(sink.steps, (std::vector<int>{1, 2}));
+  EXPECT_EQ(sink.previews, 2);
+  EXPECT_EQ(result.steps.size(), 2u);
+  expect_clip(dir / "t2va.mp4", request);
+}
+
+// The noise a run starts from and the latents it ends with (what --noise and --save-latents
+// hold): the video latent [24, T', h, w], the audio as the DiT's rows [2A, 32] in and as the
+// decoder's [2, 32, A] out (22 frames: T' = 7, A = round(22/24 x 40) = 37).
+TEST(H3Generator, NoiseAndLatentLayoutsAreTheVideoAndAudioLatents) {
+  const Session session = cpu_session();
+  const GenerationRequest request = small_request("clip.mp4");
+  const ModelHandle model = session.find(request.model);
+  const ResolvedRequest r = session.validate(*model, request);
+  const auto noise = model->noise_layout(r);
+  ASSERT_EQ(noise.size(), 2u);
+  EXPECT_EQ(noise[0].name, "video");
+  EXPECT_EQ(noise[0].shape, (std::vector<std::uint64_t>{24, 7, 16, 16}));
+  EXPECT_EQ(noise[1].name, "audio");
+  EXPECT_EQ(noise[1].shape, (std::vector<std::uint64_t>{74, 32}));
+  const auto latents = model->latent_layout(r);
+  ASSERT_EQ(latents.size(), 2u);
+  EXPECT_EQ(latents[1].shape, (std::vector<std::uint64_t>{2, 32, 37}));
+}
+
+TEST(H3Generator, AStartImageIsI2vaAndBothImagesAreFl2va) {
+  for (const bool both : {false, true}) {
+    SCOPED_TRACE(both ? "FL2VA" : "I2VA");
+    test::ScratchDir dir;
+    Recorder sink;
+    GenerationRequest request = small_request(dir / "clip.mp4");
+    request.image = test::data_path("media/start.png");
+    if (both) request.end_image = test::data_path("media/start.jpg");
+    run(request, sink);
+    EXPECT_EQ(sink.stages, (std::vector<Stage>{Stage::kText, Stage::kImage, Stage::kDenoise,
+                                               Stage::kDecode, Stage::kWrite}));
+    expect_clip(dir / "clip.mp4", request);
+    const auto settings =
+        nlohmann::json::parse(media::probe_video(dir / "clip.mp4").metadata.at("comment"));
+    EXPECT_EQ(settings["image"], "start.png");
+    if (both) {
+      EXPECT_EQ(settings["end_image"], "start.jpg");
+    }
+  }
+}
+
+// A cancel as each stage starts, and as the first denoise step ends (the second stops before its
+// pass): kCancelled, nothing written, and the private memory back
+// within 64 MiB of what it was after a whole run (what was allocated is freed on the way out).
+TEST(H3Generator, ACancelInAnyStageLeavesNothing) {
+  const Session session = cpu_session();
+  const auto commit = [] { return memory::sample_process_memory().commit_bytes; };
+  {
+    // One whole run first: the baseline is the process after a run (the allocator keeps what it
+    // keeps after any run; a cancel must not leave more).
+    test::ScratchDir dir;
+    Recorder sink;
+    GenerationRequest request = small_request(dir / "clip.mp4");
+    request.image = test::data_path("media/start.png");
+    CancelToken cancel;
+    session.run(*session.find(request.model), request, sink, cancel);
+  }
+  for (int at = 0; at < 5; ++at) {
+    SCOPED_TRACE(at);
+    test::ScratchDir dir;
+    Recorder sink;
+    CancelToken cancel;
+    const Stage stages[] = {Stage::kText, Stage::kImage, Stage::kDenoise, Stage::kDecode};
+    if (at < 4) {
+      sink.on_stage = [&](Stage s) {
+        if (s == stages[at]) cancel.cancel();
+      };
+    } else {
+      sink.on_step = [&](int step) {
+        if (step == 1) cancel.cancel();
+      };
+    }
+    GenerationRequest request = small_request(dir / "clip.mp4");
+    request.image = test::data_path("media/start.png");
+    const std::uint64_t before = commit();
+    EXPECT_EQ(test::error_code_of(
+                  [&] { session.run(*session.find(request.model), request, sink, cancel); }),
+              ErrorCode::kCancelled);
+    const std::uint64_t after = commit();
+    std::printf("[ measured ] cancel case %d: private memory %+.1f MiB over the baseline\n", at,
+                (static_cast<double>(after) - static_cast<double>(before)) / (1 << 20));
+    EXPECT_TRUE(fs::is_empty(dir.path()));
+    EXPECT_LE(after, before + (64ull << 20)) << "private memory left behind by a cancel";
+    if (at == 4) {
+      EXPECT_EQ(sink.steps, (std::vector<int>{1}));
+    }
+  }
+}
+
+// Every block from disk each step: the resident set at the last step equals the second's (as
+// Wan's streamed runs).
+TEST(H3Generator, RssIsFlatAcrossStepsWithEveryBlockStreamed) {
+  test::ScratchDir dir;
+  Recorder sink;
+  GenerationRequest request = small_request(dir / "clip.mp4");
+  request.steps = 8;
+  GeneratorOptions options;
+  options.stream_all = true;
+  const GenerationResult result = run(request, sink, options);
+  ASSERT_EQ(result.steps.size(), 8u);
+  const std::uint64_t second = result.steps[1].process.resident_bytes;
+  const std::uint64_t last = result.steps.back().process.resident_bytes;
+  std::printf("[ measured ] RSS at step 2: %llu, at step 8: %llu bytes\n",
+              static_cast<unsigned long long>(second), static_cast<unsigned long long>(last));
+  EXPECT_LE(last, second + (1u << 20)) << "RSS grew across the steps";
+}
+
+}  // namespace
+}  // namespace ferry::pipeline
+
+#endif  // FERRY_HAVE_FFMPEG
