@@ -40,6 +40,10 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
         std::to_string(rules.frames_step + 1) + ", …) up to " + std::to_string(rules.max_frames) +
         ", not " + std::to_string(r.frames));
   }
+  if (r.request.end_image && !r.request.image && !rules.end_image_alone) {
+    bad("an end image needs a start image for " + model +
+        ": the video goes from the start image to the end image");
+  }
   if (r.fps < 1 || r.fps > 120) bad("fps must be 1 to 120, not " + std::to_string(r.fps));
   if (r.steps < 1 || r.steps > rules.max_steps) {
     bad("steps must be 1 to " + std::to_string(rules.max_steps) + ", not " +
@@ -70,9 +74,6 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
 void check_run_inputs(const GenerationRequest& request) {
   if (request.prompt.find_first_not_of(" \t\r\n") == std::string::npos) {
     bad("the prompt is empty: describe the video to make");
-  }
-  if (request.end_image && !request.image) {
-    bad("an end image needs a start image: the video goes from the start image to the end image");
   }
   const fs::path& output = request.output;
   const std::string extension(media::video_extension());

@@ -94,6 +94,7 @@ struct RequestRules {
   double max_shift = 100;
   bool takes_start_image = false;
   bool takes_end_image = false;  // first–last frame (an end image needs a start image)
+  bool end_image_alone = false;  // ...unless this: a video that ends on the end image (H3's I2VA)
   // Two experts (Wan 2.2 A14B): the high-noise one denoises while the step's timestep is at
   // least expert_boundary·1000, the low-noise one after; each has its own guide scale.
   bool two_experts = false;

@@ -192,7 +192,9 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
   cancel.throw_if_cancelled();
   models::check_run_inputs(request);
   models::FrameImages images{load_frame_image(request.image), load_frame_image(request.end_image)};
-  const std::optional<media::RgbImage>& image = images.start;
+  // The canvas follows the keyframe given: the start image, else the end image (H3's I2VA from
+  // the last frame; a family that needs a start image refuses the end image alone).
+  const std::optional<media::RgbImage>& image = images.start ? images.start : images.end;
   const ResolvedRequest r = parts.resolve(
       request, image ? std::optional(std::pair(image->width, image->height)) : std::nullopt);
   GenerationResult result;

@@ -344,10 +344,14 @@ TEST(A14bRequest, RefusesWhatTheModelDoesNotTake) {
   low.low_noise_guide_scale = 2.0f;
   EXPECT_NE(refused([&] { resolve(low, model(kTI2V_5B), std::nullopt); }).find("one expert"),
             std::string::npos);
-  // An end image without a start image, whatever the model.
+  // An end image without a start image (MiniMax-H3 takes one: its I2VA from the last frame,
+  // tests/pipeline/h3_generator_test.cpp; Wan does not).
   GenerationRequest only_end = request(dir);
   only_end.end_image = dir / "b.png";
-  EXPECT_NE(refused([&] { check_run_inputs(only_end); }).find("needs a start image"),
+  EXPECT_NE(
+      refused([&] { resolve(only_end, a14b(kI2V_A14B), std::pair(64, 64)); }).find("start image"),
+      std::string::npos);
+  EXPECT_NE(refused([&] { resolve(only_end, model(kTI2V_5B), std::pair(64, 64)); }).find("image"),
             std::string::npos);
 }
 

@@ -151,24 +151,27 @@ TEST(H3Generator, NoiseAndLatentLayoutsAreTheVideoAndAudioLatents) {
   EXPECT_EQ(latents[1].shape, (std::vector<std::uint64_t>{2, 32, 37}));
 }
 
-TEST(H3Generator, AStartImageIsI2vaAndBothImagesAreFl2va) {
-  for (const bool both : {false, true}) {
-    SCOPED_TRACE(both ? "FL2VA" : "I2VA");
+TEST(H3Generator, AStartOrEndImageIsI2vaAndBothImagesAreFl2va) {
+  enum class Keyframes { kFirst, kLast, kBoth };
+  for (const Keyframes k : {Keyframes::kFirst, Keyframes::kLast, Keyframes::kBoth}) {
+    SCOPED_TRACE(k == Keyframes::kFirst  ? "I2VA first"
+                 : k == Keyframes::kLast ? "I2VA last"
+                                         : "FL2VA");
     test::ScratchDir dir;
     Recorder sink;
     GenerationRequest request = small_request(dir / "clip.mp4");
-    request.image = test::data_path("media/start.png");
-    if (both) request.end_image = test::data_path("media/start.jpg");
+    if (k != Keyframes::kLast) request.image = test::data_path("media/start.png");
+    if (k != Keyframes::kFirst) request.end_image = test::data_path("media/start.jpg");
     run(request, sink);
     EXPECT_EQ(sink.stages, (std::vector<Stage>{Stage::kText, Stage::kImage, Stage::kDenoise,
                                                Stage::kDecode, Stage::kWrite}));
     expect_clip(dir / "clip.mp4", request);
     const auto settings =
         nlohmann::json::parse(media::probe_video(dir / "clip.mp4").metadata.at("comment"));
-    EXPECT_EQ(settings["image"], "start.png");
-    if (both) {
-      EXPECT_EQ(settings["end_image"], "start.jpg");
-    }
+    EXPECT_EQ(settings.contains("image"), k != Keyframes::kLast);
+    if (k != Keyframes::kLast) EXPECT_EQ(settings["image"], "start.png");
+    EXPECT_EQ(settings.contains("end_image"), k != Keyframes::kFirst);
+    if (k != Keyframes::kFirst) EXPECT_EQ(settings["end_image"], "start.jpg");
   }
 }
 

@@ -114,6 +114,7 @@ class H3Parts final : public ModelParts {
     r.max_guide_scale = 20;
     r.takes_start_image = set_.text.vision;
     r.takes_end_image = set_.text.vision;
+    r.end_image_alone = set_.text.vision;  // I2VA from the last frame
     r.samplers = {"euler"};
     r.width = kDefaultWidth;
     r.height = kDefaultHeight;
