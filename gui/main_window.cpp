@@ -798,7 +798,7 @@ void MainWindow::onModelChanged() {
   })
                               : LoraList::Checker());
   video_->setRules(model ? std::optional(model->rules()) : std::nullopt, !keepSettingsForModel_);
-  if (isH3(model.get())) {  // H3 also makes a video that ends on a frame alone (I2VA last)
+  if (model && model->rules().end_image_alone) {  // H3's I2VA from the last frame
     endImage_->setHint(
         tr("Optional: the frame the video ends on (alone: I2VA last frame; with a "
            "start frame: FL2VA)."));
