@@ -169,9 +169,13 @@ TEST(H3Generator, AStartOrEndImageIsI2vaAndBothImagesAreFl2va) {
     const auto settings =
         nlohmann::json::parse(media::probe_video(dir / "clip.mp4").metadata.at("comment"));
     EXPECT_EQ(settings.contains("image"), k != Keyframes::kLast);
-    if (k != Keyframes::kLast) EXPECT_EQ(settings["image"], "start.png");
+    if (k != Keyframes::kLast) {
+      EXPECT_EQ(settings["image"], "start.png");
+    }
     EXPECT_EQ(settings.contains("end_image"), k != Keyframes::kFirst);
-    if (k != Keyframes::kFirst) EXPECT_EQ(settings["end_image"], "start.jpg");
+    if (k != Keyframes::kFirst) {
+      EXPECT_EQ(settings["end_image"], "start.jpg");
+    }
   }
 }
 
