@@ -29,6 +29,14 @@ bool RequestRules::frames_allowed(int f) const {
   return f >= 1 && f <= max_frames && (f - 1) % frames_step == 0;
 }
 
+void check_end_image(const GenerationRequest& request, const RequestRules& rules,
+                     const std::string& model) {
+  if (request.end_image && !request.image && !rules.end_image_alone) {
+    bad("an end image needs a start image for " + model +
+        ": the video goes from the start image to the end image");
+  }
+}
+
 void check_request(const ResolvedRequest& r, const RequestRules& rules, const std::string& model) {
   if (!rules.size_allowed(r.width, r.height)) {
     bad("width and height must be multiples of " + std::to_string(rules.size_multiple) +
@@ -40,10 +48,7 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
         std::to_string(rules.frames_step + 1) + ", …) up to " + std::to_string(rules.max_frames) +
         ", not " + std::to_string(r.frames));
   }
-  if (r.request.end_image && !r.request.image && !rules.end_image_alone) {
-    bad("an end image needs a start image for " + model +
-        ": the video goes from the start image to the end image");
-  }
+  check_end_image(r.request, rules, model);
   if (r.fps < 1 || r.fps > 120) bad("fps must be 1 to 120, not " + std::to_string(r.fps));
   if (r.steps < 1 || r.steps > rules.max_steps) {
     bad("steps must be 1 to " + std::to_string(rules.max_steps) + ", not " +

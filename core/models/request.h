@@ -134,6 +134,10 @@ struct RequestRules {
 // (size, frames, fps, steps, guide scale, shift, sampler) follow `rules`; `model` names the model
 // in the message.
 void check_request(const ResolvedRequest& r, const RequestRules& rules, const std::string& model);
+// An end image without a start image, unless the model takes one alone (check_request runs it
+// too; the pipeline runs it first, before any image is read). Error(kBadArgument).
+void check_end_image(const GenerationRequest& request, const RequestRules& rules,
+                     const std::string& model);
 
 // What every run needs whatever the family: a prompt that is not blank, and an output that ends
 // in the build's video extension (.mp4; .avi in builds without FFmpeg: media::video_extension())

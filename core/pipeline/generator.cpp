@@ -191,6 +191,7 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
                           offload::CancelToken& cancel, const GeneratorOptions& options) {
   cancel.throw_if_cancelled();
   models::check_run_inputs(request);
+  models::check_end_image(request, parts.rules(), parts.name());
   models::FrameImages images{load_frame_image(request.image), load_frame_image(request.end_image)};
   // The canvas follows the keyframe given: the start image, else the end image (H3's I2VA from
   // the last frame; a family that needs a start image refuses the end image alone).
