@@ -50,5 +50,10 @@ endif()
 function(ferry_uninstrumented_test_code target)
   if(FERRY_SANITIZE AND NOT "fuzzer-no-link" IN_LIST FERRY_SANITIZE)
     target_compile_options(${target} PRIVATE -fno-sanitize=all)
+    # The files no longer see __SANITIZE_ADDRESS__: say that the ASan runtime is linked (tests of
+    # memory levels allow for its quarantine of freed blocks).
+    if("address" IN_LIST FERRY_SANITIZE)
+      target_compile_definitions(${target} PRIVATE FERRY_ASAN_RUNTIME=1)
+    endif()
   endif()
 endfunction()

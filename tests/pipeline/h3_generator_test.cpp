@@ -182,6 +182,13 @@ TEST(H3Generator, AStartOrEndImageIsI2vaAndBothImagesAreFl2va) {
 // A cancel as each stage starts, and as the first denoise step ends (the second stops before its
 // pass): kCancelled, nothing written, and the private memory back
 // within 64 MiB of what it was after a whole run (what was allocated is freed on the way out).
+#if defined(FERRY_ASAN_RUNTIME)
+// ASan keeps freed blocks in a quarantine of up to 256 MB (its default) before reusing them.
+constexpr std::uint64_t kCancelSlack = (64ull + 256ull) << 20;
+#else
+constexpr std::uint64_t kCancelSlack = 64ull << 20;
+#endif
+
 TEST(H3Generator, ACancelInAnyStageLeavesNothing) {
   const Session session = cpu_session();
   const auto commit = [] { return memory::sample_process_memory().commit_bytes; };
@@ -220,7 +227,7 @@ TEST(H3Generator, ACancelInAnyStageLeavesNothing) {
     std::printf("[ measured ] cancel case %d: private memory %+.1f MiB over the baseline\n", at,
                 (static_cast<double>(after) - static_cast<double>(before)) / (1 << 20));
     EXPECT_TRUE(fs::is_empty(dir.path()));
-    EXPECT_LE(after, before + (64ull << 20)) << "private memory left behind by a cancel";
+    EXPECT_LE(after, before + kCancelSlack) << "private memory left behind by a cancel";
     if (at == 4) {
       EXPECT_EQ(sink.steps, (std::vector<int>{1}));
     }
