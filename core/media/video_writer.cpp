@@ -34,11 +34,6 @@ void set_quality(AVCodecContext* codec, const std::string& name, int crf) {
   if (name == "libx264") {
     av_opt_set(codec->priv_data, "preset", "medium", 0);
     av_opt_set_int(codec->priv_data, "crf", crf, 0);
-    // One encoding thread: with x264's frame threads (FFmpeg's default, one per core) two encodes
-    // of the same frames differed on a loaded machine (MediaVideo.TheSameFramesGiveTheSameVideo
-    // failed 2 runs in 15 with other builds running; 0 in 40 with one thread), and a replay must
-    // give the same file. The encode is seconds against a generation's minutes.
-    codec->thread_count = 1;
   } else if (name == "h264_nvenc") {
     av_opt_set(codec->priv_data, "rc", "vbr", 0);
     av_opt_set_int(codec->priv_data, "cq", crf + 2, 0);
