@@ -803,7 +803,8 @@ class MainWindowTest : public QObject {
     const auto again = frames(w.lastVideo());
     QCOMPARE(again.size(), original.size());
     for (std::size_t i = 0; i < original.size(); ++i) {
-      QVERIFY2(again[i].rgb == original[i].rgb, qPrintable(QStringLiteral("frame %1").arg(i)));
+      const QString why = outsideCodecNoise(again[i].rgb, original[i].rgb);  // two encodes
+      QVERIFY2(why.isEmpty(), qPrintable(QStringLiteral("frame %1: %2").arg(i).arg(why)));
     }
 
     // The MP4 alone (dropped on the window, or opened) does the same.
@@ -818,8 +819,9 @@ class MainWindowTest : public QObject {
     QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
     const auto fromClip = frames(w.lastVideo());
     QCOMPARE(fromClip.size(), original.size());
-    for (std::size_t i = 0; i < original.size(); ++i) {
-      QVERIFY2(fromClip[i].rgb == original[i].rgb, qPrintable(QStringLiteral("frame %1").arg(i)));
+    for (std::size_t i = 0; i < original.size(); ++i) {  // two encodes: within codec noise
+      const QString why = outsideCodecNoise(fromClip[i].rgb, original[i].rgb);
+      QVERIFY2(why.isEmpty(), qPrintable(QStringLiteral("frame %1: %2").arg(i).arg(why)));
     }
   }
 
