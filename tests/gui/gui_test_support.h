@@ -69,7 +69,6 @@ inline quint64 residentBytes() {
   return memory::sample_process_memory().resident_bytes;
 }
 
-// Files under `folder` whose names end in `suffix` (recursively).
 // Two H.264 encodes of the same frames, read back, agree within x264's noise: its frame threads
 // do not always give the same bitstream for the same frames
 // (MediaVideo.TheSameFramesGiveTheSameVideo failed 2 runs in 15 on a loaded machine). Measured on
@@ -91,6 +90,7 @@ inline QString outsideCodecNoise(const std::vector<std::uint8_t>& a,
   return QStringLiteral("mean |d| %1, max %2").arg(mean).arg(largest);
 }
 
+// Files under `folder` whose names end in `suffix` (recursively).
 inline QStringList filesEndingIn(const QString& folder, const QString& suffix) {
   QStringList out;
   QDirIterator it(folder, QDir::Files, QDirIterator::Subdirectories);
