@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/memory/arena.h"
+#include "core/models/device_tensor.h"
 #include "core/models/h3/audio_vae.h"
 #include "core/models/h3/audio_vae_weights.h"
 #include "core/models/h3/bpe_tokenizer.h"
@@ -60,18 +61,6 @@ offload::StreamerOptions one_pass(const RunContext& ctx, std::size_t passes = 1)
   offload::StreamerOptions options = ctx.streamer;
   options.passes = passes;
   return options;
-}
-
-struct DeviceTensor {
-  std::unique_ptr<DeviceBuffer> memory;
-  Tensor tensor;
-};
-
-DeviceTensor device_tensor(Backend& backend, DType dtype, const Shape& shape) {
-  DeviceTensor t;
-  t.memory = backend.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
-  t.tensor = Tensor{t.memory->data(), dtype, shape, backend.device()};
-  return t;
 }
 
 std::vector<std::uint64_t> dims(std::initializer_list<std::int64_t> values) {

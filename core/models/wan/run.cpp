@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/memory/arena.h"
+#include "core/models/device_tensor.h"
 #include "core/models/noise.h"
 #include "core/models/taehv/taehv_draft.h"
 #include "core/models/taehv/taehv_preview.h"
@@ -36,19 +37,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// A backend allocation with a tensor over it.
-struct DeviceTensor {
-  std::unique_ptr<DeviceBuffer> memory;
-  Tensor tensor;
-};
-
-DeviceTensor device_tensor(Backend& backend, DType dtype, const Shape& shape) {
-  DeviceTensor t;
-  t.memory = backend.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
-  t.tensor = Tensor{t.memory->data(), dtype, shape, backend.device()};
-  return t;
 }
 
 const StagePlan& stage_plan(const GenerationPlan& plan, std::string_view name) {
