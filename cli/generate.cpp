@@ -212,6 +212,7 @@ pipeline::GenerationRequest request_from(const Args& args) {
   r.save_text_states = args.flag("save-text-states");
   r.decoder = decoder_option(args);
   if (const auto f = args.value("latents")) r.latents = io::detail::path_from_utf8(*f);
+  if (const auto f = args.value("wav")) r.soundtrack_wav = io::detail::path_from_utf8(*f);
   return r;
 }
 
@@ -219,7 +220,7 @@ const std::set<std::string> kGenerateOptions = {
     "model",      "prompt",       "negative", "image",  "end-image", "width",   "height",
     "frames",     "fps",          "steps",    "cfg",    "cfg-low",   "shift",   "sampler",
     "seed",       "preset",       "out",      "stats",  "vram-mib",  "ram-mib", "noise",
-    "save-noise", "save-latents", "lora",     "decode", "latents"};
+    "save-noise", "save-latents", "lora",     "decode", "latents",   "wav"};
 const std::set<std::string> kGenerateFlags = {"save-text-states"};
 
 void print_step_table(const pipeline::GenerationResult& result, bool device) {
@@ -250,6 +251,9 @@ int run(const pipeline::Session& session, const models::ModelParts& model,
               io::detail::display(result.video).c_str(), s.width, s.height, s.frames, s.fps,
               result.encoder.c_str(), static_cast<unsigned long long>(s.request.seed));
   std::printf("settings: %s\n", io::detail::display(result.sidecar).c_str());
+  if (!result.soundtrack_wav.empty()) {
+    std::printf("soundtrack: %s\n", io::detail::display(result.soundtrack_wav).c_str());
+  }
   if (request.decoder == models::VideoDecoder::kTaehvDraft) {
     std::printf("draft: decoded with TAEHV%s\n",
                 result.latents.empty()

@@ -76,6 +76,7 @@ struct VideoWriter::Impl {
   AVStream* audio_stream = nullptr;
   FramePtr audio_frame;
   std::int64_t audio_sent = 0;
+  std::filesystem::path wav;  // the user's export (VideoSettings::soundtrack_wav)
 
   [[noreturn]] void write_failed(int err) {
     failed = true;
@@ -175,9 +176,11 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const VideoSettings&
     throw Error(ErrorCode::kBadArgument,
                 "the frame rate must be 1 to 120, not " + std::to_string(settings.fps));
   }
+  check_wav_export(settings.soundtrack_wav, settings.audio);
   m.width = settings.width;
   m.height = settings.height;
   m.fps = settings.fps;
+  m.wav = settings.soundtrack_wav;
 
   AVFormatContext* raw = nullptr;
   const std::string partial = io::detail::display(m.file.partial_path());
@@ -296,7 +299,11 @@ void VideoWriter::finish() {
   if (err < 0) m.write_failed(err);
   err = avio_closep(&m.output->pb);
   if (err < 0) m.write_failed(err);
-  m.file.commit();
+  if (m.wav.empty()) {
+    m.file.commit();
+  } else {
+    commit_with_wavs({m.wav}, cut_to_video(m.audio, m.frames, m.fps), [&] { m.file.commit(); });
+  }
   m.finished = true;
 }
 

@@ -38,6 +38,10 @@ struct VideoSettings {
   // The soundtrack (empty: a silent video). check_audio_track's limits; cut to frames / fps.
   AudioTrack audio;
   int audio_bit_rate = 192000;  // AAC, bits per second for all channels
+  // The soundtrack exported as a 16-bit WAV here too (the decoded PCM, cut like the video's track;
+  // the user's "--wav FILE"): written when the video is finished, just before its rename, and
+  // removed again if that fails. Empty: none. Needs a soundtrack (kBadArgument otherwise).
+  std::filesystem::path soundtrack_wav;
 };
 
 // The container this build writes: ".mp4" with FFmpeg, ".avi" (uncompressed, core/media/avi.h)
@@ -58,7 +62,8 @@ class VideoWriter {
   // Encodes one frame (width × height, as the settings say). Error(kIo) when writing fails (a full
   // disk); the writer is then unusable and its partial file is removed on destruction.
   void write(const RgbImage& frame);
-  // Flushes the encoders, writes the index, and renames the file into place.
+  // Flushes the encoders, writes the index, writes the soundtrack's WAV when asked, and renames
+  // the file into place.
   void finish();
 
   // The encoder in use ("libx264", "mpeg4", ...).

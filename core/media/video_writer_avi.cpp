@@ -30,6 +30,7 @@ struct VideoWriter::Impl {
   std::string encoder = "uncompressed AVI";
   std::filesystem::path path;
   AudioTrack audio;
+  std::filesystem::path wav;  // the user's export (VideoSettings::soundtrack_wav)
   int fps = 0;
   std::int64_t audio_written = 0;
 };
@@ -41,10 +42,12 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, const VideoSettings&
     return it != settings.metadata.end() ? it->second : std::string();
   };
   if (!settings.audio.empty()) check_audio_track(settings.audio, "the soundtrack");
+  check_wav_export(settings.soundtrack_wav, settings.audio);
   impl_->avi = std::make_unique<AviWriter>(path, settings.width, settings.height, settings.fps,
                                            tag("title"), tag("comment"));
   impl_->path = path;
   impl_->audio = settings.audio;
+  impl_->wav = settings.soundtrack_wav;
   impl_->fps = settings.fps;
 }
 
@@ -54,25 +57,16 @@ void VideoWriter::write(const RgbImage& frame) {
 }
 void VideoWriter::finish() {
   Impl& m = *impl_;
-  if (!m.audio.empty()) {
-    // Cut to the video's duration, as the MP4 writer does; written first, removed again if the
-    // video cannot be finished, so neither file appears without the other.
-    AudioTrack cut = m.audio;
-    const std::int64_t frames =
-        std::min(cut.frames(), m.avi->frames_written() * cut.sample_rate / m.fps);
-    cut.samples.resize(static_cast<std::size_t>(frames * cut.channels));
-    write_wav(soundtrack_beside(m.path), cut);
-    m.audio_written = frames;
-    try {
-      m.avi->finish();
-    } catch (...) {
-      std::error_code ec;
-      std::filesystem::remove(soundtrack_beside(m.path), ec);
-      throw;
-    }
+  if (m.audio.empty()) {
+    m.avi->finish();
     return;
   }
-  m.avi->finish();
+  // The soundtrack beside the AVI (its only sound) and the user's export, unless they are one.
+  std::vector<std::filesystem::path> wavs = {soundtrack_beside(m.path)};
+  if (!m.wav.empty() && m.wav != wavs[0]) wavs.push_back(m.wav);
+  const AudioTrack cut = cut_to_video(m.audio, m.avi->frames_written(), m.fps);
+  commit_with_wavs(wavs, cut, [&] { m.avi->finish(); });
+  m.audio_written = cut.frames();
 }
 const std::string& VideoWriter::encoder() const {
   return impl_->encoder;

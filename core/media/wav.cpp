@@ -1,4 +1,5 @@
 // WAV files (core/media/audio.h): RIFF "WAVE" with a "fmt " and a "data" chunk, little-endian.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -100,6 +101,37 @@ void write_wav(const std::filesystem::path& path, const AudioTrack& track) {
   put32(out, static_cast<std::uint32_t>(data_bytes));
   for (float v : track.samples) put16(out, static_cast<std::uint16_t>(to_pcm16(v)));
   io::write_file_atomically(path, out);
+}
+
+AudioTrack cut_to_video(const AudioTrack& track, std::int64_t video_frames, int fps) {
+  AudioTrack cut = track;
+  if (fps <= 0 || track.channels <= 0) return cut;
+  const std::int64_t frames = std::min(track.frames(), video_frames * track.sample_rate / fps);
+  cut.samples.resize(static_cast<std::size_t>(frames * track.channels));
+  return cut;
+}
+
+void check_wav_export(const std::filesystem::path& wav, const AudioTrack& track) {
+  if (!wav.empty() && track.empty()) {
+    throw Error(ErrorCode::kBadArgument,
+                "no soundtrack to write to " + io::detail::display(wav) + ": the video is silent");
+  }
+}
+
+void commit_with_wavs(const std::vector<std::filesystem::path>& wavs, const AudioTrack& track,
+                      const std::function<void()>& commit_video) {
+  std::vector<std::filesystem::path> written;
+  try {
+    for (const std::filesystem::path& wav : wavs) {
+      write_wav(wav, track);
+      written.push_back(wav);
+    }
+    commit_video();
+  } catch (...) {
+    std::error_code ec;
+    for (const std::filesystem::path& wav : written) std::filesystem::remove(wav, ec);
+    throw;
+  }
 }
 
 AudioTrack read_wav(const std::filesystem::path& path) {

@@ -16,6 +16,12 @@ namespace fs = std::filesystem;
   throw Error(ErrorCode::kBadArgument, message);
 }
 
+void check_folder_exists(const fs::path& file, const std::string& what) {
+  const fs::path folder = file.has_parent_path() ? file.parent_path() : ".";
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) bad(what + io::detail::display(folder) + " does not exist");
+}
+
 }  // namespace
 
 bool RequestRules::size_allowed(int w, int h) const {
@@ -49,6 +55,10 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
         ", not " + std::to_string(r.frames));
   }
   check_end_image(r.request, rules, model);
+  if (!r.request.soundtrack_wav.empty() && !rules.makes_sound) {
+    bad(model + " makes silent videos: there is no soundtrack to write to " +
+        io::detail::display(r.request.soundtrack_wav) + " (--wav)");
+  }
   if (r.fps < 1 || r.fps > 120) bad("fps must be 1 to 120, not " + std::to_string(r.fps));
   if (r.steps < 1 || r.steps > rules.max_steps) {
     bad("steps must be 1 to " + std::to_string(rules.max_steps) + ", not " +
@@ -87,10 +97,16 @@ void check_run_inputs(const GenerationRequest& request) {
     bad("this build writes " + extension + " videos: the output must end in " + extension +
         ", not " + io::detail::display(output));
   }
-  const fs::path folder = output.has_parent_path() ? output.parent_path() : ".";
-  std::error_code ec;
-  if (!fs::is_directory(folder, ec)) {
-    bad("the output folder " + io::detail::display(folder) + " does not exist");
+  check_folder_exists(output, "the output folder ");
+  const fs::path& wav = request.soundtrack_wav;
+  if (!wav.empty()) {
+    if (wav.extension() != ".wav") {
+      bad("the soundtrack is written as a .wav file, not " + io::detail::display(wav) + " (--wav)");
+    }
+    if (wav.lexically_normal() == output.lexically_normal()) {
+      bad("the soundtrack and the video cannot both be " + io::detail::display(wav));
+    }
+    check_folder_exists(wav, "the soundtrack's folder ");
   }
 }
 

@@ -65,6 +65,9 @@ struct GenerationRequest {
   // must be those of the run that made them (its size and frames decide the shape). Empty: the
   // run denoises.
   std::filesystem::path latents;
+  // The soundtrack also written as a 16-bit WAV here (models that make sound: RequestRules::
+  // makes_sound), with the video and through a temporary name; empty: none.
+  std::filesystem::path soundtrack_wav;
 };
 
 // A request with nothing left to choose.
@@ -95,6 +98,7 @@ struct RequestRules {
   bool takes_start_image = false;
   bool takes_end_image = false;  // first–last frame (an end image needs a start image)
   bool end_image_alone = false;  // ...unless this: a video that ends on the end image (H3's I2VA)
+  bool makes_sound = false;      // the video has a soundtrack (H3), which can go to a WAV too
   // Two experts (Wan 2.2 A14B): the high-noise one denoises while the step's timestep is at
   // least expert_boundary·1000, the low-noise one after; each has its own guide scale.
   bool two_experts = false;
@@ -141,7 +145,8 @@ void check_end_image(const GenerationRequest& request, const RequestRules& rules
 
 // What every run needs whatever the family: a prompt that is not blank, and an output that ends
 // in the build's video extension (.mp4; .avi in builds without FFmpeg: media::video_extension())
-// in a folder that exists. Error(kBadArgument).
+// in a folder that exists; a WAV export, when asked, ends in .wav, is in a folder that exists and
+// is not the output itself. Error(kBadArgument).
 void check_run_inputs(const GenerationRequest& request);
 
 }  // namespace ferry::models

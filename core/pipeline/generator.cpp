@@ -131,6 +131,7 @@ class FrameWriter {
                       {"comment", settings_.dump()},
                       {"ferry_version", FERRY_VERSION}};
     video.audio = std::move(soundtrack_);
+    video.soundtrack_wav = r_.request.soundtrack_wav;
     writer_.emplace(r_.request.output, video);
     frame_ = media::RgbImage{
         r_.width, r_.height,
@@ -348,6 +349,7 @@ GenerationResult generate(Backend& backend, const offload::MachineInfo& machine,
   }
 
   result.video = request.output;
+  result.soundtrack_wav = request.soundtrack_wav;
   result.sidecar = fs::path(request.output).replace_extension(".json");
   const std::string sidecar = settings.dump(2) + "\n";
   io::write_file_atomically(result.sidecar, std::as_bytes(std::span(sidecar)));

@@ -73,6 +73,8 @@ struct GenerationResult {
   // The final latents written beside the video (a draft keeps them for a full decode later) or
   // where save_latents said; empty when none were written.
   std::filesystem::path latents;
+  // The soundtrack's WAV (GenerationRequest::soundtrack_wav); empty when none was written.
+  std::filesystem::path soundtrack_wav;
 };
 
 struct GeneratorOptions {

@@ -52,13 +52,16 @@ RgbImage frame(int index) {
 
 // Writes `frames` frames with `audio` (H3's 124 frames and 207 latents of audio are 5.1667 s of
 // video for 5.175 s of sound: the soundtrack is longer than the video by a third of a frame).
-std::filesystem::path write_clip(const test::ScratchDir& dir, int frames, const AudioTrack& audio) {
+// `wav`: the soundtrack exported there too (VideoSettings::soundtrack_wav).
+std::filesystem::path write_clip(const test::ScratchDir& dir, int frames, const AudioTrack& audio,
+                                 const std::filesystem::path& wav = {}) {
   const std::filesystem::path path = dir / ("clip" + std::string(video_extension()));
   VideoSettings s;
   s.width = 64;
   s.height = 48;
   s.fps = kFps;
   s.audio = audio;
+  s.soundtrack_wav = wav;
   VideoWriter writer(path, s);
   for (int i = 0; i < frames; ++i) writer.write(frame(i));
   writer.finish();
@@ -169,6 +172,50 @@ TEST(MediaSoundtrack, AnAbandonedWriterWithSoundLeavesNothing) {
     for (int i = 0; i < 12; ++i) writer.write(frame(i));
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// The user's WAV export holds the PCM itself (no AAC), cut to the video as its track is.
+TEST(MediaSoundtrack, TheWavExportIsThePcmCutToTheVideo) {
+  test::ScratchDir dir;
+  const AudioTrack written = tones(3.0);
+  write_clip(dir, 48, written, dir / "song.wav");  // 2 s of video
+  const AudioTrack wav = read_wav(dir / "song.wav");
+  EXPECT_EQ(wav.sample_rate, kRate);
+  ASSERT_EQ(wav.channels, 2);
+  ASSERT_EQ(wav.frames(), 2 * kRate);
+  for (std::size_t i = 0; i < wav.samples.size(); ++i) {
+    ASSERT_NEAR(wav.samples[i], written.samples[i], 0.5 / 32767 + 1e-7) << i;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "song.wav.partial"));
+}
+
+TEST(MediaSoundtrack, AWavExportOfASilentVideoIsRefusedBeforeAnythingIsWritten) {
+  test::ScratchDir dir;
+  EXPECT_EQ(test::error_code_of([&] { write_clip(dir, 3, AudioTrack{}, dir / "song.wav"); }),
+            ErrorCode::kBadArgument);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+TEST(MediaSoundtrack, NoWavExportIsLeftWithoutItsVideo) {
+  test::ScratchDir dir;
+  const std::filesystem::path clip = dir / ("clip" + std::string(video_extension()));
+  {  // abandoned: an error or a cancel before finish()
+    VideoSettings s;
+    s.width = 64;
+    s.height = 48;
+    s.fps = kFps;
+    s.audio = tones(1.0);
+    s.soundtrack_wav = dir / "song.wav";
+    VideoWriter writer(clip, s);
+    for (int i = 0; i < 12; ++i) writer.write(frame(i));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  // The video cannot be renamed into place (a folder holds its name): the WAV goes too.
+  std::filesystem::create_directories(clip / "in the way");
+  EXPECT_EQ(test::error_code_of([&] { write_clip(dir, 12, tones(1.0), dir / "song.wav"); }),
+            ErrorCode::kIo);
+  EXPECT_FALSE(std::filesystem::exists(dir / "song.wav"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "song.wav.partial"));
 }
 
 #if defined(FERRY_HAVE_FFMPEG) && !defined(_WIN32)

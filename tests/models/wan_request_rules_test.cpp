@@ -138,6 +138,39 @@ TEST(Request, RefusesWhatCannotBeGenerated) {
             ErrorCode::kBadArgument);
 }
 
+// --wav: a .wav file in a folder that exists, not the video itself (check_run_inputs), and only
+// for a model that makes sound: Wan's videos are silent (check_request).
+TEST(Request, AWavExportIsAWavFileBesideTheVideoOfAModelWithSound) {
+  test::ScratchDir dir;
+  const auto inputs = [&](const std::filesystem::path& wav) {
+    GenerationRequest r = request(dir);
+    r.soundtrack_wav = wav;
+    try {
+      check_run_inputs(r);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(inputs(dir / "sound.wav"), "");
+  EXPECT_NE(inputs(dir / "sound.mp3").find(".wav file"), std::string::npos);
+  EXPECT_NE(inputs(dir / "missing" / "sound.wav").find("does not exist"), std::string::npos);
+  GenerationRequest same = request(dir);
+  same.output = dir / "clip.wav";
+  same.soundtrack_wav = same.output;
+  EXPECT_EQ(test::error_code_of([&] { check_run_inputs(same); }), ErrorCode::kBadArgument);
+
+  GenerationRequest silent = request(dir);
+  silent.soundtrack_wav = dir / "sound.wav";
+  try {
+    resolve(silent, model(kTI2V_5B), std::nullopt);
+    ADD_FAILURE() << "a WAV export of a silent model was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadArgument);
+    EXPECT_NE(std::string(e.what()).find("silent"), std::string::npos) << e.what();
+  }
+}
+
 // The size rule is the model's: Wan 2.1 takes multiples of 16 (400x240 is not a multiple of 32),
 // TI2V-5B multiples of 32; front ends read it from the rules instead of restating it.
 TEST(Request, TheSizeRuleIsTheModelsAndIsPublished) {

@@ -115,6 +115,7 @@ class H3Parts final : public ModelParts {
     r.takes_start_image = set_.text.vision;
     r.takes_end_image = set_.text.vision;
     r.end_image_alone = set_.text.vision;  // I2VA from the last frame
+    r.makes_sound = true;                  // the audio VAE's 32 kHz stereo soundtrack
     r.samplers = {"euler"};
     r.width = kDefaultWidth;
     r.height = kDefaultHeight;
