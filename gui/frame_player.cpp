@@ -58,7 +58,8 @@ FramePlayer::FramePlayer(QWidget* parent)
       loop_(new QToolButton(this)),
       soundBadge_(new QLabel(this)),
       mute_(new QToolButton(this)),
-      volume_(new QSlider(Qt::Horizontal, this)) {
+      volume_(new QSlider(Qt::Horizontal, this)),
+      saveSound_(new QToolButton(this)) {
   play_->setIcon(style()->standardIcon(QStyle::SP_MediaPlay));
   play_->setToolTip(tr("Play / pause (Space while the player has focus)"));
   play_->setAccessibleName(tr("Play"));
@@ -87,6 +88,10 @@ FramePlayer::FramePlayer(QWidget* parent)
   volume_->setMaximumWidth(90);
   volume_->setAccessibleName(tr("Volume"));
   volume_->setToolTip(tr("Volume"));
+  saveSound_->setObjectName(QStringLiteral("saveSoundtrackButton"));
+  saveSound_->setIcon(style()->standardIcon(QStyle::SP_DialogSaveButton));
+  saveSound_->setAccessibleName(tr("Save soundtrack"));
+  saveSound_->setToolTip(tr("Save the soundtrack as a WAV file (16-bit PCM)"));
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(play_);
@@ -96,6 +101,7 @@ FramePlayer::FramePlayer(QWidget* parent)
   controls->addWidget(soundBadge_);
   controls->addWidget(mute_);
   controls->addWidget(volume_);
+  controls->addWidget(saveSound_);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(view_, 1);
@@ -109,6 +115,7 @@ FramePlayer::FramePlayer(QWidget* parent)
   });
   connect(mute_, &QToolButton::toggled, this, &FramePlayer::setMuted);
   connect(volume_, &QSlider::valueChanged, this, &FramePlayer::setVolume);
+  connect(saveSound_, &QToolButton::clicked, this, &FramePlayer::saveSoundtrackRequested);
   clear(tr("The video appears here."));
 }
 
@@ -339,6 +346,7 @@ void FramePlayer::updateControls() {
   soundBadge_->setVisible(hasSound());
   mute_->setVisible(hasSound());
   volume_->setVisible(hasSound());
+  saveSound_->setVisible(hasSound());
 }
 
 }  // namespace ferry::gui

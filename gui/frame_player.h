@@ -67,10 +67,16 @@ class FramePlayer : public QWidget {
   bool isPlaying() const { return timer_.isActive(); }
   const QImage& shownImage() const;
   bool hasSound() const { return sound_ && !sound_->empty(); }
+  // The clip's soundtrack as it plays (null for a silent clip).
+  const std::shared_ptr<const media::AudioTrack>& sound() const { return sound_; }
   bool isSoundPlaying() const { return soundPlaying_; }
   bool isMuted() const { return muted_; }
   int volume() const;  // 0-100
   bool loops() const;
+
+ signals:
+  // "Save soundtrack…" was clicked (shown with the sound controls): the window asks where.
+  void saveSoundtrackRequested();
 
  public slots:
   void play();
@@ -118,6 +124,7 @@ class FramePlayer : public QWidget {
   QLabel* soundBadge_;  // shown when the clip has sound
   QToolButton* mute_;
   QSlider* volume_;
+  QToolButton* saveSound_;
 };
 
 }  // namespace ferry::gui

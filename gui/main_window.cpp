@@ -42,6 +42,7 @@
 #include "core/io/crash_report.h"
 #include "core/io/detail/os_file.h"
 #include "core/io/user_data.h"
+#include "core/media/audio.h"
 #include "core/models/family.h"
 #include "core/offload/planner.h"
 #include "gui/advanced_box.h"
@@ -482,6 +483,7 @@ void MainWindow::buildUi() {
   connect(queuePanel_, &QueuePanel::stopRequested, this, &MainWindow::stopQueue);
   connect(openFile_, &QPushButton::clicked, this, &MainWindow::openFile);
   connect(openFolder_, &QPushButton::clicked, this, &MainWindow::openFolder);
+  connect(player_, &FramePlayer::saveSoundtrackRequested, this, &MainWindow::chooseSoundtrackFile);
   connect(advanced_, &AdvancedBox::noiseChanged, this, [this] {
     // Where a restored clip's noise file is looked for next.
     if (!advanced_->noise().isEmpty()) {
@@ -1621,6 +1623,34 @@ void MainWindow::showMachineCheck() {
   if (use != nullptr && box.clickedButton() == use) {
     presetPanel_->setPresetName(report.suggestedPreset);
   }
+}
+
+void MainWindow::chooseSoundtrackFile() {
+  const QFileInfo clip(lastVideo_);
+  const QString suggested =
+      clip.absoluteDir().filePath(clip.completeBaseName() + QStringLiteral(".wav"));
+  QString chosen = QFileDialog::getSaveFileName(this, tr("Save the soundtrack"), suggested,
+                                                tr("WAV sound (*.wav)"));
+  if (chosen.isEmpty()) return;
+  if (!chosen.endsWith(QLatin1String(".wav"), Qt::CaseInsensitive))
+    chosen += QStringLiteral(".wav");
+  saveSoundtrack(QDir::fromNativeSeparators(chosen));
+}
+
+bool MainWindow::saveSoundtrack(const QString& path) {
+  const std::shared_ptr<const media::AudioTrack>& sound = player_->sound();
+  if (!sound || sound->empty()) {
+    showMessage(tr("This clip has no sound to save."));
+    return false;
+  }
+  try {
+    media::write_wav(io::detail::path_from_utf8(path.toStdString()), *sound);
+  } catch (const Error& e) {
+    showMessage(tr("The soundtrack was not saved: %1").arg(QString::fromUtf8(e.what())));
+    return false;
+  }
+  statusBar()->showMessage(tr("Soundtrack saved: %1").arg(QDir::toNativeSeparators(path)), 5000);
+  return true;
 }
 
 void MainWindow::openFile() {

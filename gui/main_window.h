@@ -99,6 +99,10 @@ class MainWindow : public QMainWindow {
   bool openVideo(const QString& path);
   // Plays a video in the window's player (decoded on the engine thread), settings untouched.
   void showVideo(const QString& path);
+  // Writes the soundtrack of the clip in the player (as it plays: decoded from the clip's AAC
+  // track) to `path` as a 16-bit WAV, through a temporary name. False with a message when the
+  // clip is silent or the file cannot be written. The player's "Save soundtrack…" asks where.
+  bool saveSoundtrack(const QString& path);
 
   // Nothing is being looked up: the model found and the plan made for what the window shows.
   bool settled() const;
@@ -250,6 +254,7 @@ class MainWindow : public QMainWindow {
   void onClipLookedUp(const GenerationSettings& settings, const ClipLookup& found);
   void openFile();
   void openFolder();
+  void chooseSoundtrackFile();
 
   MainWindowOptions options_;
   QString dataFolder_;

@@ -8,9 +8,15 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSettings>
+#include <QToolButton>
 #include <QtTest/QtTest>
+#include <algorithm>
+#include <cmath>
 
+#include "core/media/audio.h"
+#include "core/media/video_writer.h"
 #include "core/models/h3/synthetic_set.h"
+#include "gui/frame_player.h"
 #include "gui/h3_support.h"
 #include "gui/main_window.h"
 #include "gui/start_image_box.h"
@@ -66,6 +72,28 @@ QString saveImage(const QTemporaryDir& dir, const QString& name) {
   image.fill(Qt::darkCyan);
   const QString path = dir.filePath(name);
   return image.save(path) ? path : QString();
+}
+
+// A 0.5 s clip (12 frames at 24 fps) with a 32 kHz stereo ramp as its soundtrack, or silent.
+QString writeClip(const QTemporaryDir& dir, const QString& name, bool withSound) {
+  ferry::media::VideoSettings s;
+  s.width = 64;
+  s.height = 48;
+  s.fps = 24;
+  if (withSound) {
+    std::vector<std::vector<float>> planar(2, std::vector<float>(16000));
+    for (std::size_t i = 0; i < 16000; ++i) {
+      planar[0][i] = 0.5f * std::sin(static_cast<float>(i) * 0.0864f);
+      planar[1][i] = 0.3f * std::sin(static_cast<float>(i) * 0.1728f);
+    }
+    s.audio = ferry::media::interleave(planar, 32000);
+  }
+  const QString path = dir.filePath(name);
+  ferry::media::VideoWriter writer(toPath(path), s);
+  ferry::media::RgbImage frame{64, 48, std::vector<std::uint8_t>(64 * 48 * 3, 90)};
+  for (int i = 0; i < 12; ++i) writer.write(frame);
+  writer.finish();
+  return path;
 }
 
 }  // namespace
@@ -197,6 +225,42 @@ class H3AppTest : public QObject {
     QVERIFY(settle(w));
     w.h3TemplateButton()->click();
     QCOMPARE(w.settings().prompt, text);
+  }
+
+  // Issue 20's WAV export in the app: a clip with sound shows "Save soundtrack" with the player's
+  // sound controls; the WAV holds what the player plays (its AAC track decoded) to 16 bits. A
+  // silent clip hides the button and has nothing to save; a folder that is not there is a message.
+  void the_soundtrack_of_the_clip_shown_is_saved_as_a_wav() {
+    QTemporaryDir data;
+    QTemporaryDir clips;
+    MainWindow w(options(data));
+    w.show();
+    auto* save = w.player()->findChild<QToolButton*>(QStringLiteral("saveSoundtrackButton"));
+    QVERIFY(save != nullptr);
+    w.showVideo(writeClip(clips, QStringLiteral("with-sound.mp4"), true));
+    QTRY_VERIFY(w.player()->frameCount() == 12);
+    QVERIFY(w.player()->hasSound());
+    QVERIFY(save->isVisible());
+    const QString wav = clips.filePath(QStringLiteral("with-sound.wav"));
+    QVERIFY2(w.saveSoundtrack(wav), qPrintable(w.lastMessage()));
+    const ferry::media::AudioTrack written = ferry::media::read_wav(toPath(wav));
+    const ferry::media::AudioTrack& played = *w.player()->sound();
+    QCOMPARE(written.sample_rate, 32000);
+    QCOMPARE(written.channels, 2);
+    QCOMPARE(written.samples.size(), played.samples.size());
+    for (std::size_t i = 0; i < written.samples.size(); ++i) {
+      QVERIFY(std::abs(written.samples[i] - std::clamp(played.samples[i], -1.0f, 1.0f)) <=
+              0.5f / 32767 + 1e-6f);
+    }
+    QVERIFY(!QFile::exists(wav + QStringLiteral(".partial")));
+    QVERIFY(!w.saveSoundtrack(clips.filePath(QStringLiteral("missing/x.wav"))));
+    QVERIFY(w.lastMessage().contains(QLatin1String("not saved")));
+
+    w.showVideo(writeClip(clips, QStringLiteral("silent.mp4"), false));
+    QTRY_VERIFY(w.player()->frameCount() == 12 && !w.player()->hasSound());
+    QVERIFY(!save->isVisible());
+    QVERIFY(!w.saveSoundtrack(clips.filePath(QStringLiteral("silent.wav"))));
+    QVERIFY(!QFile::exists(clips.filePath(QStringLiteral("silent.wav"))));
   }
 
   // I2VA last frame: an end frame alone, restored from a clip (found beside it) and from the
