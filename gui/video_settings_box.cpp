@@ -174,9 +174,11 @@ VideoSettingsBox::VideoSettingsBox(QWidget* parent) : QGroupBox(tr("Video"), par
   connect(fps_, &QSpinBox::valueChanged, this, &VideoSettingsBox::updateDuration);
   connect(duration_, &QDoubleSpinBox::valueChanged, this, [this](double seconds) {
     if (updating_) return;
-    const int k = static_cast<int>(std::lround(seconds * fps_->value() / framesStep_));
+    // The frames nearest `seconds` (a duration is (frames − 1) / fps) on the model's grid.
+    const double wanted = seconds * fps_->value() + 1 - framesOffset_;
+    const int k = std::max(0, static_cast<int>(std::lround(wanted / framesStep_)));
     const QSignalBlocker block(duration_);
-    frames_->setValue(k * framesStep_ + 1);
+    frames_->setValue(framesOffset_ + k * framesStep_);
   });
   connect(copySeed_, &QPushButton::clicked, this, &VideoSettingsBox::copySeed);
   fillSizes(std::nullopt);
@@ -209,12 +211,16 @@ void VideoSettingsBox::setRules(const std::optional<models::RequestRules>& rules
       box->setGrid(rules->size_multiple, 0, tr("a multiple of %1").arg(rules->size_multiple));
     }
     framesStep_ = std::max(1, rules->frames_step);
-    frames_->setRange(1, rules->max_frames);
-    frames_->setGrid(framesStep_, 1, tr("%1k+1").arg(framesStep_));
-    frames_->setToolTip(tr("Frames of the form %1k+1 (%2, %3, …)")
-                            .arg(framesStep_)
-                            .arg(framesStep_ + 1)
-                            .arg(2 * framesStep_ + 1));
+    framesOffset_ = std::max(1, rules->frames_offset);
+    const QString form =
+        tr("%1k+%2").arg(framesStep_).arg(framesOffset_ % framesStep_);  // "4k+1", "17k+5"
+    frames_->setRange(framesOffset_, rules->max_frames);
+    frames_->setGrid(framesStep_, framesOffset_ % framesStep_, form);
+    frames_->setToolTip(tr("Frames of the form %1 (%2, %3, %4, …)")
+                            .arg(form)
+                            .arg(framesOffset_)
+                            .arg(framesOffset_ + framesStep_)
+                            .arg(framesOffset_ + 2 * framesStep_));
     steps_->setRange(1, rules->max_steps);
     cfg_->setRange(0, rules->max_guide_scale);
     cfgLow_->setRange(0, rules->max_guide_scale);

@@ -92,7 +92,8 @@ class VideoSettingsBox : public QGroupBox {
   QComboBox* seedMode_;
   QPushButton* copySeed_;
   QSize resolvedSize_;
-  int framesStep_ = 4;
+  int framesStep_ = 4;  // frames = framesOffset_ + framesStep_·k (RequestRules)
+  int framesOffset_ = 1;
   bool editable_ = true;
   bool updating_ = false;
   bool hasValues_ = true;  // showValues(false) in the constructor

@@ -32,7 +32,7 @@ bool RequestRules::size_allowed(int w, int h) const {
 }
 
 bool RequestRules::frames_allowed(int f) const {
-  return f >= 1 && f <= max_frames && (f - 1) % frames_step == 0;
+  return f >= frames_offset && f <= max_frames && (f - frames_offset) % frames_step == 0;
 }
 
 void check_end_image(const GenerationRequest& request, const RequestRules& rules,
@@ -50,8 +50,12 @@ void check_request(const ResolvedRequest& r, const RequestRules& rules, const st
         " for " + model + ", not " + std::to_string(r.width) + "x" + std::to_string(r.height));
   }
   if (!rules.frames_allowed(r.frames)) {
-    bad("frames must be of the form " + std::to_string(rules.frames_step) + "k+1 (1, " +
-        std::to_string(rules.frames_step + 1) + ", …) up to " + std::to_string(rules.max_frames) +
+    const auto nth = [&](int k) {
+      return std::to_string(rules.frames_offset + k * rules.frames_step);
+    };
+    bad("frames must be of the form " + std::to_string(rules.frames_step) + "k+" +
+        std::to_string(rules.frames_offset % rules.frames_step) + " (" + nth(0) + ", " + nth(1) +
+        ", " + nth(2) + ", …) up to " + std::to_string(rules.max_frames) + " for " + model +
         ", not " + std::to_string(r.frames));
   }
   check_end_image(r.request, rules, model);

@@ -90,8 +90,9 @@ struct RequestRules {
   int size_multiple = 16;  // width and height are multiples of it ...
   int min_size = 16;       // ... within [min_size, max_size]
   int max_size = 4096;
-  int frames_step = 4;  // frames = frames_step·k + 1 ...
-  int max_frames = 1001;
+  int frames_step = 4;    // frames = frames_offset + frames_step·k (k ≥ 0) ...
+  int frames_offset = 1;  // ... the shortest video
+  int max_frames = 1001;  // ... up to this
   int max_steps = 1000;
   float max_guide_scale = 50;
   double max_shift = 100;

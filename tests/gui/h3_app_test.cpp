@@ -4,10 +4,12 @@
 // prompt template is offered for H3 only and a plain prompt still reaches the request, and an
 // end frame alone is restored from a clip and from the history's settings. The H3 set is
 // DiffSynth's layout at tiny shapes, header-only (the app only finds and plans it).
+#include <QDoubleSpinBox>
 #include <QJsonDocument>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSettings>
+#include <QSpinBox>
 #include <QToolButton>
 #include <QtTest/QtTest>
 #include <algorithm>
@@ -225,6 +227,37 @@ class H3AppTest : public QObject {
     QVERIFY(settle(w));
     w.h3TemplateButton()->click();
     QCOMPARE(w.settings().prompt, text);
+  }
+
+  // H3's frames are 17n+5 (n >= 1) at 24 fps: the frames box offers only those, and a duration in
+  // seconds becomes the nearest of them (Wan's 4k+1 grid is the same code with other rules).
+  void the_duration_in_seconds_becomes_h3s_frame_grid() {
+    QTemporaryDir data;
+    MainWindow w(options(data));
+    w.show();
+    w.applySettings(h3Settings());
+    QVERIFY(settle(w));
+    QSpinBox* frames = nullptr;
+    QDoubleSpinBox* duration = nullptr;
+    for (auto* box : w.findChildren<QSpinBox*>()) {
+      if (box->accessibleName() == QLatin1String("Frames")) frames = box;
+    }
+    for (auto* box : w.findChildren<QDoubleSpinBox*>()) {
+      if (box->accessibleName() == QLatin1String("Duration")) duration = box;
+    }
+    QVERIFY(frames && duration);
+    QCOMPARE(frames->minimum(), 22);
+    QCOMPARE(frames->singleStep(), 17);
+    QCOMPARE(frames->value(), 124);  // H3's default: 5.2 s
+    QVERIFY2(frames->toolTip().contains(QLatin1String("17k+5 (22, 39, 56")),
+             qPrintable(frames->toolTip()));
+    duration->setValue(10.0);  // 241 frames would be 10 s; the grid's nearest is 243 (17·14+5)
+    QCOMPARE(frames->value(), 243);
+    duration->setValue(0.5);
+    QCOMPARE(frames->value(), 22);
+    frames->setValue(39);
+    QCOMPARE(duration->value(), 1.6);  // (39 − 1) / 24 = 1.58 s, shown to a tenth
+    QCOMPARE(w.settings().frames, 39);
   }
 
   // Issue 20's WAV export in the app: a clip with sound shows "Save soundtrack" with the player's

@@ -109,7 +109,8 @@ class H3Parts final : public ModelParts {
     r.size_multiple = 32;
     r.min_size = 256;
     r.max_size = 2048;
-    r.frames_step = 1;  // any count is snapped up to 17n+5 by resolve()
+    r.frames_step = 17;  // 17n+5 with n ≥ 1 (resolve() snaps any other count up to it)
+    r.frames_offset = 22;
     r.max_frames = kMaxFrames;
     r.max_guide_scale = 20;
     r.takes_start_image = set_.text.vision;
