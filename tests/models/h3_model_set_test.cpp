@@ -14,6 +14,7 @@
 #include "core/models/family.h"
 #include "core/models/h3/bpe_tokenizer.h"
 #include "core/models/h3/model_set.h"
+#include "core/models/h3/presentation.h"
 #include "core/models/h3/synthetic_set.h"
 #include "core/models/h3/text_encoder.h"
 #include "core/models/h3/text_encoder_weights.h"
@@ -320,6 +321,42 @@ TEST(H3ModelSet, the_plan_lists_every_stage_and_a_header_only_set_does_not_run) 
   EXPECT_NE(error_of([&] { parts->noise_layout(r); }).find("header-only synthetic file"),
             std::string::npos);
   EXPECT_EQ(test::error_code_of([&] { parts->start(r, plan, {}); }), ErrorCode::kUnsupported);
+}
+
+// H3 does not truncate prompts: one longer than the 512 text tokens the conditioner is planned
+// for at least is planned for its own length, in the text encoder's and the DiT's stages.
+TEST(H3ModelSet, a_prompt_longer_than_512_tokens_is_planned_for_its_length) {
+  const test::ScratchDir dir;
+  write_header_only_set(dir.path(), small_shapes());
+  const auto parts = open_model({dir.path()});
+  const offload::MachineInfo machine{true, 8ull << 30, 8ull << 30, 24ull << 30, 24ull << 30};
+  const auto plan_for = [&](const std::string& prompt) {
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.width = 832;
+    request.height = 480;
+    request.frames = 124;
+    return parts->plan(parts->resolve(request, std::nullopt), preset(machine), machine, false);
+  };
+  const BpeTokenizer tokenizer = BpeTokenizer::from_folder(dir / "processor");
+  std::string long_prompt;
+  while (present_text(tokenizer, long_prompt).length() < 900) {
+    long_prompt += "a ferry crosses the fjord at dawn, gulls follow it; ";
+  }
+  const std::size_t length = present_text(tokenizer, long_prompt).length();
+  const GenerationPlan short_plan = plan_for("a ferry");
+  const GenerationPlan long_plan = plan_for(long_prompt);
+  EXPECT_NE(short_plan.stages[0].detail.find("512 tokens"), std::string::npos)
+      << short_plan.stages[0].detail;
+  EXPECT_NE(long_plan.stages[0].detail.find(std::to_string(length) + " tokens"), std::string::npos)
+      << long_plan.stages[0].detail;
+  EXPECT_NE(long_plan.stages[1].detail.find("(" + std::to_string(length) + " text,"),
+            std::string::npos)
+      << long_plan.stages[1].detail;
+  EXPECT_GT(long_plan.stages[0].predicted_ram_peak + long_plan.stages[0].predicted_vram_peak,
+            short_plan.stages[0].predicted_ram_peak + short_plan.stages[0].predicted_vram_peak);
+  EXPECT_GT(long_plan.stages[1].predicted_vram_peak + long_plan.stages[1].predicted_ram_peak,
+            short_plan.stages[1].predicted_vram_peak + short_plan.stages[1].predicted_ram_peak);
 }
 
 TEST(H3ModelSet, the_synthetic_tokenizer_loads_with_h3s_ids) {

@@ -7,12 +7,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
 #include "core/io/detail/os_file.h"
 #include "core/models/h3/audio_vae.h"
 #include "core/models/h3/audio_vae_weights.h"
+#include "core/models/h3/bpe_tokenizer.h"
 #include "core/models/h3/demo_model.h"
 #include "core/models/h3/dit_sequence.h"
 #include "core/models/h3/dit_weights.h"
@@ -29,8 +32,9 @@
 namespace ferry::models::h3 {
 namespace {
 
-// The text tokens the conditioner is planned for besides the keyframes' (H3 does not truncate; a
-// prompt longer than this is planned again when it is tokenized).
+// The text tokens the conditioner is planned for besides the keyframes' at least (H3 does not
+// truncate: a longer prompt is planned for its own length, H3Parts::conditioner_tokens), so that
+// editing a prompt in the app does not change the plan.
 constexpr std::int64_t kPlanTextTokens = 512;
 
 // Defaults (minimax_h3.md §H.1, diffusers): 768x1344, 124 frames (5.2 s) at 24 fps, 49 steps, no
@@ -209,10 +213,11 @@ class H3Parts final : public ModelParts {
       g.add(std::move(s));
     }
     const TextEncoderWeights text = TextEncoderWeights::from(opened_.text_encoder);
-    const std::int64_t tokens = kPlanTextTokens + keyframes * vision_tokens;
+    const std::int64_t tokens = conditioner_tokens(r, keyframes, vision_tokens);
+    const std::int64_t text_tokens = tokens - keyframes * vision_tokens;
     StagePlan t = block_stage_plan(std::string(kTextStage), text.model_layout(tokens), preset,
                                    machine, stream_all);
-    t.detail = std::to_string(tokens) + " tokens (" + std::to_string(kPlanTextTokens) + " of text" +
+    t.detail = std::to_string(tokens) + " tokens (" + std::to_string(text_tokens) + " of text" +
                (keyframes > 0 ? " + " + std::to_string(keyframes * vision_tokens) + " of keyframes"
                               : std::string()) +
                ")";
@@ -330,8 +335,42 @@ class H3Parts final : public ModelParts {
     }
   }
 
+  // The conditioner's sequence for this request: its prompt's presentation with each keyframe's
+  // vision tokens, and at least kPlanTextTokens of text. A set whose tokenizer cannot be read
+  // (a header-only synthetic set has none) is planned for kPlanTextTokens; its run says why.
+  std::int64_t conditioner_tokens(const ResolvedRequest& r, int keyframes,
+                                  std::int64_t vision_tokens) const {
+    const std::int64_t least = kPlanTextTokens + keyframes * vision_tokens;
+    const std::shared_ptr<const BpeTokenizer> tokenizer = cached_tokenizer();
+    if (!tokenizer) return least;
+    const std::vector<std::size_t> per_keyframe(static_cast<std::size_t>(keyframes),
+                                                static_cast<std::size_t>(vision_tokens));
+    const Presentation p = keyframes == 0
+                               ? present_text(*tokenizer, r.request.prompt)
+                               : present_with_keyframes(*tokenizer, r.request.prompt, per_keyframe);
+    return std::max(least, static_cast<std::int64_t>(p.length()));
+  }
+
+  // The set's tokenizer, read once (plans are made each time a setting changes in the app).
+  std::shared_ptr<const BpeTokenizer> cached_tokenizer() const {
+    const std::lock_guard lock(tokenizer_mutex_);
+    if (!tokenizer_read_) {
+      tokenizer_read_ = true;
+      try {
+        tokenizer_ =
+            std::make_shared<const BpeTokenizer>(BpeTokenizer::from_folder(set_.tokenizer));
+      } catch (const Error&) {
+        tokenizer_ = nullptr;
+      }
+    }
+    return tokenizer_;
+  }
+
   OpenedParts opened_;  // before set_: find_model_set fills it
   ModelSet set_;
+  mutable std::mutex tokenizer_mutex_;
+  mutable bool tokenizer_read_ = false;
+  mutable std::shared_ptr<const BpeTokenizer> tokenizer_;
 };
 
 class H3Family final : public ModelFamily {
