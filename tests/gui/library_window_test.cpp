@@ -10,6 +10,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QPushButton>
+#include <QScopeGuard>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -297,6 +298,43 @@ class LibraryWindowTest : public QObject {
     QVERIFY2(w.modelPanel()->model(), qPrintable(w.modelPanel()->problem()));
     QCOMPARE(w.settings().prompt, QStringLiteral("a ferry at dawn"));
     QCOMPARE(w.settings().steps, 3);
+  }
+
+  void the_roots_are_the_models_folder_the_added_folders_a_comfyui_install_and_the_hub_cache() {
+    QTemporaryDir dir;
+    const QString data = dir.filePath(QStringLiteral("data"));
+    const QString models = QDir(data).filePath(QStringLiteral("models"));
+    const QString added = dir.filePath(QStringLiteral("more-models"));
+    const QString home = dir.filePath(QStringLiteral("home"));
+    const QString comfy = home + QStringLiteral("/Documents/ComfyUI");
+    const QString hubCache = dir.filePath(QStringLiteral("hf/hub"));
+    for (const QString& folder : {models, added, comfy + QStringLiteral("/models/vae"),
+                                  comfy + QStringLiteral("/models/diffusion_models"), hubCache,
+                                  home + QStringLiteral("/ComfyUI")}) {  // no model folder in it
+      QVERIFY(QDir().mkpath(folder));
+    }
+    const QByteArray oldHome = qgetenv("HOME");
+    const QByteArray oldCache = qgetenv("HF_HUB_CACHE");
+    qputenv("HOME", home.toUtf8());
+    qputenv("HF_HUB_CACHE", hubCache.toUtf8());
+    const auto restore = qScopeGuard([&] {
+      qputenv("HOME", oldHome);
+      qputenv("HF_HUB_CACHE", oldCache);
+    });
+    QCOMPARE(detectedComfyUiInstalls(), QStringList{comfy});
+    {
+      MainWindow w(options(data));
+      QVERIFY(settle(w));
+      QCOMPARE(w.libraryRoots(), (QStringList{models, comfy, hubCache}));
+      // A folder the user adds in the library is kept for the next start.
+      LibraryPanel* library = w.libraryPanel();
+      QTRY_VERIFY_WITH_TIMEOUT(!library->scanning(), 30000);
+      QCOMPARE(library->roots(), (QStringList{models, comfy, hubCache}));
+      emit library->folderAdded(added);
+    }
+    MainWindow w(options(data));
+    QVERIFY(settle(w));
+    QCOMPARE(w.libraryRoots(), (QStringList{models, added, comfy, hubCache}));
   }
 
   void a_set_not_ready_cannot_be_picked_until_a_download_completes_it() {
