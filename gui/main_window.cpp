@@ -26,6 +26,7 @@
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
+#include <QShortcut>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStandardPaths>
@@ -1640,6 +1641,8 @@ LibraryPanel* MainWindow::libraryPanel() {
     row->addWidget(close);
     layout->addLayout(row);
     connect(close, &QPushButton::clicked, libraryWindow_, &QWidget::hide);
+    connect(new QShortcut(QKeySequence::Cancel, libraryWindow_), &QShortcut::activated,
+            libraryWindow_, &QWidget::hide);
     connect(library_, &LibraryPanel::setChosen, this, &MainWindow::useLibrarySet);
     connect(library_, &LibraryPanel::folderAdded, this,
             [this](const QString& folder) { addLibraryFolder(*store_, folder); });
