@@ -111,6 +111,23 @@ FolderResult lookAmong(const QList<ClipFile>& files, const QStringList& paths) {
   return match(files, found, QString());
 }
 
+// The diffusers pipeline folder (it holds model_index.json) that holds every one of the clip's
+// files found below a library root, from where they meet up to `root`; empty when there is none.
+// Such a folder is one model, and the engine reads it whole (its tokenizer and configuration are
+// no model files a clip names), where a ComfyUI folder or a hub repository of loose files holds
+// many.
+QString pipelineFolder(const QString& common, const QString& root) {
+  for (QString folder = common; folder.size() >= root.size();) {
+    if (QFileInfo(QDir(folder).filePath(QStringLiteral("model_index.json"))).isFile()) {
+      return folder;
+    }
+    const QString up = QFileInfo(folder).path();
+    if (up == folder) break;
+    folder = up;
+  }
+  return {};
+}
+
 // The folders a model's LoRAs may sit near: a folder model's own, a set's files' folders.
 QStringList foldersOf(const QStringList& model) {
   if (model.size() == 1) return model;
@@ -216,6 +233,11 @@ ClipLookup lookUpClip(const QList<ClipFile>& files, const QList<QStringList>& mo
         return false;
       }
       out.model = asFiles ? r.paths : QStringList{r.folder};
+      if (asFiles && !chosen) {
+        if (const QString pipeline = pipelineFolder(r.folder, searched); !pipeline.isEmpty()) {
+          out.model = {pipeline};
+        }
+      }
       out.warnings = r.warnings;
       out.missing.clear();
       out.searched = searched;

@@ -16,7 +16,8 @@ namespace ferry::gui {
 struct ClipLookup {
   // The model holding every file the clip names, as GenerationSettings::model: the smallest folder
   // below a model folder searched, a model's own files, or the files found below a library root
-  // (a set spread over a ComfyUI install's folders); empty when none holds them all.
+  // (a set spread over a ComfyUI install's folders; the diffusers pipeline folder holding them
+  // when there is one); empty when none holds them all.
   QStringList model;
   QString searched;      // the folder `missing` is about
   QStringList missing;   // each file not found there, with why ("x.safetensors (VAE)")

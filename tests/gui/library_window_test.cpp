@@ -21,6 +21,7 @@
 #include "core/io/safetensors_writer.h"
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/dit_layout.h"
+#include "gui/clip_lookup.h"
 #include "gui/history.h"
 #include "gui/library_panel.h"
 #include "gui/library_roots.h"
@@ -335,6 +336,54 @@ class LibraryWindowTest : public QObject {
     MainWindow w(options(data));
     QVERIFY(settle(w));
     QCOMPARE(w.libraryRoots(), (QStringList{models, added, comfy, hubCache}));
+  }
+
+  void a_clips_files_below_a_library_root_are_the_files_or_their_pipeline_folder() {
+    QTemporaryDir dir;
+    const auto clipFiles = [](const QStringList& names) {
+      QList<ClipFile> files;
+      for (const QString& name : names) files << ClipFile{{}, name, 4, {}};
+      return files;
+    };
+    // A ComfyUI install: each folder holds many models, so the files themselves are the model.
+    const QString comfy = dir.filePath(QStringLiteral("ComfyUI/models"));
+    const QStringList loose = {comfy + QStringLiteral("/diffusion_models/wan_a.safetensors"),
+                               comfy + QStringLiteral("/text_encoders/umt5_b.safetensors"),
+                               comfy + QStringLiteral("/vae/vae_c.safetensors")};
+    for (const QString& file : loose) QVERIFY(write(file, "1234"));
+    QVERIFY(write(comfy + QStringLiteral("/vae/other_vae.safetensors"), "1234"));
+    ClipLookup found =
+        lookUpClip(clipFiles({"wan_a.safetensors", "umt5_b.safetensors", "vae_c.safetensors"}), {},
+                   {dir.filePath(QStringLiteral("ComfyUI"))}, {}, {});
+    QVERIFY2(found.missing.isEmpty(), qPrintable(found.missing.join(',')));
+    QCOMPARE(found.model, loose);
+
+    // A diffusers pipeline in the hub cache: its folder is the model (the engine reads its
+    // tokenizer and configuration too).
+    const QString snapshot =
+        dir.filePath(QStringLiteral("hub/models--org--wan/snapshots/0123abcd"));
+    QVERIFY(write(snapshot + QStringLiteral("/model_index.json"), "{}"));
+    for (const QString& file :
+         {QStringLiteral("/transformer/diffusion_pytorch_model-00001-of-00002.safetensors"),
+          QStringLiteral("/transformer/diffusion_pytorch_model-00002-of-00002.safetensors"),
+          QStringLiteral("/text_encoder/model.safetensors"),
+          QStringLiteral("/vae/diffusion_pytorch_model.safetensors")}) {
+      QVERIFY(write(snapshot + file, "1234"));
+    }
+    found = lookUpClip(
+        clipFiles({"diffusion_pytorch_model-00001-of-00002.safetensors",
+                   "diffusion_pytorch_model-00002-of-00002.safetensors", "model.safetensors"}),
+        {}, {dir.filePath(QStringLiteral("hub"))}, {}, {});
+    QCOMPARE(found.model, QStringList{snapshot});
+
+    // The model the user has is looked in first, and a file of another size is not the clip's.
+    found = lookUpClip(clipFiles({"vae_c.safetensors"}), {{comfy + QStringLiteral("/vae")}},
+                       {dir.filePath(QStringLiteral("hub"))}, {}, {});
+    QCOMPARE(found.model, QStringList{comfy + QStringLiteral("/vae")});
+    found = lookUpClip({ClipFile{{}, QStringLiteral("vae_c.safetensors"), 5, {}}}, {},
+                       {dir.filePath(QStringLiteral("ComfyUI"))}, {}, {});
+    QVERIFY(found.model.isEmpty());
+    QCOMPARE(found.missing.size(), 1);
   }
 
   void a_set_not_ready_cannot_be_picked_until_a_download_completes_it() {
