@@ -1,14 +1,16 @@
 // The model library in the main window (issue 22, Must show 6): a ComfyUI user's set spread over
 // diffusion_models/, text_encoders/ and vae/ is listed ready, picked as the model (all its files,
 // across folders), generates, and comes back from the history and from its clip (found below the
-// library's roots); settings written with one "model_folder" still restore; a set that is not
-// ready cannot be picked until a download (from the downloader tests' fake hub, on the loopback
-// address) completes it.
+// library's roots); settings written with one "model_folder" still restore; the roots (Ferry's
+// models folder, added folders, a ComfyUI install, the hub cache); a set that is not ready cannot
+// be picked until a download (from the downloader tests' fake hub, on the loopback address)
+// completes it.
 #include <QComboBox>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QScopeGuard>
 #include <QSettings>
@@ -336,6 +338,24 @@ class LibraryWindowTest : public QObject {
     MainWindow w(options(data));
     QVERIFY(settle(w));
     QCOMPARE(w.libraryRoots(), (QStringList{models, added, comfy, hubCache}));
+  }
+
+  void typing_in_the_field_after_a_set_goes_back_to_a_folder() {
+    ModelPanel panel(test::session(cpuMachine()));
+    panel.setPaths({QStringLiteral("/a/diffusion_models/x.safetensors"),
+                    QStringLiteral("/b/vae/y.safetensors")},
+                   QStringLiteral("My set"));
+    QVERIFY(panel.showsFiles());
+    QCOMPARE(panel.folderEdit()->text(), QStringLiteral("My set"));
+    QCOMPARE(panel.paths().size(), 2);
+    QVERIFY(panel.folder().isEmpty());
+    panel.folderEdit()->selectAll();
+    QTest::keyClicks(panel.folderEdit(), QDir::toNativeSeparators(demoFolder()));
+    QVERIFY(!panel.showsFiles());
+    QCOMPARE(panel.paths(), QStringList{demoFolder()});
+    QTest::keyClick(panel.folderEdit(), Qt::Key_Return);
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.scanning(), 30000);
+    QVERIFY2(panel.model(), qPrintable(panel.problem()));
   }
 
   void a_clips_files_below_a_library_root_are_the_files_or_their_pipeline_folder() {
