@@ -38,7 +38,9 @@ QString commonFolder(const QStringList& paths, const QString& root) {
     }
     while (common.size() > root.size() &&
            !(folder == common || folder.startsWith(common + QLatin1Char('/')))) {
-      common = QFileInfo(common).path();
+      const QString up = QFileInfo(common).path();
+      if (up == common) break;  // a drive's root: files on two drives
+      common = up;
     }
   }
   return common.size() < root.size() ? root : common;
@@ -46,19 +48,14 @@ QString commonFolder(const QStringList& paths, const QString& root) {
 
 struct FolderResult {
   QString folder;
+  QStringList paths;  // the file found for each of the clip's, in its order
   QStringList missing;
   QStringList warnings;
 };
 
-FolderResult lookIn(const QList<ClipFile>& files, const QString& root) {
-  QSet<QString> wanted;
-  for (const ClipFile& f : files) wanted.insert(f.name);
-  QHash<QString, QStringList> found;  // name → paths below root
-  QDirIterator it(root, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
-  while (it.hasNext()) {
-    const QString path = it.next();
-    if (wanted.contains(it.fileName())) found[it.fileName()] << path;
-  }
+// The clip's `files` among `found` (name → candidate paths).
+FolderResult match(const QList<ClipFile>& files, const QHash<QString, QStringList>& found,
+                   const QString& root) {
   FolderResult r;
   QStringList paths;
   for (const ClipFile& f : files) {
@@ -86,8 +83,60 @@ FolderResult lookIn(const QList<ClipFile>& files, const QString& root) {
                         .arg(QDir::toNativeSeparators(match));
     }
   }
-  if (r.missing.isEmpty()) r.folder = commonFolder(paths, root);
+  if (r.missing.isEmpty()) {
+    r.paths = paths;
+    r.folder = commonFolder(paths, root);
+  }
   return r;
+}
+
+FolderResult lookIn(const QList<ClipFile>& files, const QString& root) {
+  QSet<QString> wanted;
+  for (const ClipFile& f : files) wanted.insert(f.name);
+  QHash<QString, QStringList> found;  // name → paths below root
+  QDirIterator it(root, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
+  while (it.hasNext()) {
+    const QString path = it.next();
+    if (wanted.contains(it.fileName())) found[it.fileName()] << path;
+  }
+  return match(files, found, root);
+}
+
+// The clip's `files` among a set's `paths` (files, by name).
+FolderResult lookAmong(const QList<ClipFile>& files, const QStringList& paths) {
+  QHash<QString, QStringList> found;
+  for (const QString& path : paths) {
+    if (QFileInfo(path).isFile()) found[QFileInfo(path).fileName()] << path;
+  }
+  return match(files, found, QString());
+}
+
+// The diffusers pipeline folder (it holds model_index.json) that holds every one of the clip's
+// files found below a library root, from where they meet up to `root`; empty when there is none.
+// Such a folder is one model, and the engine reads it whole (its tokenizer and configuration are
+// no model files a clip names), where a ComfyUI folder or a hub repository of loose files holds
+// many.
+QString pipelineFolder(const QString& common, const QString& root) {
+  for (QString folder = common; folder.size() >= root.size();) {
+    if (QFileInfo(QDir(folder).filePath(QStringLiteral("model_index.json"))).isFile()) {
+      return folder;
+    }
+    const QString up = QFileInfo(folder).path();
+    if (up == folder) break;
+    folder = up;
+  }
+  return {};
+}
+
+// The folders a model's LoRAs may sit near: a folder model's own, a set's files' folders.
+QStringList foldersOf(const QStringList& model) {
+  if (model.size() == 1) return model;
+  QStringList folders;
+  for (const QString& file : model) {
+    const QString folder = QFileInfo(file).absolutePath();
+    if (!folders.contains(folder)) folders << folder;
+  }
+  return folders;
 }
 
 // Each LoRA of `loras` without a path: the first file below `folders` with its name and size.
@@ -162,27 +211,57 @@ QList<LoraFolder> loraFolders(const QStringList& listFolders, const QStringList&
   return out;
 }
 
-ClipLookup lookUpClip(const QList<ClipFile>& files, const QStringList& modelFolders,
-                      const ClipFile& noise, const QStringList& noiseCandidates,
-                      const QList<LoraSetting>& loras, const QStringList& loraListFolders) {
+ClipLookup lookUpClip(const QList<ClipFile>& files, const QList<QStringList>& models,
+                      const QStringList& libraryRoots, const ClipFile& noise,
+                      const QStringList& noiseCandidates, const QList<LoraSetting>& loras,
+                      const QStringList& loraListFolders) {
   ClipLookup out;
   if (!files.isEmpty()) {
     QStringList seen;
-    for (const QString& folder : modelFolders) {
-      const QString root = QDir::cleanPath(QDir::fromNativeSeparators(folder));
-      if (folder.isEmpty() || seen.contains(root) || !QFileInfo(root).isDir()) continue;
-      seen << root;
-      FolderResult r = lookIn(files, root);
-      if (!r.folder.isEmpty()) {
-        out.modelFolder = r.folder;
-        out.warnings = r.warnings;
-        out.missing.clear();
-        out.searched = root;
-        break;
+    // What the clip's files are found as: the folder holding them (a model folder), or the
+    // files themselves (a set's, or below a library root: a ComfyUI install's folders each hold
+    // many models, so no folder of it is one model).
+    const auto found = [&](const FolderResult& r, const QString& searched, bool asFiles,
+                           bool chosen) {
+      if (r.folder.isEmpty()) {
+        // What is missing from the last model the user chose is what they hear (the current
+        // one comes last); from a library root only when no model was searched.
+        if (chosen || out.searched.isEmpty()) {
+          out.searched = searched;
+          out.missing = r.missing;
+        }
+        return false;
       }
-      // The folder the user chose is searched last: what is missing there is what they hear.
-      out.searched = root;
-      out.missing = r.missing;
+      out.model = asFiles ? r.paths : QStringList{r.folder};
+      if (asFiles && !chosen) {
+        if (const QString pipeline = pipelineFolder(r.folder, searched); !pipeline.isEmpty()) {
+          out.model = {pipeline};
+        }
+      }
+      out.warnings = r.warnings;
+      out.missing.clear();
+      out.searched = searched;
+      return true;
+    };
+    bool done = false;
+    for (const QStringList& model : models) {
+      if (model.isEmpty() || done) continue;
+      if (model.size() > 1) {
+        done = found(lookAmong(files, model), modelShortName(model), true, true);
+        if (done) out.model = model;  // the set as it was chosen
+        seen << model.join(QLatin1Char('\n'));
+        continue;
+      }
+      const QString root = QDir::cleanPath(QDir::fromNativeSeparators(model.front()));
+      if (seen.contains(root) || !QFileInfo(root).isDir()) continue;
+      seen << root;
+      done = found(lookIn(files, root), root, false, true);
+    }
+    for (const QString& folder : libraryRoots) {
+      const QString root = QDir::cleanPath(QDir::fromNativeSeparators(folder));
+      if (done || folder.isEmpty() || seen.contains(root) || !QFileInfo(root).isDir()) continue;
+      seen << root;
+      done = found(lookIn(files, root), root, true, false);
     }
     if (seen.isEmpty()) {
       for (const ClipFile& f : files) out.missing << describe(f);
@@ -200,9 +279,13 @@ ClipLookup lookUpClip(const QList<ClipFile>& files, const QStringList& modelFold
     }
   }
   if (!loras.isEmpty()) {
-    const QStringList models =
-        out.modelFolder.isEmpty() ? modelFolders : QStringList{out.modelFolder};
-    lookUpLoras(loras, loraFolders(loraListFolders, models), out);
+    QStringList folders;
+    if (!out.model.isEmpty()) {
+      folders = foldersOf(out.model);
+    } else {
+      for (const QStringList& model : models) folders << foldersOf(model);
+    }
+    lookUpLoras(loras, loraFolders(loraListFolders, folders), out);
   }
   return out;
 }

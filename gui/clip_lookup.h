@@ -1,7 +1,8 @@
 // Restoring a clip on this machine: its model files found by NAME (a clip names no folders) in
-// the model folders the window offers, the noise file it was made from found by name and
-// fingerprint, and its LoRAs by name and size where the user keeps LoRAs. It reads the drive (a
-// recursive listing, fingerprints), so the window runs it on a LatestQuery thread.
+// the models the window offers (folders, or a set's files), then below the model library's roots,
+// the noise file it was made from found by name and fingerprint, and its LoRAs by name and size
+// where the user keeps LoRAs. It reads the drive (a recursive listing, fingerprints), so the window
+// runs it on a LatestQuery thread.
 #pragma once
 
 #include <QList>
@@ -13,9 +14,11 @@
 namespace ferry::gui {
 
 struct ClipLookup {
-  // The folder holding every model file the clip names (the smallest one below the folder
-  // searched); empty when none holds them all.
-  QString modelFolder;
+  // The model holding every file the clip names, as GenerationSettings::model: the smallest folder
+  // below a model folder searched, a model's own files, or the files found below a library root
+  // (a set spread over a ComfyUI install's folders; the diffusers pipeline folder holding them
+  // when there is one); empty when none holds them all.
+  QStringList model;
   QString searched;      // the folder `missing` is about
   QStringList missing;   // each file not found there, with why ("x.safetensors (VAE)")
   QStringList warnings;  // found, but another content (the fingerprint differs)
@@ -39,13 +42,14 @@ struct LoraFolder {
 };
 QList<LoraFolder> loraFolders(const QStringList& listFolders, const QStringList& modelFolders);
 
-// Looks for every one of `files` below each of `modelFolders` in turn (recursively; names compared
-// exactly; a file of another size is not it) and for the noise file among `noiseCandidates`
-// (paths), and for each of `loras` without a path in loraFolders(`loraListFolders`, the model
-// folder found, else `modelFolders`). Never throws.
-ClipLookup lookUpClip(const QList<ClipFile>& files, const QStringList& modelFolders,
-                      const ClipFile& noise, const QStringList& noiseCandidates,
-                      const QList<LoraSetting>& loras = {},
+// Looks for every one of `files` in each of `models` in turn — below a one-folder model
+// (recursively), among a set's files — then below each of `libraryRoots` (recursively; names
+// compared exactly; a file of another size is not it), and for the noise file among
+// `noiseCandidates` (paths), and for each of `loras` without a path in loraFolders(
+// `loraListFolders`, the model's folders found, else the models' folders). Never throws.
+ClipLookup lookUpClip(const QList<ClipFile>& files, const QList<QStringList>& models,
+                      const QStringList& libraryRoots, const ClipFile& noise,
+                      const QStringList& noiseCandidates, const QList<LoraSetting>& loras = {},
                       const QStringList& loraListFolders = {});
 
 }  // namespace ferry::gui

@@ -42,6 +42,22 @@ QString commonFolder(const QJsonArray& files) {
   return common;
 }
 
+// The model the settings name: "model_paths" (an array: a folder, or a set's files), else
+// (settings written before it) "model_folder"; empty paths are dropped. ("model" is the
+// generator's: the model's name.)
+QStringList modelFromJson(const QJsonObject& j) {
+  QStringList paths;
+  if (j.contains(QStringLiteral("model_paths"))) {
+    for (const auto& value : j.value(QStringLiteral("model_paths")).toArray()) {
+      if (const QString path = value.toString(); !path.isEmpty()) paths << path;
+    }
+  } else if (const QString folder = j.value(QStringLiteral("model_folder")).toString();
+             !folder.isEmpty()) {
+    paths << folder;
+  }
+  return paths;
+}
+
 // A JSON number as a count: negative, NaN and fractional parts to 0 and down, past 2^64 to the
 // largest (a cast of such a double is undefined behaviour).
 quint64 countFromJson(const QJsonValue& value) {
@@ -131,6 +147,14 @@ QString defaultSavePath(const QString& video, const QString& what) {
                              QStringLiteral(".safetensors"));
 }
 
+QString modelShortName(const QStringList& model) {
+  if (model.isEmpty()) return {};
+  const QFileInfo first(model.front());
+  if (model.size() == 1) return first.fileName();
+  return QObject::tr("%1 + %n file(s)", nullptr, static_cast<int>(model.size() - 1))
+      .arg(first.completeBaseName());
+}
+
 QString seedModeName(SeedMode mode) {
   switch (mode) {
     case SeedMode::kFixed:
@@ -151,7 +175,9 @@ SeedMode seedModeFromName(const QString& name) {
 
 models::GenerationRequest GenerationSettings::toRequest(const QString& output) const {
   models::GenerationRequest r;
-  if (!modelFolder.isEmpty()) r.model = {toPath(modelFolder)};
+  for (const QString& path : model) {
+    if (!path.isEmpty()) r.model.push_back(toPath(path));
+  }
   r.prompt = prompt.toStdString();
   r.negative_prompt = negativePrompt.toStdString();
   if (!image.isEmpty()) r.image = toPath(image);
@@ -212,7 +238,7 @@ QJsonObject GenerationSettings::toJson() const {
   j[QStringLiteral("shift")] = shift;
   j[QStringLiteral("sampler")] = sampler;
   j[QStringLiteral("preset")] = preset;
-  j[QStringLiteral("model_folder")] = modelFolder;
+  j[QStringLiteral("model_paths")] = QJsonArray::fromStringList(model);
   if (!image.isEmpty()) j[QStringLiteral("image")] = image;
   if (!endImage.isEmpty()) j[QStringLiteral("end_image")] = endImage;
   if (!noise.isEmpty()) j[QStringLiteral("noise")] = noise;
@@ -258,9 +284,11 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& j,
   s.shift = j.value(QStringLiteral("shift")).toDouble();
   s.sampler = j.value(QStringLiteral("sampler")).toString();
   s.preset = j.value(QStringLiteral("preset")).toString(QStringLiteral("auto"));
-  s.modelFolder = j.value(QStringLiteral("model_folder")).toString();
+  s.model = modelFromJson(j);
   const QJsonArray files = j.value(QStringLiteral("model_files")).toArray();
-  if (s.modelFolder.isEmpty()) s.modelFolder = commonFolder(files);
+  if (s.model.isEmpty()) {
+    if (const QString folder = commonFolder(files); !folder.isEmpty()) s.model = {folder};
+  }
   for (const auto& value : files) {
     ClipFile f = clipFileFromJson(value);
     if (!f.name.isEmpty()) s.modelFiles.push_back(std::move(f));
@@ -315,7 +343,7 @@ std::optional<GenerationSettings> GenerationSettings::fromClip(const QByteArray&
   // file are found by name in the folders the user chose (clip_lookup.h), its start image beside
   // the clip. A folder or path in a clip (the GUI's own keys, or a legacy clip's absolute model
   // files) is not restored: loading or scanning it would read wherever the clip's author chose.
-  s.modelFolder.clear();
+  s.model.clear();
   s.noise.clear();
   s.saveNoisePath.clear();
   s.saveLatentsPath.clear();

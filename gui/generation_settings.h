@@ -8,6 +8,7 @@
 #include <QList>
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 #include <optional>
 
 #include "core/models/request.h"
@@ -52,7 +53,10 @@ struct GenerationSettings {
   QString negativePrompt;  // empty: the model's default
   QString image;           // start image; empty: text to video
   QString endImage;        // end image (first–last frame; needs a start image); empty: none
-  QString modelFolder;
+  // The model: one folder, or a set's files wherever they are (a library set spread over a
+  // ComfyUI install's diffusion_models/, text_encoders/ and vae/); '/' separators. Handed to the
+  // engine as is (GenerationRequest::model).
+  QStringList model;
   int width = 0;  // 0: the model's default
   int height = 0;
   int frames = 0;
@@ -103,14 +107,15 @@ struct GenerationSettings {
   // The generator's settings JSON keys (prompt, negative_prompt, seed, width, height, frames, fps,
   // steps, guide_scale, low_noise_guide_scale, shift, sampler, preset, image, end_image,
   // model_files, noise_file, loras: name, bytes, fingerprint, strength; decode, latents_kept,
-  // latents_file) plus the GUI's own
-  // (model_folder, seed_mode, noise, save_noise, save_latents, save_text_states; each LoRA's path
-  // and enabled).
+  // latents_file) plus the GUI's own (model_paths: the model's folder or files;
+  // seed_mode, noise, save_noise, save_latents, save_text_states; each LoRA's path and enabled).
   QJsonObject toJson() const;
-  // A negative prompt equal to `defaultNegative` (the model's default) restores as empty.
+  // A negative prompt equal to `defaultNegative` (the model's default) restores as empty. Settings
+  // written before "model_paths" (history items, the last session, clips) name one "model_folder":
+  // it restores as the one-folder model.
   static GenerationSettings fromJson(const QJsonObject& json, const QString& defaultNegative = {});
   // The settings a clip carries (a Ferry MP4's `comment` tag, or its sidecar .json: the same
-  // JSON), read as a stranger may have written them: settings only. No model folder, noise path
+  // JSON), read as a stranger may have written them: settings only. No model path, noise path
   // or save path is restored, the start and end images are file names to look for beside the
   // clip, and
   // out-of-range numbers are clamped (LoRA strengths to ±kMaxLoraStrength); the LoRAs are names to
@@ -128,6 +133,10 @@ struct GenerationSettings {
 
 // Where a run writes what the Advanced settings ask to save, next to `video` unless chosen.
 QString defaultSavePath(const QString& video, const QString& what);  // what: "noise", "latents"
+
+// A model's name in a few words: its folder's name, or its first file's (a library set lists its
+// diffusion model first) without the extension, "+ N files" after it.
+QString modelShortName(const QStringList& model);
 
 QString seedModeName(SeedMode mode);
 SeedMode seedModeFromName(const QString& name);

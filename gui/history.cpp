@@ -37,8 +37,11 @@ QString describe(const GenerationSettings& s) {
     lines << QObject::tr("Start image: %1").arg(QFileInfo(s.image).fileName());
   if (!s.endImage.isEmpty())
     lines << QObject::tr("End image: %1").arg(QFileInfo(s.endImage).fileName());
-  if (!s.modelFolder.isEmpty())
-    lines << QObject::tr("Model: %1").arg(QDir::toNativeSeparators(s.modelFolder));
+  if (!s.model.isEmpty()) {
+    QStringList shown;
+    for (const QString& path : s.model) shown << QDir::toNativeSeparators(path);
+    lines << QObject::tr("Model: %1").arg(shown.join(QStringLiteral("; ")));
+  }
   lines << QObject::tr("Size: %1 × %2 px, %3 frames at %4 fps")
                .arg(s.width)
                .arg(s.height)
@@ -326,10 +329,11 @@ void HistoryPanel::fillRows() {
     if (prompt.size() > 90) prompt = prompt.left(88) + QStringLiteral("…");
     // A draft's badge leads its row (and marks its thumbnail): it is not the finished video.
     if (item.settings.draft) prompt = tr("[draft] ") + prompt;
-    // What made it: the model (its folder's name), the preset, the sampler, the start image.
+    // What made it: the model (its folder's or first file's name), the preset, the sampler, the
+    // start image.
     QStringList made;
     const HistoryItem& i = item;
-    if (!i.settings.modelFolder.isEmpty()) made << QFileInfo(i.settings.modelFolder).fileName();
+    if (!i.settings.model.isEmpty()) made << modelShortName(i.settings.model);
     if (!i.settings.preset.isEmpty()) made << tr("preset %1").arg(i.settings.preset);
     if (!i.settings.sampler.isEmpty()) made << i.settings.sampler;
     if (!i.settings.image.isEmpty())

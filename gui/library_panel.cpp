@@ -99,7 +99,9 @@ LibraryPanel::LibraryPanel(QStringList roots, QString downloads, library::Catalo
   connect(scan_button_, &QPushButton::clicked, this, &LibraryPanel::scan);
   connect(add_folder_, &QPushButton::clicked, this, [this] {
     const QString folder = QFileDialog::getExistingDirectory(this, tr("A folder with models"));
-    if (!folder.isEmpty()) addRoot(folder);
+    if (folder.isEmpty()) return;
+    addRoot(folder);
+    emit folderAdded(folder);
   });
   connect(catalogue_box_, &QComboBox::currentIndexChanged, this, &LibraryPanel::fillPrecisions);
   connect(download_, &QPushButton::clicked, this, &LibraryPanel::startDownload);
@@ -111,13 +113,8 @@ LibraryPanel::LibraryPanel(QStringList roots, QString downloads, library::Catalo
     while (item != nullptr && item->parent() != nullptr) item = item->parent();
     use_->setEnabled(item != nullptr && item->data(0, Qt::UserRole).toBool());
   });
-  connect(use_, &QPushButton::clicked, this, [this] {
-    QTreeWidgetItem* item = sets_->currentItem();
-    while (item != nullptr && item->parent() != nullptr) item = item->parent();
-    if (item != nullptr && item->data(0, Qt::UserRole).toBool()) {
-      emit setChosen(item->data(0, Qt::UserRole + 1).toStringList());
-    }
-  });
+  connect(use_, &QPushButton::clicked, this, &LibraryPanel::chooseCurrent);
+  connect(sets_, &QTreeWidget::itemDoubleClicked, this, &LibraryPanel::chooseCurrent);
   scan();
 }
 
@@ -159,8 +156,8 @@ void LibraryPanel::scan() {
   });
 }
 
-// One row per set: its status line, ready ones selectable (Qt::UserRole: ready; +1: its files),
-// its parts and LoRAs beneath.
+// One row per set: its status line, ready ones selectable (Qt::UserRole: ready; +1: its files;
+// +2: its name), its parts and LoRAs beneath.
 void LibraryPanel::showScan() {
   sets_->clear();
   for (const library::FoundSet& set : scan_.sets) {
@@ -175,6 +172,7 @@ void LibraryPanel::showScan() {
     }
     row->setData(0, Qt::UserRole, set.ready());
     row->setData(0, Qt::UserRole + 1, files);
+    row->setData(0, Qt::UserRole + 2, text(set.name));
     if (!set.ready()) row->setForeground(0, palette().brush(QPalette::Disabled, QPalette::Text));
   }
   if (scan_.sets.empty()) new QTreeWidgetItem(sets_, {tr("No model set found yet.")});
@@ -186,6 +184,16 @@ void LibraryPanel::showScan() {
                     (fits.isEmpty() ? tr("fits none of the ready sets") : tr("fits %1").arg(fits)));
   }
   use_->setEnabled(false);
+}
+
+// The selected set, when it is ready (a set that is not cannot be chosen).
+void LibraryPanel::chooseCurrent() {
+  QTreeWidgetItem* item = sets_->currentItem();
+  while (item != nullptr && item->parent() != nullptr) item = item->parent();
+  if (item != nullptr && item->data(0, Qt::UserRole).toBool()) {
+    emit setChosen(item->data(0, Qt::UserRole + 1).toStringList(),
+                   item->data(0, Qt::UserRole + 2).toString());
+  }
 }
 
 void LibraryPanel::fillPrecisions() {

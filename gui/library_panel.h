@@ -3,8 +3,8 @@
 // or what it is missing, the LoRAs with the sets they fit; and the catalogue, to download what is
 // missing with per-file and total progress, speed and ETA, cancel, resume and clean-up. Scans run
 // on a LatestQuery thread (header reads only), downloads on their own thread (net/HubDownloader);
-// both report back as queued calls. A ready set is chosen with "Use this set": setChosen() gives
-// its part files, which the window hands to the engine like a model folder.
+// both report back as queued calls. A ready set is chosen with "Use this set" (or a double click):
+// setChosen() gives its part files, which the window hands to the engine as the model.
 #pragma once
 
 #include <QGroupBox>
@@ -40,6 +40,7 @@ class LibraryPanel : public QGroupBox {
   ~LibraryPanel() override;
 
   void addRoot(const QString& folder);  // and scans again
+  const QStringList& roots() const { return roots_; }
   void scan();
   bool scanning() const;
   bool downloading() const { return download_thread_ != nullptr; }
@@ -71,11 +72,14 @@ class LibraryPanel : public QGroupBox {
   void scanned();
   // A download ended: `error` empty when every file is there and verified.
   void downloadFinished(const QString& error);
-  // The user chose a ready set: its part files.
-  void setChosen(const QStringList& files);
+  // The user chose a ready set: its part files and its name ("Wan 2.2 TI2V-5B (fp16)").
+  void setChosen(const QStringList& files, const QString& name);
+  // The user added a folder to scan ("Add a folder…").
+  void folderAdded(const QString& folder);
 
  private:
   void showScan();
+  void chooseCurrent();
   void fillPrecisions();
   void onProgress(const net::DownloadProgress& progress);
   void onDownloadEnded(const QString& error);

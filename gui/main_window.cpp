@@ -26,6 +26,7 @@
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
+#include <QShortcut>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStandardPaths>
@@ -53,6 +54,12 @@
 #include "gui/job_estimate.h"
 #include "gui/job_queue.h"
 #include "gui/latest_query.h"
+#include "gui/library_roots.h"
+#ifdef FERRY_HAVE_NET
+#include "core/library/catalogue.h"
+#include "gui/library_panel.h"
+#include "net/hub_access.h"
+#endif
 #include "gui/lora_list.h"
 #include "gui/machine_check.h"
 #include "gui/memory_chart.h"
@@ -459,6 +466,10 @@ void MainWindow::buildUi() {
           [this] { negative_->setPlainText(defaultNegative_); });
   connect(modelPanel_, &ModelPanel::modelChanged, this, &MainWindow::onModelChanged);
   connect(modelPanel_, &ModelPanel::demoRequested, this, &MainWindow::useDemoModel);
+  connect(modelPanel_, &ModelPanel::libraryRequested, this, &MainWindow::showLibrary);
+#ifndef FERRY_HAVE_NET
+  modelPanel_->libraryButton()->hide();  // a build without the downloader has no library window
+#endif
   connect(loraList_, &LoraList::lorasChanged, this, &MainWindow::updatePlanInputs);
   connect(loraList_, &LoraList::checked, this, &MainWindow::updateGenerateButton);
   connect(loraList_, &LoraList::distilledRequested, this, &MainWindow::useDistilledSampler);
@@ -526,6 +537,9 @@ void MainWindow::buildMenus() {
   cancel->setShortcut(QKeySequence(Qt::Key_Escape));
   run->addSeparator();
   run->addAction(tr("Use the &demo model"), this, &MainWindow::useDemoModel);
+#ifdef FERRY_HAVE_NET
+  run->addAction(tr("Model &library…"), this, &MainWindow::showLibrary);
+#endif
   run->addAction(tr("Copy the &seed"), video_, &VideoSettingsBox::copySeed);
   undoAction_ = run->addAction(tr("&Undo restore"), this, &MainWindow::undoRestore);
   undoAction_->setToolTip(tr("Bring back the settings a restore replaced"));
@@ -588,7 +602,7 @@ GenerationSettings MainWindow::settings() const {
       negative_->toPlainText() == defaultNegative_ ? QString() : negative_->toPlainText();
   s.image = startImage_->path();
   s.endImage = endImage_->path();
-  s.modelFolder = QDir::fromNativeSeparators(modelPanel_->folder());
+  s.model = modelPanel_->paths();
   video_->fill(s);
   advanced_->fill(s);
   s.loras = loraList_->loras();
@@ -630,7 +644,9 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
   loraList_->setLoras(findLoras ? QList<LoraSetting>{} : s.loras);
   if (!s.modelFiles.isEmpty() || !s.noiseFile.name.isEmpty() || findLoras) {
     // A clip: where its files are on this machine is looked up on the drive, off this thread.
-    const QString current = QDir::fromNativeSeparators(modelPanel_->folder());
+    const QStringList current = modelPanel_->paths();
+    const QString models = QDir(dataFolder_).filePath(QStringLiteral("models"));
+    const QStringList added = addedLibraryFolders(*store_);
     QStringList noiseCandidates;
     if (!s.noiseFile.name.isEmpty()) {
       noiseCandidates << s.noise;
@@ -641,19 +657,19 @@ void MainWindow::applySettings(const GenerationSettings& s, const QString& clip)
         if (!folder.isEmpty()) noiseCandidates << QDir(folder).filePath(s.noiseFile.name);
       }
     }
-    clipQuery_->post([this, s, current, noiseCandidates, loraListFolders] {
-      const ClipLookup found = lookUpClip(s.modelFiles, {s.modelFolder, current}, s.noiseFile,
+    clipQuery_->post([this, s, current, models, added, noiseCandidates, loraListFolders] {
+      const QStringList roots = gui::libraryRoots(models, added);  // reads the drive: here
+      const ClipLookup found = lookUpClip(s.modelFiles, {s.model, current}, roots, s.noiseFile,
                                           noiseCandidates, s.loras, loraListFolders);
       return std::function<void()>([this, s, found] { onClipLookedUp(s, found); });
     });
   } else if (clipQuery_->pending()) {
     clipQuery_->post([] { return std::function<void()>([] {}); });
   }
-  // Settings that name no model files (the window's own) say which folder to use.
-  if (s.modelFiles.isEmpty() && !s.modelFolder.isEmpty() &&
-      QDir::fromNativeSeparators(modelPanel_->folder()) != s.modelFolder) {
+  // Settings that name no model files (the window's own) say which model to use.
+  if (s.modelFiles.isEmpty() && !s.model.isEmpty() && modelPanel_->paths() != s.model) {
     keepSettingsForModel_ = true;  // the model's defaults must not overwrite what is restored
-    modelPanel_->setFolder(s.modelFolder);
+    modelPanel_->setPaths(s.model);
   }
   video_->apply(s);
   advanced_->apply(s);
@@ -668,13 +684,16 @@ void MainWindow::onClipLookedUp(const GenerationSettings& s, const ClipLookup& f
   QStringList problems;
   QStringList notes;
   if (!s.modelFiles.isEmpty()) {
-    if (!found.modelFolder.isEmpty()) {
-      if (QDir::fromNativeSeparators(modelPanel_->folder()) != found.modelFolder) {
+    if (!found.model.isEmpty()) {
+      if (modelPanel_->paths() != found.model) {
         keepSettingsForModel_ = true;  // the model's defaults must not overwrite what is restored
-        modelPanel_->setFolder(found.modelFolder);
+        modelPanel_->setPaths(found.model);
       }
-      notes << tr("The clip's model files are in %1.")
-                   .arg(QDir::toNativeSeparators(found.modelFolder));
+      notes << (found.model.size() == 1
+                    ? tr("The clip's model files are in %1.")
+                          .arg(QDir::toNativeSeparators(found.model.front()))
+                    : tr("The clip's model files were found: %1.")
+                          .arg(QDir::toNativeSeparators(found.model.join(QStringLiteral(", ")))));
       notes << found.warnings;
     } else if (found.searched.isEmpty()) {
       problems << tr("The clip's model (%1) was not looked for: choose the folder that holds it, "
@@ -762,7 +781,7 @@ void MainWindow::restoreState() {
     s.preset = QStringLiteral("auto");
   }
   applySettings(s);
-  if (s.modelFolder.isEmpty()) modelPanel_->setFolder(QString());
+  if (s.model.isEmpty()) modelPanel_->setFolder(QString());
   clearMessage();
 }
 
@@ -1171,8 +1190,7 @@ GenerationJob MainWindow::jobFor(const GenerationSettings& s, const QString& out
   GenerationJob job;
   job.request = s.toRequest(output);
   const pipeline::ModelHandle& shown = modelPanel_->model();
-  if (!modelPanel_->scanning() && shown &&
-      QDir::fromNativeSeparators(modelPanel_->folder()) == s.modelFolder) {
+  if (!modelPanel_->scanning() && shown && modelPanel_->paths() == s.model) {
     // The model the window has open: its stages and measured times give the whole job's ETA.
     job.model = shown;
     job.session = sessionFor(*shown);
@@ -1473,7 +1491,7 @@ void MainWindow::addToHistory(const QImage& thumbnail) {
   if (!outcome.settingsJson.isEmpty()) {
     const QJsonObject used = QJsonDocument::fromJson(outcome.settingsJson.toUtf8()).object();
     GenerationSettings resolved = GenerationSettings::fromJson(used, defaultNegative_);
-    resolved.modelFolder = s.modelFolder;
+    resolved.model = s.model;
     resolved.seedMode = s.seedMode;
     resolved.image = s.image;
     resolved.endImage = s.endImage;
@@ -1588,6 +1606,66 @@ void MainWindow::useDemoModel() {
   } catch (const std::exception& e) {
     showMessage(tr("The demo model could not be written: %1").arg(QString::fromUtf8(e.what())));
   }
+}
+
+QStringList MainWindow::libraryRoots() const {
+  return gui::libraryRoots(QDir(dataFolder_).filePath(QStringLiteral("models")),
+                           addedLibraryFolders(*store_));
+}
+
+LibraryPanel* MainWindow::libraryPanel() {
+#ifdef FERRY_HAVE_NET
+  if (library_ == nullptr) {
+    // The built-in catalogue and the user's (<data>/catalogues/*.json); a user file that does not
+    // parse is said, the others kept.
+    std::vector<std::string> problems;
+    library::Catalogue catalogue = library::load_catalogue(
+        io::detail::path_from_utf8(
+            QDir(dataFolder_).filePath(QStringLiteral("catalogues")).toStdString()),
+        &problems);
+    for (const std::string& problem : problems) showMessage(QString::fromStdString(problem));
+    net::HubAccess hub = net::HubAccess::from_environment();
+    if (!options_.hubEndpoint.isEmpty()) {
+      hub.endpoint = QUrl(options_.hubEndpoint);
+      hub.use_system_proxy = false;
+    }
+    // Its own window beside the main one: the sets and the catalogue need room the settings
+    // column does not have at 1280×720, and a download goes on while the user works.
+    libraryWindow_ = new QWidget(this, Qt::Window);
+    libraryWindow_->setWindowTitle(tr("Model library — Ferry"));
+    const QString models = QDir(dataFolder_).filePath(QStringLiteral("models"));
+    library_ = new LibraryPanel(libraryRoots(), models, std::move(catalogue), std::move(hub));
+    auto* layout = new QVBoxLayout(libraryWindow_);
+    layout->addWidget(library_);
+    auto* close = new QPushButton(tr("Close"));
+    auto* row = new QHBoxLayout;
+    row->addStretch();
+    row->addWidget(close);
+    layout->addLayout(row);
+    connect(close, &QPushButton::clicked, libraryWindow_, &QWidget::hide);
+    connect(new QShortcut(QKeySequence::Cancel, libraryWindow_), &QShortcut::activated,
+            libraryWindow_, &QWidget::hide);
+    connect(library_, &LibraryPanel::setChosen, this, &MainWindow::useLibrarySet);
+    connect(library_, &LibraryPanel::folderAdded, this,
+            [this](const QString& folder) { addLibraryFolder(*store_, folder); });
+    libraryWindow_->resize(820, 600);
+  }
+#endif
+  return library_;
+}
+
+void MainWindow::showLibrary() {
+  if (libraryPanel() == nullptr) return;
+  libraryWindow_->show();
+  libraryWindow_->raise();
+  libraryWindow_->activateWindow();
+}
+
+void MainWindow::useLibrarySet(const QStringList& files, const QString& name) {
+  if (files.isEmpty()) return;
+  modelPanel_->setPaths(files, name);
+  if (libraryWindow_ != nullptr) libraryWindow_->hide();
+  statusBar()->showMessage(tr("The model is now %1, from the library.").arg(name), 8000);
 }
 
 void MainWindow::useDistilledSampler(int steps) {

@@ -44,6 +44,7 @@ class HistoryStore;
 class JobQueue;
 class QueuePanel;
 class LatestQuery;
+class LibraryPanel;
 class LoraList;
 class MemoryChart;
 class ModelPanel;
@@ -58,6 +59,8 @@ struct MainWindowOptions {
   bool firstRunCheck = true;                    // show the machine check on the first start
   bool askBeforeClosing = true;
   QScreen* screen = nullptr;  // the screen to open on the first time; null: the primary one
+  // Tests: the hub the model library downloads from (no proxy); empty: HF_ENDPOINT's, else the hub.
+  QString hubEndpoint;
 };
 
 // Where the window opens the first time on a screen whose free area is `available`: maximised on
@@ -137,6 +140,13 @@ class MainWindow : public QMainWindow {
   QCheckBox* draftBox() const { return draft_; }  // "Decode draft with TAEHV"
   PresetPanel* presetPanel() const { return presetPanel_; }
   ModelPanel* modelPanel() const { return modelPanel_; }
+  // The model library (made on first use, in its own window): the sets on disk, the catalogue.
+  // Null in a build without the downloader (FERRY_HAVE_NET).
+  LibraryPanel* libraryPanel();
+  QWidget* libraryWindow() const { return libraryWindow_; }
+  // The folders the library scans and a restored clip's model files are looked for below
+  // (library_roots.h). Reads the drive.
+  QStringList libraryRoots() const;
   LoraList* loraList() const { return loraList_; }
   AdvancedBox* advancedBox() const { return advanced_; }
   StartImageBox* startImage() const { return startImage_; }
@@ -174,6 +184,9 @@ class MainWindow : public QMainWindow {
   void decodeDraft(const ferry::gui::GenerationSettings& settings, const QString& video,
                    const QString& draftId);
   void useDemoModel();
+  void showLibrary();
+  // A set chosen in the library becomes the model: its files, wherever they are.
+  void useLibrarySet(const QStringList& files, const QString& name);
   // The step-distilled sampler for a distillation LoRA: distill4, `steps` steps, no CFG, shift 5.
   void useDistilledSampler(int steps);
   void showMachineCheck();
@@ -294,6 +307,8 @@ class MainWindow : public QMainWindow {
   QPushButton* h3Template_ = nullptr;
   QPointer<QMessageBox> licenseNotice_;
   ModelPanel* modelPanel_ = nullptr;
+  QWidget* libraryWindow_ = nullptr;
+  LibraryPanel* library_ = nullptr;
   LoraList* loraList_ = nullptr;
   PresetPanel* presetPanel_ = nullptr;
   VideoSettingsBox* video_ = nullptr;

@@ -4,24 +4,50 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <map>
 
 #include "core/io/detail/os_file.h"
+#include "gui/generation_settings.h"
 #include "gui/latest_query.h"
 #include "gui/memory_chart.h"
 
 namespace ferry::gui {
 namespace {
 
-// What the engine says about the model, paths relative to the chosen folder (it is right above),
-// and the bytes each part takes on disk.
+// The deepest folder holding every one of `paths`: a folder model's own folder, or where a set's
+// files meet (a ComfyUI install's models/ folder).
+QString commonFolder(const QStringList& paths) {
+  if (paths.size() == 1) return paths.front();
+  QString common;
+  for (const QString& path : paths) {
+    const QString folder = QFileInfo(path).absolutePath();
+    if (common.isEmpty()) {
+      common = folder;
+      continue;
+    }
+    while (!(folder == common || folder.startsWith(common + QLatin1Char('/')))) {
+      const QString up = QFileInfo(common).path();
+      if (up == common) return {};
+      common = up;
+    }
+  }
+  return common;
+}
+
+// What the engine says about the model, paths relative to the chosen folder (or where the set's
+// files meet: it is shown right above), and the bytes each part takes on disk.
 QStringList describe(const models::ModelParts& model, const QString& folder) {
   QStringList lines;
   for (const std::string& part : model.describe()) {
     QString line = QString::fromStdString(part);
+    if (folder.isEmpty()) {
+      lines << line;
+      continue;
+    }
     line.replace(QDir::toNativeSeparators(QDir(folder).absolutePath()) + QDir::separator(),
                  QString());
     line.replace(QDir(folder).absolutePath() + QLatin1Char('/'), QString());
@@ -50,12 +76,17 @@ ModelPanel::ModelPanel(std::shared_ptr<const pipeline::Session> session, QWidget
       query_(new LatestQuery(QStringLiteral("Ferry model scan"), this)),
       edit_(new QLineEdit(this)),
       browse_(new QPushButton(tr("&Browse…"), this)),
+      library_(new QPushButton(tr("Library…"), this)),
       demo_(new QPushButton(tr("Use the demo model"), this)),
+      label_(new QLabel(tr("F&older:"), this)),
       found_(new QLabel(this)) {
   edit_->setPlaceholderText(tr("Folder with a Wan diffusion model, umT5 text encoder and VAE"));
   edit_->setAccessibleName(tr("Model folder"));
   edit_->setClearButtonEnabled(true);
   browse_->setAccessibleName(tr("Browse for the model folder"));
+  library_->setToolTip(
+      tr("The model sets already on this computer (Ferry's models folder, ComfyUI, the Hugging "
+         "Face cache, folders you add), and the catalogue of sets to download."));
   demo_->setToolTip(
       tr("A tiny model with random weights: shows the whole path works on this "
          "machine in seconds. Its videos are noise-like patterns."));
@@ -64,23 +95,41 @@ ModelPanel::ModelPanel(std::shared_ptr<const pipeline::Session> session, QWidget
   found_->setAccessibleName(tr("What was found in the model folder"));
 
   auto* layout = new QGridLayout(this);
-  auto* label = new QLabel(tr("F&older:"), this);
-  label->setBuddy(edit_);
-  layout->addWidget(label, 0, 0);
+  label_->setBuddy(edit_);
+  layout->addWidget(label_, 0, 0);
   layout->addWidget(edit_, 0, 1);
   layout->addWidget(browse_, 0, 2);
-  layout->addWidget(demo_, 0, 3);
-  layout->addWidget(found_, 1, 0, 1, 4);
+  // The other ways to a model under the field: the settings column is narrow at 1280×720, and
+  // a path or a set's name needs the width.
+  auto* more = new QHBoxLayout;
+  more->addWidget(library_);
+  more->addWidget(demo_);
+  more->addStretch();
+  layout->addLayout(more, 1, 1, 1, 2);
+  layout->addWidget(found_, 2, 0, 1, 3);
   layout->setColumnStretch(1, 1);
 
   connect(browse_, &QPushButton::clicked, this, &ModelPanel::browse);
+  connect(library_, &QPushButton::clicked, this, &ModelPanel::libraryRequested);
   connect(demo_, &QPushButton::clicked, this, &ModelPanel::demoRequested);
+  connect(edit_, &QLineEdit::textEdited, this, [this] {
+    if (files_.isEmpty()) return;
+    files_.clear();  // what is typed is a folder
+    label_->setText(tr("F&older:"));
+    edit_->setToolTip(QString());
+  });
   connect(edit_, &QLineEdit::editingFinished, this, &ModelPanel::scan);
   scan();
 }
 
 QString ModelPanel::folder() const {
-  return edit_->text().trimmed();
+  return files_.isEmpty() ? edit_->text().trimmed() : QString();
+}
+
+QStringList ModelPanel::paths() const {
+  if (!files_.isEmpty()) return files_;
+  const QString typed = QDir::fromNativeSeparators(folder());
+  return typed.isEmpty() ? QStringList{} : QStringList{typed};
 }
 
 bool ModelPanel::scanning() const {
@@ -88,8 +137,28 @@ bool ModelPanel::scanning() const {
 }
 
 void ModelPanel::setFolder(const QString& folder) {
-  edit_->setText(QDir::toNativeSeparators(folder));
-  scanned_ = QStringLiteral("\n");  // never a folder: scans again
+  setPaths(folder.isEmpty() ? QStringList{} : QStringList{folder});
+}
+
+void ModelPanel::setPaths(const QStringList& paths, const QString& name) {
+  QStringList model;
+  for (const QString& path : paths) {
+    if (!path.isEmpty()) model << QDir::fromNativeSeparators(path);
+  }
+  if (model.size() > 1) {
+    files_ = model;
+    label_->setText(tr("Set:"));
+    edit_->setText(name.isEmpty() ? modelShortName(model) : name);
+    QStringList shown;
+    for (const QString& file : model) shown << QDir::toNativeSeparators(file);
+    edit_->setToolTip(shown.join(QLatin1Char('\n')));
+  } else {
+    files_.clear();
+    label_->setText(tr("F&older:"));
+    edit_->setText(QDir::toNativeSeparators(model.value(0)));
+    edit_->setToolTip(QString());
+  }
+  scanned_ = QStringLiteral("\n");  // never a model: scans again
   scan();
 }
 
@@ -99,11 +168,12 @@ void ModelPanel::browse() {
 }
 
 void ModelPanel::scan() {
-  const QString path = QDir::fromNativeSeparators(folder());
-  if (path == scanned_) return;
-  scanned_ = path;
+  const QStringList paths = this->paths();
+  const QString key = paths.join(QLatin1Char('\n'));
+  if (key == scanned_) return;
+  scanned_ = key;
   model_.reset();
-  if (path.isEmpty()) {
+  if (paths.isEmpty()) {
     query_->post([] { return std::function<void()>([] {}); });  // drops a scan still running
     show(nullptr, {},
          tr("No model folder chosen. Pick the folder of a Wan 2.1 or 2.2 model (diffusers "
@@ -111,21 +181,32 @@ void ModelPanel::scan() {
     return;
   }
   found_->setStyleSheet(QString());
-  found_->setText(tr("Looking for the model in %1…").arg(QDir::toNativeSeparators(path)));
+  found_->setText(
+      tr("Looking for the model in %1…")
+          .arg(files_.isEmpty() ? QDir::toNativeSeparators(paths.front()) : edit_->text()));
   problem_ = tr("Still looking for the model.");
   // Everything that touches the drive — whether the folder exists included — runs off the GUI
   // thread.
-  query_->post([this, session = session_, path, hook = scanHook_] {
+  query_->post([this, session = session_, paths, hook = scanHook_] {
     if (hook) hook();
     pipeline::ModelHandle model;
     QStringList lines;
     QString problem;
     try {
-      if (!QFileInfo::exists(path)) {
-        problem = tr("The model folder %1 does not exist.").arg(QDir::toNativeSeparators(path));
-      } else {
-        model = session->find({io::detail::path_from_utf8(path.toStdString())});
-        lines = describe(*model, path);
+      std::vector<std::filesystem::path> model_paths;
+      for (const QString& path : paths) {
+        if (!QFileInfo::exists(path)) {
+          problem =
+              paths.size() == 1
+                  ? tr("The model folder %1 does not exist.").arg(QDir::toNativeSeparators(path))
+                  : tr("The model file %1 is no longer there.").arg(QDir::toNativeSeparators(path));
+          break;
+        }
+        model_paths.push_back(io::detail::path_from_utf8(path.toStdString()));
+      }
+      if (problem.isEmpty()) {
+        model = session->find(model_paths);
+        lines = describe(*model, commonFolder(paths));
       }
     } catch (const std::exception& e) {
       problem = QString::fromUtf8(e.what());

@@ -1,7 +1,9 @@
-// The model-folder picker: a folder (typed, browsed or dropped), what the engine found in it
-// (pipeline::Session::find: each part and its size on disk) or what is missing, in the engine's
-// words. Finding reads the model's headers, so it runs on a LatestQuery thread: a slow or network
-// drive never blocks the window, and a newer folder supersedes one still being looked at.
+// The model picker: a folder (typed, browsed or dropped) or a set of files wherever they are (a
+// set chosen in the model library: a ComfyUI user's diffusion model, text encoder and VAE in three
+// folders), what the engine found in it (pipeline::Session::find: each part and its size on disk)
+// or what is missing, in the engine's words. Finding reads the model's headers, so it runs on a
+// LatestQuery thread: a slow or network drive never blocks the window, and a newer model
+// supersedes one still being looked at.
 #pragma once
 
 #include <QGroupBox>
@@ -24,15 +26,24 @@ class ModelPanel : public QGroupBox {
  public:
   explicit ModelPanel(std::shared_ptr<const pipeline::Session> session, QWidget* parent = nullptr);
 
+  // The model as the engine takes it (GenerationRequest::model): the folder typed, or the set's
+  // files; '/' separators; empty when none is chosen.
+  QStringList paths() const;
+  // The folder typed (native separators); empty while a set's files are the model.
   QString folder() const;
   // Starts looking for the model parts in `folder`; modelChanged() says when the answer is in.
   void setFolder(const QString& folder);
+  // The same for a model given as paths: one folder, or a set's files, shown as `name` (empty:
+  // modelShortName). Typing in the field goes back to a folder.
+  void setPaths(const QStringList& paths, const QString& name = {});
+  bool showsFiles() const { return !files_.isEmpty(); }
   // The model found in folder(); empty while looking and when none was found.
   const pipeline::ModelHandle& model() const { return model_; }
   bool scanning() const;
   QString problem() const { return problem_; }  // empty when a complete set was found
   QString descriptionText() const;
   QLineEdit* folderEdit() const { return edit_; }
+  QPushButton* libraryButton() const { return library_; }
 
   // Tests: runs on the scan's thread at the start of every scan (a slow drive, the thread it ran
   // on).
@@ -42,6 +53,8 @@ class ModelPanel : public QGroupBox {
   void modelChanged();
   // The user asked for the demo model (written to the per-user data folder by the window).
   void demoRequested();
+  // The user asked for the model library (the sets already on disk, the catalogue).
+  void libraryRequested();
 
  private:
   void browse();
@@ -52,10 +65,13 @@ class ModelPanel : public QGroupBox {
   LatestQuery* query_;
   QLineEdit* edit_;
   QPushButton* browse_;
+  QPushButton* library_;
   QPushButton* demo_;
+  QLabel* label_;
   QLabel* found_;
   pipeline::ModelHandle model_;
   QString problem_;
+  QStringList files_;  // the set's files while they are the model (the field shows its name)
   QString scanned_;
   std::function<void()> scanHook_;
 };

@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(why.contains(QLatin1String("fuzz.mp4")));
     return 0;
   }
-  check(s->modelFolder.isEmpty() && s->noise.isEmpty());
+  check(s->model.isEmpty() && s->noise.isEmpty());
   check(s->saveNoisePath.isEmpty() && s->saveLatentsPath.isEmpty());
   check(s->image.isEmpty() || plainName(s->image));
   for (const ClipFile& f : s->modelFiles) check(plainName(f.name));

@@ -42,7 +42,7 @@ bool demoModelIn(const QString& to, bool taehv) {
 GenerationSettings settingsFor(const QString& model, int steps) {
   GenerationSettings s;
   s.prompt = QStringLiteral("a ferry crossing a fjord at dawn");
-  s.modelFolder = model;
+  s.model = {model};
   s.width = 64;
   s.height = 64;
   s.frames = 5;

@@ -57,7 +57,7 @@ MainWindowOptions options(const QTemporaryDir& data) {
 GenerationSettings h3Settings() {
   GenerationSettings s;
   s.prompt = QStringLiteral("a lighthouse keeper says good night");
-  s.modelFolder = h3Folder();
+  s.model = {h3Folder()};
   s.preset = QStringLiteral("laptop-8gb");
   return s;
 }
@@ -130,7 +130,7 @@ class H3AppTest : public QObject {
     QVERIFY(w.frameModeText().contains(QLatin1String("T2VA")));
     // A Wan model: the same boxes in plain words, no H3 names.
     GenerationSettings wan = h3Settings();
-    wan.modelFolder = demoFolder();
+    wan.model = {demoFolder()};
     wan.preset = QStringLiteral("cpu");
     w.applySettings(wan);
     QVERIFY(settle(w));
@@ -161,7 +161,7 @@ class H3AppTest : public QObject {
                qPrintable(w.generateBlockedReason()));
       // Choosing the model again does not ask again.
       GenerationSettings wan = h3Settings();
-      wan.modelFolder = demoFolder();
+      wan.model = {demoFolder()};
       wan.preset = QStringLiteral("cpu");
       w.applySettings(wan);
       QVERIFY(settle(w));
@@ -205,7 +205,7 @@ class H3AppTest : public QObject {
     MainWindow w(options(data));
     w.show();
     GenerationSettings wan = h3Settings();
-    wan.modelFolder = demoFolder();
+    wan.model = {demoFolder()};
     wan.preset = QStringLiteral("cpu");
     w.applySettings(wan);
     QVERIFY(settle(w));

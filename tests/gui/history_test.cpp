@@ -24,7 +24,7 @@ GenerationSettings sample() {
   s.negativePrompt = QStringLiteral("blurry");
   s.image = QStringLiteral("/photos/start.png");
   s.endImage = QStringLiteral("/photos/end.png");
-  s.modelFolder = QStringLiteral("/models/wan2.2-ti2v-5b");
+  s.model = {QStringLiteral("/models/wan2.2-ti2v-5b")};
   s.width = 1280;
   s.height = 704;
   s.frames = 121;
@@ -132,7 +132,7 @@ class HistoryTest : public QObject {
     QCOMPARE(s.modelFiles[0].name, QStringLiteral("wan2.2_ti2v_5B_fp16.safetensors"));
     QCOMPARE(s.modelFiles[1].name, QStringLiteral("wan2.2_vae.safetensors"));
     QCOMPARE(s.modelFiles[1].bytes, quint64{0});  // unknown: not checked
-    QCOMPARE(s.modelFolder, QStringLiteral("/home/ana/models/wan"));
+    QCOMPARE(s.model, QStringList{QStringLiteral("/home/ana/models/wan")});
   }
 
   void an_item_keeps_its_settings_video_and_thumbnail_newest_first() {
@@ -192,7 +192,7 @@ class HistoryTest : public QObject {
     GenerationSettings s;
     s.prompt = QStringLiteral("a ferry at dawn");
     s.negativePrompt = QStringLiteral("rain");
-    s.modelFolder = demoFolder();
+    s.model = {demoFolder()};
     s.width = 64;
     s.height = 64;
     s.frames = 5;
@@ -221,7 +221,7 @@ class HistoryTest : public QObject {
     QCOMPARE(restored->preset, QStringLiteral("cpu"));
     // The video names its model files without their folder (a shared clip leaks no folder
     // names): no model folder restores, the window keeps the one chosen.
-    QVERIFY2(restored->modelFolder.isEmpty(), qPrintable(restored->modelFolder));
+    QVERIFY2(restored->model.isEmpty(), qPrintable(restored->model.join(',')));
     QVERIFY(!restored->modelFiles.isEmpty());
     for (const ClipFile& f : restored->modelFiles) {
       QVERIFY2(!f.name.contains(QLatin1Char('/')), qPrintable(f.name));
@@ -238,7 +238,7 @@ class HistoryTest : public QObject {
     QTemporaryDir dir;
     GenerationSettings s;
     s.prompt = QStringLiteral("x");
-    s.modelFolder = demoFolder();
+    s.model = {demoFolder()};
     s.width = s.height = 64;
     s.frames = 5;
     s.steps = 1;
@@ -282,7 +282,7 @@ class HistoryTest : public QObject {
     QCOMPARE(s->prompt, QStringLiteral("a ferry"));
     // A legacy clip's absolute model files no longer make a model folder (they used to: the
     // folder common to them was restored and scanned).
-    QVERIFY2(s->modelFolder.isEmpty(), qPrintable(s->modelFolder));
+    QVERIFY2(s->model.isEmpty(), qPrintable(s->model.join(',')));
     QVERIFY2(s->noise.isEmpty(), qPrintable(s->noise));
     QCOMPARE(s->image, QStringLiteral("start.png"));
     QCOMPARE(s->endImage, QStringLiteral("end.png"));

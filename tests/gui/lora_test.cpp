@@ -71,7 +71,7 @@ LoraSetting lora(const QString& path, double strength, bool enabled = true) {
 GenerationSettings demoSettings() {
   GenerationSettings s;
   s.prompt = QStringLiteral("a ferry crossing a fjord at dawn");
-  s.modelFolder = demoFolder();
+  s.model = {demoFolder()};
   s.width = s.height = 64;
   s.frames = 5;
   s.fps = 8;
@@ -566,7 +566,7 @@ class LoraTest : public QObject {
 
     MainWindow w(options(data));
     GenerationSettings current = demoSettings();
-    current.modelFolder = models;
+    current.model = {models};
     current.loras = {lora(listed, 1)};
     w.applySettings(current);
     QVERIFY(settle(w));
@@ -611,7 +611,7 @@ class LoraTest : public QObject {
         writeFile(root.filePath(QStringLiteral("ComfyUI/models/loras/style.safetensors")));
     MainWindow w(options(data));
     GenerationSettings current = demoSettings();
-    current.modelFolder = models;
+    current.model = {models};
     w.applySettings(current);
     QVERIFY(settle(w));
     const QString clip = root.filePath(QStringLiteral("clip.mp4"));
@@ -709,7 +709,7 @@ class LoraTest : public QObject {
         writeDemoLora(root.filePath(QStringLiteral("elsewhere/off.safetensors")), 2);
     MainWindow w(options(data));
     GenerationSettings s = demoSettings();
-    s.modelFolder = model;
+    s.model = {model};
     s.loras = {lora(style, 0.7), lora(off, 1.0, false)};
     w.applySettings(s);
     QVERIFY(settle(w));

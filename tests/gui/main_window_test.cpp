@@ -122,7 +122,7 @@ void writePreset(const QString& dataFolder, const QString& name, int vramMib) {
 GenerationSettings demoSettings(int steps) {
   GenerationSettings s;
   s.prompt = QStringLiteral("a ferry crossing a fjord at dawn");
-  s.modelFolder = demoFolder();
+  s.model = {demoFolder()};
   s.width = 64;
   s.height = 64;
   s.frames = 5;
@@ -162,7 +162,7 @@ QString makeClip(const QString& modelFolder, const QString& video, const QString
                  const QString& saveNoise = {}) {
   GenerationSettings s;
   s.prompt = QStringLiteral("a ferry at dawn");
-  s.modelFolder = modelFolder;
+  s.model = {modelFolder};
   s.width = s.height = 64;
   s.frames = 5;
   s.steps = 1;
@@ -221,7 +221,7 @@ class MainWindowTest : public QObject {
     QTemporaryDir data;
     MainWindow w(options(data, cpuMachine()));
     GenerationSettings s = demoSettings(2);
-    s.modelFolder = data.filePath(QStringLiteral("no-such-folder"));
+    s.model = {data.filePath(QStringLiteral("no-such-folder"))};
     w.applySettings(s);
     QVERIFY(settle(w));
     QVERIFY(!w.generateEnabled());
@@ -302,7 +302,7 @@ class MainWindowTest : public QObject {
     w.show();
     w.resize(1280, 650);
     GenerationSettings s = demoSettings(2);
-    s.modelFolder = data.filePath(QStringLiteral("no-such-folder"));
+    s.model = {data.filePath(QStringLiteral("no-such-folder"))};
     w.applySettings(s);
     QVERIFY(settle(w));
     const QString reason = w.generateBlockedReason();
@@ -926,7 +926,7 @@ class MainWindowTest : public QObject {
 
     MainWindow w(options(data, cpuMachine()));
     GenerationSettings s = demoSettings(1);
-    s.modelFolder = models;
+    s.model = {models};
     w.applySettings(s);
     QVERIFY(settle(w));
     QVERIFY(!QFileInfo::exists(original));

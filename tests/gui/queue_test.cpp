@@ -24,7 +24,7 @@ namespace {
 GenerationSettings demoSettings(const QString& prompt, quint64 seed, int steps = 1) {
   GenerationSettings s;
   s.prompt = prompt;
-  s.modelFolder = demoFolder();
+  s.model = {demoFolder()};
   s.width = 64;
   s.height = 64;
   s.frames = 5;
@@ -234,12 +234,12 @@ class QueueTest : public QObject {
     w.applySettings(demoSettings(QStringLiteral("shown"), 1));
     QVERIFY(settle(w));
     GenerationSettings elsewhere = demoSettings(QStringLiteral("elsewhere"), 2);
-    elsewhere.modelFolder = QDir::fromNativeSeparators(other.path());
+    elsewhere.model = {QDir::fromNativeSeparators(other.path())};
     w.jobQueue()->add(elsewhere, QStringLiteral("seed 2"));
     // A folder without a model: the job fails (it is not run on the model shown).
     QTemporaryDir empty;
     GenerationSettings nowhere = demoSettings(QStringLiteral("nowhere"), 3);
-    nowhere.modelFolder = QDir::fromNativeSeparators(empty.path());
+    nowhere.model = {QDir::fromNativeSeparators(empty.path())};
     w.jobQueue()->add(nowhere, QStringLiteral("seed 3"));
     w.runQueue();
     QVERIFY(waitForQueue(w));
@@ -248,8 +248,8 @@ class QueueTest : public QObject {
     QVERIFY(!w.jobQueue()->jobs()[1].detail.isEmpty());
     const QList<HistoryItem> items = HistoryStore(QDir(data.path()).filePath("history")).items();
     QCOMPARE(items.size(), 1);
-    QCOMPARE(items.front().settings.modelFolder, elsewhere.modelFolder);
-    QCOMPARE(w.settings().modelFolder, QDir::fromNativeSeparators(demoFolder()));
+    QCOMPARE(items.front().settings.model, elsewhere.model);
+    QCOMPARE(w.settings().model, QStringList{QDir::fromNativeSeparators(demoFolder())});
   }
 
   // ×N: N jobs, seeds s, s+1, … (or a new random seed each), said in each row.

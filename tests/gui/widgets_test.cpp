@@ -538,7 +538,7 @@ class WidgetsTest : public QObject {
     QVERIFY(image.save(end));
     GenerationSettings s;
     s.prompt = QStringLiteral("a door opening");
-    s.modelFolder = demoFolder();
+    s.model = {demoFolder()};
     s.width = s.height = 64;
     s.frames = 5;
     s.steps = 1;
@@ -603,7 +603,7 @@ class WidgetsTest : public QObject {
     QVERIFY(QTest::qWaitForWindowActive(&w));
     GenerationSettings s;
     s.prompt = QStringLiteral("a lighthouse");
-    s.modelFolder = demoFolder();
+    s.model = {demoFolder()};
     s.width = s.height = 64;
     s.frames = 5;
     s.steps = 1;
@@ -648,7 +648,7 @@ class WidgetsTest : public QObject {
     const auto engine = session(cpuMachine());
     GenerationSettings s;
     s.prompt = QStringLiteral("a tower");
-    s.modelFolder = demoFolder();
+    s.model = {demoFolder()};
     s.width = s.height = 64;
     s.frames = 5;
     s.steps = 1;
