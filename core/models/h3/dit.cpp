@@ -37,6 +37,11 @@ std::vector<Run> runs_of(std::span<const std::int32_t> index, std::span<const st
   return runs;
 }
 
+bool is_outer_linear(OuterTensor t) {
+  return t == kVideoInWeight || t == kAudioInWeight || t == kTextInWeight || t == kTime1Weight ||
+         t == kTime2Weight || t == kFinalAdaWeight || t == kVideoOutWeight || t == kAudioOutWeight;
+}
+
 // A group's LoRA terms by the tensor they adapt (its index in GroupIndex::at).
 using GroupLoras = std::vector<std::vector<const lora::BoundTerm*>>;
 
@@ -149,10 +154,7 @@ std::vector<GroupLoras> Forward::loras_by_group(const DitWeights& w,
     const bool fits = qkv   ? rows >= LoraRows::kQ && rows <= LoraRows::kQkvInterleaved
                       : fc1 ? rows == LoraRows::kFc1GateFirst || rows == LoraRows::kFc1ValueFirst
                             : rows == LoraRows::kSame;
-    const bool linear = outer ? t != kVideoInBias && t != kAudioInBias && t != kTextInBias &&
-                                    t != kTime1Bias && t != kTime2Bias && t != kCurveTable &&
-                                    t != kRefinerNorm && t != kFinalNorm && t != kFinalAdaBias &&
-                                    t != kVideoOutBias && t != kAudioOutBias
+    const bool linear = outer ? is_outer_linear(static_cast<OuterTensor>(t))
                               : is_linear(static_cast<BlockTensor>(t));
     if (!linear || !fits) fail("does not fit the Linear it is bound to");
     out[u.group][t].push_back(&u);
