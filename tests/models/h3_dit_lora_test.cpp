@@ -3,7 +3,8 @@
 // 16, 2 blocks, 1 refiner block) in the release's three layouts (diffusers' separate q/k/v,
 // original names with interleaved and with stacked fused QKV), and two LoRAs: lightx2v's naming
 // (diffusion_model. prefix, lora_down/lora_up, .alpha; stacked QKV; every Linear of the model)
-// and DiffSynth's peft naming (.lora_A.default., no alpha; interleaved QKV). The reference is
+// and DiffSynth's peft naming (.lora_A.default., no alpha; interleaved QKV), the latter also with a
+// network alpha in its __metadata__ (diffusers' H3 loader: alpha / rank). The reference is
 // diffusers 0.42.1's conversion of each LoRA merged into MiniMaxH3Transformer3DModel; Ferry
 // applies it in bypass form, streamed with the blocks.
 #include <gtest/gtest.h>
@@ -35,7 +36,7 @@ using offload::Placement;
 
 const char* const kCases[] = {"t2va", "fl2va"};
 const int kKeptSteps[] = {0, 2};
-const char* const kLoras[] = {"lightx2v", "diffsynth"};
+const char* const kLoras[] = {"lightx2v", "diffsynth", "diffsynth_alpha"};
 
 struct ModelFile {
   const char* name;
@@ -153,13 +154,15 @@ class H3DitLora : public test::ModelTest {};
 
 // The bound, by tests/models/h3_dit_test.cpp's method: the floor is PyTorch's own bf16 run
 // against its f32 run of the same merged weights (the script prints it): relative RMS
-// 0.0034-0.0064, max |d| up to 0.036 with |v| up to 4.6, over both cases, both kept steps, both
-// LoRAs and the base model. Ferry's bypass sum rounds once where the merge rounds W + B·A to
-// bf16; measured on the CPU backend (the [ measured ] lines, every layout): against f32 relative
-// RMS up to 0.0058 and max |d| 0.029, against the bf16 reference 0.0072 and 0.058. The bounds
-// are 1.5x the worst of those. The LoRAs move the output by relative RMS 0.16-0.85 (the script's
-// "LoRA effect"; least measured here 0.16), 15 times the bound: a LoRA dropped, a third of the
-// QKV misplaced or fc1's halves swapped is far outside it (checked against the base outputs).
+// 0.0034-0.0064, max |d| up to 0.036 with |v| up to 4.6, over both cases, both kept steps, the
+// three LoRAs and the base model. Ferry's bypass sum rounds once where the merge rounds W + B·A
+// to bf16; measured on the CPU backend (the [ measured ] lines, every layout): against f32
+// relative RMS up to 0.0058 and max |d| 0.029, against the bf16 reference 0.0072 and 0.058. The
+// bounds are 1.5x the worst of those. The LoRAs move the output by relative RMS 0.07-0.85 (the
+// script's "LoRA effect"), at least 6 times the bound, and the network alpha halves the
+// DiffSynth LoRA's effect (0.16 → 0.07): a LoRA dropped, its alpha ignored, a third of the QKV
+// misplaced or fc1's halves swapped is outside the bound (a misplaced interleaved QKV and
+// swapped fc1 halves measured at relative RMS 0.10-0.20).
 constexpr double kRelRmsBound = 0.011;
 constexpr double kMaxAbsBound = 0.09;
 
@@ -187,7 +190,7 @@ TEST_F(H3DitLora, EachLoraMatchesDiffusersInEveryLayout) {
             EXPECT_LE(b.rel_rms, kRelRmsBound) << where;
             EXPECT_LE(b.max_abs, kMaxAbsBound) << where;
             EXPECT_LE(e.rel_rms, kRelRmsBound) << where;
-            EXPECT_GT(base.rel_rms, 10 * kRelRmsBound) << where << ": the LoRA did nothing";
+            EXPECT_GT(base.rel_rms, 5 * kRelRmsBound) << where << ": the LoRA did nothing";
             worst_bf16 = {std::max(worst_bf16.max_abs, b.max_abs),
                           std::max(worst_bf16.rel_rms, b.rel_rms)};
             worst_f32 = {std::max(worst_f32.max_abs, e.max_abs),

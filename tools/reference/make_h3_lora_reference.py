@@ -22,14 +22,18 @@ B ~ N(0, 0.5/r)):
   diffsynth.safetensors DiffSynth's peft naming: `<original>.lora_A.default.weight` /
                         `.lora_B.default.weight`, no alpha (scale 1), rank 4, qkv_proj rows per-head
                         interleaved [heads][q,k,v][128], on the blocks' qkv_proj, out_proj, fc1, fc2
+  diffsynth_alpha.safetensors  the same tensors with `__metadata__` {"alpha": "2"}, which diffusers'
+                        H3 loader reads as every module's network alpha (scale 2 / 4 = 0.5)
 The expected outputs: each LoRA through diffusers' MiniMaxH3LoraLoaderMixin.lora_state_dict (which
 runs _convert_non_diffusers_minimax_h3_lora_to_diffusers: names, alpha folded, QKV split and
 de-interleaved, fc1 halves swapped), merged W + B·A into the f32 model ("f32") and into the
 mixed-precision model, rounded to its dtypes ("bf16"); no peft here, so the merge stands in for
-load_lora_adapter, whose bypass sum equals it up to rounding. Plus the model without LoRA ("base").
+load_lora_adapter, whose bypass sum equals it up to rounding; the network alpha the loader returns
+in its metadata (`transformer.lora_alpha`) scales B·A by lora_alpha / rank, as peft does. Plus the
+model without LoRA ("base").
 reference.safetensors, per case K in (t2va, fl2va) and kept step S in (0, 2) of the 5-point
 schedule: K.video_in, K.audio_in, K.text_in (as make_h3_dit_reference.py), K.text_tags, and
-K.sS.{base,lightx2v,diffsynth}.{bf16,f32}.{video,audio}.
+K.sS.{base,lightx2v,diffsynth,diffsynth_alpha}.{bf16,f32}.{video,audio}.
 """
 
 import os
@@ -102,9 +106,9 @@ def diffsynth_lora(shapes):
 def merged(model, lora_path):
     """`model` (diffusers names) with the LoRA at lora_path merged: W += B·A in f32, then stored in
     the parameter's dtype."""
-    state = MiniMaxH3LoraLoaderMixin.lora_state_dict(lora_path)
-    if isinstance(state, tuple):
-        state = state[0]
+    state, metadata = MiniMaxH3LoraLoaderMixin.lora_state_dict(lora_path,
+                                                                return_lora_metadata=True)
+    network_alpha = (metadata or {}).get("transformer.lora_alpha")
     params = dict(model.named_parameters())
     with torch.no_grad():
         for key, a in state.items():
@@ -112,8 +116,9 @@ def merged(model, lora_path):
                 continue
             module = key[len("transformer."): key.index(".lora_A.")]
             b = state[key.replace(".lora_A.", ".lora_B.")]
+            scale = 1.0 if network_alpha is None else network_alpha / b.shape[1]
             w = params[module + ".weight"]
-            w.copy_((w.float() + b.float() @ a.float()).to(w.dtype))
+            w.copy_((w.float() + scale * (b.float() @ a.float())).to(w.dtype))
     return model
 
 
@@ -130,10 +135,13 @@ def main():
                    os.path.join(OUT, f"{qkv}.safetensors"))
     shapes = linear_shapes(h3.original_state(state, c, "stacked"))
     loras = {"lightx2v": lightx2v_lora(shapes), "diffsynth": diffsynth_lora(shapes)}
+    loras["diffsynth_alpha"] = loras["diffsynth"]
+    metadata = {"diffsynth_alpha": {"alpha": "2"}}
     models = {("base", "f32"): f32, ("base", "bf16"): h3.mixed(f32)}
     for name, tensors in loras.items():
         path = os.path.join(OUT, f"{name}.safetensors")
-        save_torch({k: v.contiguous() for k, v in tensors.items()}, path)
+        save_torch({k: v.contiguous() for k, v in tensors.items()}, path,
+                   metadata=metadata.get(name))
         models[(name, "f32")] = merged(h3.build_model(c), path)
         models[(name, "bf16")] = merged(h3.mixed(h3.build_model(c)), path)
 

@@ -1,6 +1,8 @@
 #include "core/models/h3/dit_loras.h"
 
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "core/models/h3/dit.h"
 #include "core/models/h3/lora_names.h"
@@ -8,13 +10,23 @@
 namespace ferry::models::h3 {
 namespace {
 
-// `loras` bound to `layout` through H3's names; the model's tensors keep their file names.
+// `loras` bound to `layout` through H3's names; the model's tensors keep their file names. A
+// file's network alpha (lora_names.h) scales its terms by alpha / rank.
 lora::LoraBinding bind(std::span<const LoraChoice> loras, const dit::DitWeights& weights,
                        offload::ModelLayout& layout) {
   const H3LoraNames names(weights);
-  return lora::LoraBinding::bind(
-      loras, layout, [&](const lora::Term& term) { return names.target(term); },
-      [](std::string_view name) { return std::string(name); });
+  std::unordered_map<const lora::LoraFile*, std::optional<float>> alphas;
+  const auto resolve = [&](const lora::LoraFile& file, const lora::Term& term) {
+    std::optional<lora::TermTarget> target = names.target(term);
+    auto alpha = alphas.find(&file);
+    if (alpha == alphas.end()) alpha = alphas.emplace(&file, network_alpha(file)).first;
+    if (target && alpha->second && term.rank > 0) {
+      target->scale = *alpha->second / static_cast<float>(term.rank);
+    }
+    return target;
+  };
+  return lora::LoraBinding::bind(loras, layout, resolve,
+                                 [](std::string_view name) { return std::string(name); });
 }
 
 }  // namespace

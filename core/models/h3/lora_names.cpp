@@ -5,8 +5,11 @@
 #include "core/models/h3/lora_names.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <span>
 #include <string_view>
+#include <system_error>
 #include <utility>
 
 namespace ferry::models::h3 {
@@ -71,6 +74,23 @@ bool peft_default(const lora::Term& term) {
 }
 
 }  // namespace
+
+std::optional<float> network_alpha(const lora::LoraFile& file) {
+  const auto& metadata = file.file->metadata();
+  const auto alpha = metadata.find("alpha");
+  if (alpha == metadata.end() || metadata.contains("lora_adapter_metadata")) return std::nullopt;
+  for (const io::TensorInfo& t : file.file->tensors()) {
+    if (t.name.ends_with(".alpha")) return std::nullopt;  // per-module alphas win
+  }
+  // from_chars: the C locale whatever the process's (Qt may set LC_NUMERIC).
+  const std::string& text = alpha->second;
+  float value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
 
 H3LoraNames::H3LoraNames(const dit::DitWeights& weights) : weights_(weights) {
   const dit::DitConfig& c = weights.config();

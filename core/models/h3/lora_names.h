@@ -49,6 +49,13 @@ struct LoraModule {
   LoraRows rows = LoraRows::kSame;
 };
 
+// The alpha MiniMax-H3 LoRAs may record in their safetensors `__metadata__` ("alpha": a number),
+// which diffusers' H3 loader reads as the network alpha every module was trained with (each
+// scaled by alpha / rank) when the file has no `.alpha` tensors and no PEFT
+// `lora_adapter_metadata` (whose own alpha open_lora applies); nullopt otherwise, and for an
+// entry that is not a finite number (diffusers ignores it then too).
+std::optional<float> network_alpha(const lora::LoraFile& file);
+
 class H3LoraNames {
  public:
   // The modules of `weights`' configuration (its block and refiner counts) in both spellings.

@@ -81,10 +81,10 @@ LoraBinding LoraBinding::bind(std::span<const LoraChoice> loras, offload::ModelL
                               const ResolveTerm& resolve, const OfficialName& official_name) {
   return bind(
       loras, layout,
-      [&](const Term& term) -> std::optional<TermTarget> {
+      [&](const LoraFile&, const Term& term) -> std::optional<TermTarget> {
         std::optional<std::string> name = resolve(term);
         if (!name) return std::nullopt;
-        return TermTarget{std::move(*name), 0, 0};
+        return TermTarget{std::move(*name), 0, 0, 1.0f};
       },
       official_name);
 }
@@ -115,7 +115,7 @@ LoraBinding LoraBinding::bind_all(std::span<const LoraChoice> loras, offload::Mo
     report.modules = lora->terms.size();
     report.distilled_steps = distilled_steps(loras[l].path);
     for (const Term& term : lora->terms) {
-      const std::optional<TermTarget> target = resolve(term);
+      const std::optional<TermTarget> target = resolve(*lora, term);
       const auto place = target ? places.find(target->name) : places.end();
       if (place == places.end()) {
         if (report.unmatched.size() < 3) report.unmatched.push_back(term.module);
@@ -138,9 +138,9 @@ LoraBinding LoraBinding::bind_all(std::span<const LoraChoice> loras, offload::Mo
       if (term.kind == TermKind::kLowRank) {
         bound.down = append(term.down);
         bound.rank = term.rank;
-        bound.scale = strength * term.alpha_scale;
+        bound.scale = strength * term.alpha_scale * target->scale;
       } else {
-        bound.scale = strength;
+        bound.scale = strength * target->scale;
       }
       bound.up = append(term.up);
       b.terms_.push_back(bound);

@@ -51,14 +51,16 @@ using OfficialName = std::function<std::string(std::string_view)>;
 
 // The richer form of ResolveTerm for families whose LoRAs may lay a Linear's output rows out
 // otherwise than the model does (a fused QKV LoRA on separate q, k, v Linears): the tensor, the
-// rows the term's up must have (0: the tensor's own), and the family's tag for the mapping
-// (BoundTerm::rows).
+// rows the term's up must have (0: the tensor's own), the family's tag for the mapping
+// (BoundTerm::rows), and a factor on the term's scale (MiniMax-H3 reads a file's `__metadata__`
+// alpha as every module's: alpha / rank). It is told the term's file.
 struct TermTarget {
   std::string name;
   std::int64_t up_rows = 0;
   int rows = 0;
+  float scale = 1.0f;
 };
-using ResolveTarget = std::function<std::optional<TermTarget>(const Term&)>;
+using ResolveTarget = std::function<std::optional<TermTarget>(const LoraFile&, const Term&)>;
 
 class LoraBinding {
  public:
