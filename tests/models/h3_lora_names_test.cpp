@@ -3,12 +3,17 @@
 // musubi's flattened lora_unet_, DiffSynth's peft ".default." infix, diffusers' own names)
 // reaches the tensor the model file holds, in each of its QKV layouts (separate q/k/v, fused
 // interleaved, fused stacked), with the up rows the term must have and its row layout; names the
-// model lacks, norms and diffs give nullopt. The models are tests/data/h3_dit/tiny (2 heads of
-// 16: inner 32; FFN 32; 2 blocks, 2 refiner blocks).
+// model lacks, norms and diffs give nullopt; a file's metadata alpha is read as diffusers reads it.
+// The models are tests/data/h3_dit/tiny (2 heads of 16: inner 32; FFN 32; 2 blocks, 2 refiner
+// blocks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "core/io/safetensors_writer.h"
 #include "core/io/tensor_set.h"
 #include "core/models/h3/dit_weights.h"
 #include "core/models/h3/lora_names.h"
@@ -152,6 +157,33 @@ TEST(H3LoraNames, WhatAdaptsNothingIsNullopt) {
   EXPECT_FALSE(pruned.names.target(term("time_embedder.proj_in")).has_value());
   expect_target(pruned, term("blocks.0.adaln_proj.linear"), "blocks.0.adaln_proj.linear.weight",
                 LoraRows::kSame);
+}
+
+// diffusers' H3 loader reads a `__metadata__` alpha as the network alpha only when the file has
+// no per-module alphas and no PEFT config; an entry that is not a number is ignored.
+TEST(H3LoraNames, NetworkAlphaFromTheMetadata) {
+  test::ScratchDir dir;
+  const auto file = [&](const std::string& name, std::map<std::string, std::string> metadata,
+                        bool alpha_key) {
+    std::vector<io::TensorSpec> specs = {
+        {"blocks.0.mlp.fc2.lora_A.default.weight", DType::kF32, {2, 32}},
+        {"blocks.0.mlp.fc2.lora_B.default.weight", DType::kF32, {24, 2}}};
+    if (alpha_key) specs.push_back({"blocks.0.mlp.fc2.alpha", DType::kF32, {}});
+    io::write_safetensors(dir / name, specs, metadata,
+                          [](std::size_t, std::uint64_t, std::span<std::byte> out) {
+                            std::fill(out.begin(), out.end(), std::byte{0});
+                          });
+    return lora::open_lora(dir / name);
+  };
+  EXPECT_EQ(network_alpha(file("a.safetensors", {{"alpha", "8"}}, false)), 8.0f);
+  EXPECT_EQ(network_alpha(file("b.safetensors", {{"alpha", "0.5"}}, false)), 0.5f);
+  EXPECT_FALSE(network_alpha(file("c.safetensors", {}, false)).has_value());
+  EXPECT_FALSE(network_alpha(file("d.safetensors", {{"alpha", "8"}}, true)).has_value());
+  EXPECT_FALSE(network_alpha(file("e.safetensors", {{"alpha", "eight"}}, false)).has_value());
+  EXPECT_FALSE(
+      network_alpha(
+          file("f.safetensors", {{"alpha", "8"}, {"lora_adapter_metadata", R"({"r": 2})"}}, false))
+          .has_value());
 }
 
 }  // namespace
