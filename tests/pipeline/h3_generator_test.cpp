@@ -8,11 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
+#include "core/io/safetensors_writer.h"
 #include "core/media/audio.h"
 #include "core/media/video_reader.h"
 #include "core/memory/process_memory.h"
@@ -282,6 +285,58 @@ TEST(H3Generator, RssIsFlatAcrossStepsWithEveryBlockStreamed) {
   std::printf("[ measured ] RSS at step 2: %llu, at step 8: %llu bytes\n",
               static_cast<unsigned long long>(second), static_cast<unsigned long long>(last));
   EXPECT_LE(last, second + (1u << 20)) << "RSS grew across the steps";
+}
+
+// A Turbo LoRA on the demo set (lightx2v's naming, rank 4 on every block Linear, made here)
+// under the distill4 sampler: the clip is made with the LoRA streamed with the DiT's blocks, and
+// its settings name the LoRA and the sampler.
+void write_demo_turbo_lora(const fs::path& path) {
+  const models::h3::SyntheticShapes s = models::h3::H3DemoModel::shapes();
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const std::uint64_t h = u(s.dit_hidden), inner = u(s.dit_heads * 128), f = u(s.dit_ffn);
+  std::vector<io::TensorSpec> specs;
+  for (std::int64_t i = 0; i < s.dit_layers; ++i) {
+    const std::string p = "diffusion_model.blocks." + std::to_string(i) + ".";
+    for (const auto& [module, out, in] :
+         {std::tuple{"attn.qkv_proj", 3 * inner, h}, std::tuple{"attn.out_proj", h, inner},
+          std::tuple{"mlp.fc1", 2 * f, h}, std::tuple{"mlp.fc2", h, f}}) {
+      specs.push_back({p + module + ".lora_down.weight", DType::kF32, {4, in}});
+      specs.push_back({p + module + ".lora_up.weight", DType::kF32, {out, 4}});
+    }
+  }
+  io::write_safetensors(path, specs, {},
+                        [](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+                          // Small values that vary: 0.01·((index + position) mod 7 − 3).
+                          for (std::size_t k = 0; k < out.size(); k += 4) {
+                            const auto n = static_cast<std::int64_t>((offset + k) / 4 + i);
+                            const float v = 0.01f * static_cast<float>(n % 7 - 3);
+                            std::memcpy(out.data() + k, &v, 4);
+                          }
+                        });
+}
+
+TEST(H3Generator, ATurboLoraUnderTheDistillSamplerMakesAClipThatNamesIt) {
+  test::ScratchDir dir;
+  const fs::path lora = dir / "minimax_h3_demo_turbo_4step.safetensors";
+  write_demo_turbo_lora(lora);
+  Recorder sink;
+  GenerationRequest request = small_request(dir / "turbo.mp4");
+  request.steps = 0;  // the sampler's own: 4
+  request.sampler = "distill4";
+  request.loras = {{lora, 0.9f}};
+  const GenerationResult result = run(request, sink);
+  EXPECT_EQ(result.steps.size(), 4u);
+  EXPECT_EQ(result.settings.steps, 4);
+  EXPECT_EQ(result.settings.shift, 6.0);
+  EXPECT_TRUE(result.settings.warnings.empty()) << result.settings.warnings[0];
+  request.steps = 4;
+  expect_clip(dir / "turbo.mp4", request);
+  const auto settings =
+      nlohmann::json::parse(media::probe_video(dir / "turbo.mp4").metadata.at("comment"));
+  EXPECT_EQ(settings["sampler"], "distill4");
+  ASSERT_EQ(settings["loras"].size(), 1u);
+  EXPECT_EQ(settings["loras"][0]["name"], "minimax_h3_demo_turbo_4step.safetensors");
+  EXPECT_FLOAT_EQ(settings["loras"][0]["strength"].get<float>(), 0.9f);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/models/h3/lora_names.h"
 #include "core/tensor/convert.h"
 
 namespace ferry::models::h3::dit {
@@ -36,15 +37,29 @@ std::vector<Run> runs_of(std::span<const std::int32_t> index, std::span<const st
   return runs;
 }
 
+bool is_outer_linear(OuterTensor t) {
+  return t == kVideoInWeight || t == kAudioInWeight || t == kTextInWeight || t == kTime1Weight ||
+         t == kTime2Weight || t == kFinalAdaWeight || t == kVideoOutWeight || t == kAudioOutWeight;
+}
+
+// A group's LoRA terms by the tensor they adapt (its index in GroupIndex::at).
+using GroupLoras = std::vector<std::vector<const lora::BoundTerm*>>;
+
+LoraRows rows_of(const lora::BoundTerm& u) {
+  return static_cast<LoraRows>(u.rows);
+}
+
 // What a group reads: its acquired tensors by kind and each Linear's scaling.
 struct Group {
   std::span<const Tensor> tensors;
   const GroupIndex& index;
+  const GroupLoras& loras;
   std::vector<Bnb4State> bnb4;  // what a resolved scaling points at
 
-  Group(const offload::LoadedGroup& g, const GroupIndex& ix)
-      : tensors(g.tensors()), index(ix), bnb4(ix.at.size()) {}
+  Group(const offload::LoadedGroup& g, const GroupIndex& ix, const GroupLoras& l)
+      : tensors(g.tensors()), index(ix), loras(l), bnb4(ix.at.size()) {}
   bool has(std::size_t t) const { return index.at[t] >= 0; }
+  const std::vector<const lora::BoundTerm*>& terms(std::size_t t) const { return loras[t]; }
   const Tensor& operator[](std::size_t t) const {
     return tensors[static_cast<std::size_t>(index.at[t])];
   }
@@ -65,7 +80,9 @@ class Forward {
         arena_(arena),
         in_(in),
         s_(*in.sequence),
-        chunk_(chunk_tokens) {}
+        chunk_(chunk_tokens),
+        loras_(loras_by_group(weights, in.loras)),
+        lora_rank_(lora_scratch_rank(in.loras)) {}
 
   DitOutput run(offload::WeightSource& source, const std::atomic<bool>* cancel);
 
@@ -73,6 +90,18 @@ class Forward {
   std::int64_t chunk_rows(std::int64_t rows) const {
     return chunk_ > 0 ? std::min(chunk_, rows) : rows;
   }
+  static std::vector<GroupLoras> loras_by_group(const DitWeights& w,
+                                                std::span<const lora::BoundTerm> terms);
+  Group acquire(offload::WeightSource& source, std::size_t group) {
+    return Group(source.acquire(group), w_.index(group), loras_[group]);
+  }
+  // y = x·Wᵀ + bias plus the terms whose rows are the tensor's own.
+  void linear(Group& g, const Tensor& x, std::size_t weight, const Tensor* bias, const Tensor& y);
+  // t = A·x of a term, rounded to `dtype` (in the LoRA scratch).
+  Tensor lora_input(Group& g, const lora::BoundTerm& u, const Tensor& x, DType dtype);
+  // The QKV terms added to q, k, v [rows, inner]; the fc1 terms to gate and value.
+  void qkv_loras(Group& g, const Tensor& a, const Tensor& q, const Tensor& k, const Tensor& v);
+  void fc1_loras(Group& g, const Tensor& a, const Tensor& gate, const Tensor& value);
   void upload_rope();
   void embed(Group& g);
   void time_input(Group& g);
@@ -94,9 +123,102 @@ class Forward {
   const DitInput& in_;
   const PackedSequence& s_;
   std::int64_t chunk_;
+  std::vector<GroupLoras> loras_;  // per group
+  std::int64_t lora_rank_ = 0;
+  Tensor lora_t_, lora_up_;  // A·x; a DiffSynth QKV term's up reordered to stacked
   Tensor x_, cos_, sin_, time_in_;
   std::vector<Run> runs_;  // blocks: by (timestep, modality)
 };
+
+std::vector<GroupLoras> Forward::loras_by_group(const DitWeights& w,
+                                                std::span<const lora::BoundTerm> terms) {
+  std::vector<GroupLoras> out(w.group_count());
+  for (std::size_t g = 0; g < out.size(); ++g) out[g].resize(w.index(g).at.size());
+  for (const lora::BoundTerm& u : terms) {
+    const auto fail = [&](const std::string& why) {
+      throw Error(ErrorCode::kBadModelFile, "a LoRA term on group " + std::to_string(u.group) +
+                                                ", tensor " + std::to_string(u.target) + " " + why);
+    };
+    if (u.group >= out.size() || u.kind != lora::TermKind::kLowRank) {
+      fail("is not a low-rank term on a Linear of the H3 DiT");
+    }
+    const std::vector<int>& at = w.index(u.group).at;
+    const auto role = std::find(at.begin(), at.end(), static_cast<int>(u.target));
+    if (role == at.end()) fail("adapts a tensor the H3 DiT does not read");
+    const auto t = static_cast<std::size_t>(role - at.begin());
+    const bool outer = u.group == DitWeights::kEmbeddingsGroup || u.group == w.head_group() ||
+                       u.group == w.refiner_norm_group();
+    const LoraRows rows = rows_of(u);
+    const bool qkv = !outer && (t == kQ || t == kK || t == kV);
+    const bool fc1 = !outer && t == kFc1;
+    const bool fits = qkv   ? rows >= LoraRows::kQ && rows <= LoraRows::kQkvInterleaved
+                      : fc1 ? rows == LoraRows::kFc1GateFirst || rows == LoraRows::kFc1ValueFirst
+                            : rows == LoraRows::kSame;
+    const bool linear = outer ? is_outer_linear(static_cast<OuterTensor>(t))
+                              : is_linear(static_cast<BlockTensor>(t));
+    if (!linear || !fits) fail("does not fit the Linear it is bound to");
+    out[u.group][t].push_back(&u);
+  }
+  return out;
+}
+
+void Forward::linear(Group& g, const Tensor& x, std::size_t weight, const Tensor* bias,
+                     const Tensor& y) {
+  g.linear(backend_, x, weight, bias, y);
+  for (const lora::BoundTerm* u : g.terms(weight)) {
+    if (rows_of(*u) != LoraRows::kSame) continue;  // QKV and fc1 terms: after the split
+    const Tensor t = lora_input(g, *u, x, y.dtype);
+    const Tensor up = g.tensors[u->up].reshaped(Shape{y.shape.cols(), u->rank});
+    backend_.linear_add(t, up, y, u->scale);
+  }
+}
+
+Tensor Forward::lora_input(Group& g, const lora::BoundTerm& u, const Tensor& x, DType dtype) {
+  const Tensor t{lora_t_.data, dtype, Shape{x.shape.rows(), u.rank}, lora_t_.device};
+  backend_.linear(x, g.tensors[u.down].reshaped(Shape{u.rank, x.shape.cols()}), nullptr, t);
+  return t;
+}
+
+void Forward::qkv_loras(Group& g, const Tensor& a, const Tensor& q, const Tensor& k,
+                        const Tensor& v) {
+  const Tensor* parts[3] = {&q, &k, &v};
+  const std::int64_t inner = c_.inner();
+  for (std::size_t role : {kQ, kK, kV}) {
+    for (const lora::BoundTerm* u : g.terms(role)) {
+      const Tensor t = lora_input(g, *u, a, q.dtype);
+      const Tensor& up = g.tensors[u->up];
+      const LoraRows rows = rows_of(*u);
+      if (rows == LoraRows::kQ || rows == LoraRows::kK || rows == LoraRows::kV) {
+        const auto part = static_cast<std::size_t>(rows) - static_cast<std::size_t>(LoraRows::kQ);
+        backend_.linear_add(t, up.reshaped(Shape{inner, u->rank}), *parts[part], u->scale);
+        continue;
+      }
+      Tensor stacked = up.reshaped(Shape{3 * inner, u->rank});
+      if (rows == LoraRows::kQkvInterleaved) {
+        // [heads][q, k, v][head_dim] rows → [q, k, v][heads][head_dim], in the scratch.
+        const std::int64_t row_values = c_.head_dim * u->rank;
+        const Tensor order{lora_up_.data, up.dtype, Shape{3, c_.heads, row_values},
+                           lora_up_.device};
+        backend_.permute(up.reshaped(Shape{c_.heads, 3, row_values}), {1, 0, 2}, order);
+        stacked = order.reshaped(Shape{3 * inner, u->rank});
+      }
+      for (std::size_t i = 0; i < 3; ++i) {
+        const auto b = static_cast<std::int64_t>(i) * inner;
+        backend_.linear_add(t, stacked.rows(b, b + inner), *parts[i], u->scale);
+      }
+    }
+  }
+}
+
+void Forward::fc1_loras(Group& g, const Tensor& a, const Tensor& gate, const Tensor& value) {
+  for (const lora::BoundTerm* u : g.terms(kFc1)) {
+    const Tensor t = lora_input(g, *u, a, gate.dtype);
+    const Tensor up = g.tensors[u->up].reshaped(Shape{2 * c_.ffn, u->rank});
+    const bool gate_first = rows_of(*u) == LoraRows::kFc1GateFirst;
+    backend_.linear_add(t, up.rows(0, c_.ffn), gate_first ? gate : value, u->scale);
+    backend_.linear_add(t, up.rows(c_.ffn, 2 * c_.ffn), gate_first ? value : gate, u->scale);
+  }
+}
 
 void Forward::upload_rope() {
   const DitRopeTables t = dit_rope_tables(s_, c_.rope_freq_dim, c_.rope_theta);
@@ -115,7 +237,7 @@ void Forward::embed(Group& g) {
   const std::int64_t L = s_.text_rows;
   const Tensor text = arena_.allocate(DType::kBF16, Shape{L, c_.text_dim});
   backend_.upload(text, in_.text.data());
-  g.linear(backend_, text, kTextInWeight, &g[kTextInBias], x_.rows(0, L));
+  linear(g, text, kTextInWeight, &g[kTextInBias], x_.rows(0, L));
   backend_.synchronize();
   arena_.release_to(mark);
 
@@ -130,7 +252,7 @@ void Forward::embed(Group& g) {
     const Tensor in = Tensor{rows.data, DType::kF32, Shape{n, width}, rows.device};
     backend_.upload(in, host.data());
     const Tensor out = embeds.rows(0, n);
-    g.linear(backend_, in, weight, &g[bias], out);
+    linear(g, in, weight, &g[bias], out);
     std::int64_t at = 0;
     for (const auto& [begin, end] : ranges) {
       backend_.convert(out.rows(at, at + end - begin), x_.rows(begin, end));
@@ -167,9 +289,9 @@ void Forward::time_input(Group& g) {
   const Tensor s = arena_.allocate(DType::kF32, Shape{n, c_.freq_dim});
   const Tensor h = arena_.allocate(DType::kF32, Shape{n, c_.time_hidden});
   backend_.upload(s, sinusoid.data());
-  g.linear(backend_, s, kTime1Weight, &g[kTime1Bias], h);
+  linear(g, s, kTime1Weight, &g[kTime1Bias], h);
   backend_.silu(h, h);
-  g.linear(backend_, h, kTime2Weight, &g[kTime2Bias], time_in_);
+  linear(g, h, kTime2Weight, &g[kTime2Bias], time_in_);
   backend_.silu(time_in_, time_in_);
   backend_.synchronize();
   arena_.release_to(mark);
@@ -205,13 +327,14 @@ void Forward::project_qkv(Group& g, const Tensor& a, const Tensor& q, const Tens
                           const Tensor& v, const Tensor& fused) {
   const std::int64_t n = a.shape[0];
   if (w_.qkv_layout() == QkvLayout::kSplit) {
-    g.linear(backend_, a, kQ, nullptr, q);
-    g.linear(backend_, a, kK, nullptr, k);
-    g.linear(backend_, a, kV, nullptr, v);
+    linear(g, a, kQ, nullptr, q);
+    linear(g, a, kK, nullptr, k);
+    linear(g, a, kV, nullptr, v);
+    qkv_loras(g, a, q, k, v);
     return;
   }
   const Tensor y = fused.rows(0, n);
-  g.linear(backend_, a, kQ, nullptr, y);
+  linear(g, a, kQ, nullptr, y);
   const Tensor* out[3] = {&q, &k, &v};
   for (std::int64_t i = 0; i < 3; ++i) {
     if (w_.qkv_layout() == QkvLayout::kStacked) {  // [n, 3, inner]
@@ -222,18 +345,20 @@ void Forward::project_qkv(Group& g, const Tensor& a, const Tensor& q, const Tens
                      out[i]->reshaped(Shape{n, c_.heads, 1, c_.head_dim}));
     }
   }
+  qkv_loras(g, a, q, k, v);
 }
 
 // out = fc2(value · silu(gate)) with [gate | value] = fc1(a) (the halves in the file's order).
 void Forward::ffn(Group& g, const Tensor& a, const Tensor& h, const Tensor& gate,
                   const Tensor& value, const Tensor& out) {
-  g.linear(backend_, a, kFc1, nullptr, h);
+  linear(g, a, kFc1, nullptr, h);
   const bool gate_first = w_.gate_first();
   backend_.slice(h, 1, gate_first ? 0 : c_.ffn, gate);
   backend_.slice(h, 1, gate_first ? c_.ffn : 0, value);
+  fc1_loras(g, a, gate, value);
   backend_.silu(gate, gate);
   backend_.mul(value, gate, value);
-  g.linear(backend_, value, kFc2, nullptr, out);
+  linear(g, value, kFc2, nullptr, out);
 }
 
 void Forward::block(Group& g, const Tensor& x, bool modulated) {
@@ -244,7 +369,7 @@ void Forward::block(Group& g, const Tensor& x, bool modulated) {
   if (modulated) {
     const auto n = static_cast<std::int64_t>(in_.timesteps->values.size());
     table = arena_.allocate(DType::kBF16, Shape{n, c_.modulation_width()});
-    g.linear(backend_, time_in_, kAdaWeight, &g[kAdaBias], table);
+    linear(g, time_in_, kAdaWeight, &g[kAdaBias], table);
     table = table.reshaped(Shape{n * DitConfig::kModalityRows * kChunks, c_.hidden});
   }
   const Tensor q = arena_.allocate(DType::kBF16, Shape{rows, c_.heads, c_.head_dim});
@@ -290,7 +415,7 @@ void Forward::block(Group& g, const Tensor& x, bool modulated) {
     {
       const Tensor o = arena_.allocate(DType::kBF16, Shape{e - b, c_.heads, c_.head_dim});
       backend_.attention(q.rows(b, e), k, v, scale, nullptr, /*causal=*/false, o);
-      g.linear(backend_, o.reshaped(Shape{e - b, c_.inner()}), kOut, nullptr, ab);
+      linear(g, o.reshaped(Shape{e - b, c_.inner()}), kOut, nullptr, ab);
       if (modulated) {
         gated_add(x, ab, table, kGate1, b);
       } else {
@@ -324,7 +449,7 @@ void Forward::head(Group& g, DitOutput& out) {
   const std::int64_t L = s_.text_rows;
   const std::int64_t media = s_.length() - L;
   const Tensor table = arena_.allocate(DType::kBF16, Shape{n, 2 * c_.hidden});
-  g.linear(backend_, time_in_, kFinalAdaWeight, &g[kFinalAdaBias], table);
+  linear(g, time_in_, kFinalAdaWeight, &g[kFinalAdaBias], table);
   const Tensor rows = table.reshaped(Shape{2 * n, c_.hidden});  // per timestep: shift, scale
   const Tensor y = arena_.allocate(DType::kBF16, Shape{media, c_.hidden});
   backend_.rms_norm(x_.rows(L, s_.length()), g[kFinalNorm], c_.eps, y);
@@ -345,8 +470,7 @@ void Forward::head(Group& g, DitOutput& out) {
     const Tensor o = Tensor{result.data, DType::kF32, Shape{count, width}, result.device};
     std::int64_t at = 0;
     for (const auto& [b, e] : ranges) {
-      if (e > b)
-        g.linear(backend_, yf.rows(b - L, e - L), weight, &g[bias], o.rows(at, at + e - b));
+      if (e > b) linear(g, yf.rows(b - L, e - L), weight, &g[bias], o.rows(at, at + e - b));
       at += e - b;
     }
     host.resize(static_cast<std::size_t>(o.numel()));
@@ -366,6 +490,10 @@ DitOutput Forward::run(offload::WeightSource& source, const std::atomic<bool>* c
   upload_rope();
   time_in_ = arena_.allocate(DType::kF32, Shape{nt, c_.time_dim});
   runs_ = runs_of(in_.timesteps->index, s_.tags, 0, true);
+  if (lora_rank_ > 0) {  // as dit_activation_bytes counts them
+    lora_t_ = arena_.allocate(DType::kF32, Shape{std::max(s_.length(), nt), lora_rank_});
+    lora_up_ = arena_.allocate(DType::kF32, Shape{3 * c_.inner(), lora_rank_});
+  }
 
   const auto check_cancel = [&] {
     // The owner of the weight source stops its reads when the error unwinds past it.
@@ -374,7 +502,7 @@ DitOutput Forward::run(offload::WeightSource& source, const std::atomic<bool>* c
   DitOutput out;
   source.begin_pass();
   {
-    Group g(source.acquire(DitWeights::kEmbeddingsGroup), w_.index(DitWeights::kEmbeddingsGroup));
+    Group g = acquire(source, DitWeights::kEmbeddingsGroup);
     embed(g);
     time_input(g);
     source.release(DitWeights::kEmbeddingsGroup);
@@ -383,25 +511,25 @@ DitOutput Forward::run(offload::WeightSource& source, const std::atomic<bool>* c
   for (std::int64_t j = 0; j < c_.refiner_layers; ++j) {
     check_cancel();
     const std::size_t gi = w_.refiner_group(j);
-    Group r(source.acquire(gi), w_.index(gi));
+    Group r = acquire(source, gi);
     block(r, text, /*modulated=*/false);
     source.release(gi);
   }
   {
     const std::size_t gi = w_.refiner_norm_group();
-    Group g(source.acquire(gi), w_.index(gi));
+    Group g = acquire(source, gi);
     backend_.rms_norm(text, g[kRefinerNorm], c_.eps, text);
     source.release(gi);
   }
   for (std::int64_t i = 0; i < c_.layers; ++i) {
     check_cancel();
     const std::size_t gi = w_.block_group(i);
-    Group g(source.acquire(gi), w_.index(gi));
+    Group g = acquire(source, gi);
     block(g, x_, /*modulated=*/true);
     source.release(gi);
   }
   {
-    Group g(source.acquire(w_.head_group()), w_.index(w_.head_group()));
+    Group g = acquire(source, w_.head_group());
     head(g, out);
     source.release(w_.head_group());
   }
@@ -451,6 +579,12 @@ void check_input(const DitWeights& weights, const DitInput& in) {
 }
 
 }  // namespace
+
+std::int64_t lora_scratch_rank(std::span<const lora::BoundTerm> terms) {
+  std::int64_t rank = 0;
+  for (const lora::BoundTerm& t : terms) rank = std::max(rank, t.rank);
+  return rank;
+}
 
 std::vector<float> timestep_sinusoid(std::span<const float> timesteps, std::int64_t width) {
   const std::int64_t half = width / 2;
@@ -532,10 +666,12 @@ DitOutput dit_forward(Backend& backend, const DitWeights& weights, const offload
   check_input(weights, input);
   const std::int64_t chunk_tokens = options.chunk_tokens;
   const PackedSequence& s = *input.sequence;
-  offload::ModelLayout layout = weights.model_layout(s.length(), s.text_rows, chunk_tokens);
-  const std::uint64_t bytes =
-      weights.activation_bytes(s.length(), s.text_rows, chunk_tokens,
-                               static_cast<std::int64_t>(input.timesteps->values.size()));
+  offload::ModelLayout layout = options.layout != nullptr
+                                    ? *options.layout
+                                    : weights.model_layout(s.length(), s.text_rows, chunk_tokens);
+  const std::uint64_t bytes = weights.activation_bytes(
+      s.length(), s.text_rows, chunk_tokens,
+      static_cast<std::int64_t>(input.timesteps->values.size()), lora_scratch_rank(input.loras));
   layout.activation_bytes = bytes;
   const std::unique_ptr<DeviceBuffer> activations =
       backend.allocate(static_cast<std::size_t>(bytes));

@@ -28,6 +28,7 @@
 #include "core/memory/arena.h"
 #include "core/models/h3/dit_sequence.h"
 #include "core/models/h3/dit_weights.h"
+#include "core/models/lora/lora_binding.h"
 #include "core/offload/plan.h"
 #include "core/offload/streamer.h"
 #include "core/offload/weight_source.h"
@@ -41,6 +42,13 @@ struct DitInput {
   std::span<const float> video;         // [keyframe rows + target rows, patch_dim] f32
   std::span<const float> audio;         // [2A, audio_channels] f32
   std::span<const std::uint16_t> text;  // [L, text_dim] bf16 bits (the conditioner's rows)
+  // Runtime LoRA terms bound to the weights' groups (bind_dit_loras, dit_loras.h), applied in
+  // bypass form, y = W·x + s·B·(A·x), the model's tensors never written: A·x rounded to y's dtype
+  // (as the base product's x is), s·B·t added to y's f32 accumulator (Backend::linear_add). Terms
+  // on the QKV and fc1 Linears are added after the model's split, each third or half of their
+  // rows to q, k, v or gate, value as their LoraRows say (lora_names.h). The arena then holds
+  // their scratch (activation_bytes with lora_scratch_rank(loras)).
+  std::span<const lora::BoundTerm> loras;
 };
 
 // The velocities (data-ward: x0 = x_t + σ·v) of the video rows (keyframe rows first, which
@@ -65,11 +73,17 @@ struct DitForwardOptions {
   std::int64_t chunk_tokens = 0;      // 0: every row at once
   offload::StreamerOptions streamer;  // `passes` is set to 1
   const std::atomic<bool>* cancel = nullptr;
+  // The weights' layout with the input's LoRA terms bound to it (bind_dit_loras); nullptr: the
+  // weights' own (DitWeights::model_layout).
+  const offload::ModelLayout* layout = nullptr;
 };
 
 // The same with a streamer of its own under `plan` and an arena of exactly the estimate.
 DitOutput dit_forward(Backend& backend, const DitWeights& weights, const offload::Plan& plan,
                       const DitInput& input, const DitForwardOptions& options = {});
+
+// The rank the LoRA scratch is sized for: the largest term's (0 without terms).
+std::int64_t lora_scratch_rank(std::span<const lora::BoundTerm> terms);
 
 // The f32 sinusoid of diffusers' Timesteps(flip_sin_to_cos=True, shift 0) for t in [0, 1]
 // (unscaled): [cos(t·f_k) | sin(t·f_k)], f_k = exp(−ln(10000)·k/(width/2)).

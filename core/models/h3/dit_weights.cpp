@@ -366,7 +366,7 @@ void DitWeights::set_rope_freq_dim(std::int64_t n) {
 
 std::uint64_t dit_activation_bytes(const DitConfig& c, bool fused, std::int64_t tokens,
                                    std::int64_t text_rows, std::int64_t chunk_tokens,
-                                   std::int64_t distinct_timesteps) {
+                                   std::int64_t distinct_timesteps, std::int64_t lora_rank) {
   const auto bytes = [](std::int64_t rows, std::int64_t cols, std::size_t size) {
     return static_cast<std::uint64_t>(
         memory::Arena::footprint(static_cast<std::size_t>(rows * cols) * size));
@@ -389,8 +389,11 @@ std::uint64_t dit_activation_bytes(const DitConfig& c, bool fused, std::int64_t 
   };
 
   // Through the pass: the residual stream, the rotary tables, the AdaLN input per timestep.
+  // With LoRAs, their scratch too (dit.cpp, Forward::run).
+  const std::uint64_t loras =
+      lora_rank > 0 ? f32(std::max(tokens, nt), lora_rank) + f32(3 * c.inner(), lora_rank) : 0;
   const std::uint64_t kept =
-      bf16(tokens, c.hidden) + 2 * bf16(tokens, c.rotary_dims() / 2) + f32(nt, c.time_dim);
+      bf16(tokens, c.hidden) + 2 * bf16(tokens, c.rotary_dims() / 2) + f32(nt, c.time_dim) + loras;
   const std::uint64_t time = c.pruned ? 0 : f32(nt, c.freq_dim) + f32(nt, c.time_hidden);
   const std::uint64_t text = bf16(text_rows, c.text_dim);
   const std::uint64_t embed_media =
@@ -403,9 +406,10 @@ std::uint64_t dit_activation_bytes(const DitConfig& c, bool fused, std::int64_t 
 
 std::uint64_t DitWeights::activation_bytes(std::int64_t tokens, std::int64_t text_rows,
                                            std::int64_t chunk_tokens,
-                                           std::int64_t distinct_timesteps) const {
+                                           std::int64_t distinct_timesteps,
+                                           std::int64_t lora_rank) const {
   return dit_activation_bytes(config_, qkv_ != QkvLayout::kSplit, tokens, text_rows, chunk_tokens,
-                              distinct_timesteps);
+                              distinct_timesteps, lora_rank);
 }
 
 offload::ModelLayout DitWeights::model_layout(std::int64_t tokens, std::int64_t text_rows,

@@ -157,8 +157,10 @@ class DitWeights {
   // Device memory of one forward over `tokens` rows of which `text_rows` text, with token chunks
   // of `chunk_tokens` (0: all at once) and up to `distinct_timesteps` values: exactly what
   // forward() allocates (its arena peak equals it).
+  // `lora_rank` > 0: with runtime LoRA terms of up to that rank (their scratch, dit.h).
   std::uint64_t activation_bytes(std::int64_t tokens, std::int64_t text_rows,
-                                 std::int64_t chunk_tokens, std::int64_t distinct_timesteps) const;
+                                 std::int64_t chunk_tokens, std::int64_t distinct_timesteps,
+                                 std::int64_t lora_rank = 0) const;
   offload::ModelLayout model_layout(std::int64_t tokens, std::int64_t text_rows,
                                     std::int64_t chunk_tokens) const;
 
@@ -179,9 +181,11 @@ class DitWeights {
 // q, k and v of every row and one token chunk's working tensors), for `tokens` rows of which
 // `text_rows` text, chunks of `chunk_tokens` (0: all rows at once), `distinct_timesteps` values.
 // `fused_qkv`: the file's QKV is one Linear (its chunk-sized output is held before the split).
+// `lora_rank` > 0: runtime LoRA terms of up to that rank, whose scratch is held through the pass
+// (A·x for the most rows a Linear takes, and a fused QKV term's up reordered).
 std::uint64_t dit_activation_bytes(const DitConfig& c, bool fused_qkv, std::int64_t tokens,
                                    std::int64_t text_rows, std::int64_t chunk_tokens,
-                                   std::int64_t distinct_timesteps);
+                                   std::int64_t distinct_timesteps, std::int64_t lora_rank = 0);
 
 // The file name of a block tensor ("blocks.3.attn.qkv_proj.weight"); empty when the layout has
 // none (kK in a fused file, AdaLN in a refiner block).

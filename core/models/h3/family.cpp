@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include "core/models/h3/audio_vae_weights.h"
 #include "core/models/h3/bpe_tokenizer.h"
 #include "core/models/h3/demo_model.h"
+#include "core/models/h3/dit_loras.h"
 #include "core/models/h3/dit_sequence.h"
 #include "core/models/h3/dit_weights.h"
 #include "core/models/h3/model_set.h"
@@ -26,6 +28,7 @@
 #include "core/models/h3/video_vae_plan.h"
 #include "core/models/h3/video_vae_weights.h"
 #include "core/models/h3/vision_tower_weights.h"
+#include "core/models/lora/distill_name.h"
 #include "core/offload/budget.h"
 #include "core/offload/planner.h"
 
@@ -45,6 +48,12 @@ constexpr int kDefaultWidth = 1344, kDefaultHeight = 768, kDefaultFrames = 124, 
 // of 50 grid points is 49 forwards.
 constexpr int kDefaultSteps = 49;
 constexpr double kDefaultShift = 12;
+// The Turbo recipe (minimax_h3.md §D.3: lightx2v's minimax_h3_fl2v_turbo_4step LoRA): 4 forwards
+// (DiffSynth's 4 steps, diffusers' 5 grid points), video shift 6, the audio's 3 as always, no CFG.
+// The same Euler update as the model's own sampler: only the defaults differ.
+constexpr std::string_view kTurboSampler = "distill4";
+constexpr int kTurboSteps = 4;
+constexpr double kTurboShift = 6;
 constexpr int kMaxFrames = 17 * 20 + 5;  // 14.4 s, the longest the release shows
 // The demo set's defaults (demo_model.h): the vision tower's smallest keyframe, 1 s, 8 steps.
 constexpr int kDemoSide = 256, kDemoFrames = 22, kDemoSteps = 8;
@@ -74,6 +83,30 @@ std::pair<int, int> canvas_for(int w, int h) {
     return std::max(32, static_cast<int>(std::lround(v / 32)) * 32);
   };
   return {side(W), side(H)};
+}
+
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+// A Turbo (step-distillation) LoRA, told by its file name (lora/distill_name.h), run any other
+// way than its recipe: a warning with the advice, as Wan gives it. H3 has no CFG to warn about.
+std::vector<std::string> turbo_warnings(const ResolvedRequest& r) {
+  std::vector<std::string> out;
+  const bool turbo = r.sampler == kTurboSampler;
+  for (const LoraChoice& lora : r.request.loras) {
+    const int steps = lora::distilled_steps(lora.path);
+    if (steps == 0 || (turbo && r.steps <= 8)) continue;
+    out.push_back(io::detail::display(lora.path.filename()) + " is a Turbo (step-distillation) " +
+                  "LoRA (" + std::to_string(steps) + " steps) but this run asks for the " +
+                  r.sampler + " sampler, " + std::to_string(r.steps) + " steps, shift " +
+                  number_text(r.shift) + ": choose the " + std::string(kTurboSampler) +
+                  " sampler with " + std::to_string(steps) + " steps and shift " +
+                  number_text(kTurboShift) + ", or expect a slow run and a burnt image");
+  }
+  return out;
 }
 
 std::string mib(std::uint64_t bytes) {
@@ -121,7 +154,8 @@ class H3Parts final : public ModelParts {
     r.takes_end_image = set_.text.vision;
     r.end_image_alone = set_.text.vision;  // I2VA from the last frame
     r.makes_sound = true;                  // the audio VAE's 32 kHz stereo soundtrack
-    r.samplers = {"euler"};
+    r.samplers = {"euler", std::string(kTurboSampler)};
+    r.sampler_defaults.push_back({std::string(kTurboSampler), kTurboSteps, 1.0f, kTurboShift});
     r.width = kDefaultWidth;
     r.height = kDefaultHeight;
     r.frames = kDefaultFrames;
@@ -151,9 +185,6 @@ class H3Parts final : public ModelParts {
                    " does not hold: use DiffSynth's minimax-h3-text-encoder-nf4 or the release's "
                    "text_encoder/");
     }
-    if (!request.loras.empty()) {
-      bad_argument("LoRAs for MiniMax-H3 are not supported yet");
-    }
     ResolvedRequest r;
     r.request = request;
     r.width = rules.width;
@@ -167,20 +198,28 @@ class H3Parts final : public ModelParts {
     }
     r.frames = snap_frames(request.frames != 0 ? request.frames : rules.frames);
     r.fps = request.fps != 0 ? request.fps : kFps;
-    r.steps = request.steps != 0 ? request.steps : rules.steps;
+    r.sampler = request.sampler.value_or(rules.sampler);
+    const bool turbo = r.sampler == kTurboSampler;
+    r.steps = request.steps != 0 ? request.steps : (turbo ? kTurboSteps : rules.steps);
     r.guide_scale = request.guide_scale.value_or(1.0f);
     r.low_noise_guide_scale = r.guide_scale;
-    r.shift = request.shift.value_or(kDefaultShift);
-    r.sampler = request.sampler.value_or(rules.sampler);
+    r.shift = request.shift.value_or(turbo ? kTurboShift : kDefaultShift);
     check_request(r, rules, set_.name());
+    // Every LoRA is checked before any work (a refusal is exit 2); modules that adapt nothing in
+    // this model are said once per file, never silently dropped.
+    for (const LoraChoice& l : request.loras) {
+      const LoraReport report = check_lora(l.path);
+      if (report.matched < report.modules) r.warnings.push_back("LoRA " + lora::describe(report));
+    }
+    for (std::string& w : turbo_warnings(r)) r.warnings.push_back(std::move(w));
     r.latent_frames = (r.frames - 5) / 17 * 5 + 2;  // T' = 5n + 2
     r.latent_height = r.height / 16;
     r.latent_width = r.width / 16;
     return r;
   }
 
-  LoraReport check_lora(const std::filesystem::path&) const override {
-    throw Error(ErrorCode::kUnsupported, "LoRAs for MiniMax-H3 are not supported yet");
+  LoraReport check_lora(const std::filesystem::path& path) const override {
+    return check_dit_lora(path, dit::DitWeights::from(opened_.dit));
   }
 
   // The pipeline asks for the noise before it writes anything: a set that cannot run stops here.
@@ -252,13 +291,16 @@ class H3Parts final : public ModelParts {
     const std::int64_t audio_rows = dit::kAudioChannels * audio_latents_for(r.frames);
     const std::int64_t rows = text_rows + (keyframes + r.latent_frames) * frame_rows + audio_rows;
     const DitInfo& d = set_.dit_info;
-    StagePlan s = block_stage_plan(std::string(kDitStage),
-                                   weights.model_layout(rows, text_rows, preset.chunk_tokens),
-                                   preset, machine, stream_all);
+    // The LoRAs' tensors join their blocks' groups: the plan counts them like the DiT's own.
+    offload::ModelLayout layout = weights.model_layout(rows, text_rows, preset.chunk_tokens);
+    const lora::LoraBinding loras =
+        bind_dit_loras(r.request.loras, weights, layout, rows, text_rows, preset.chunk_tokens, 4);
+    StagePlan s = block_stage_plan(std::string(kDitStage), layout, preset, machine, stream_all);
     s.detail = std::to_string(rows) + " rows (" + std::to_string(text_rows) + " text, " +
                std::to_string(keyframes * frame_rows) + " keyframe, " + std::to_string(audio_rows) +
                " audio, " + std::to_string(r.latent_frames * frame_rows) + " video)" +
                (d.pruned ? ", pruned AdaLN" : "");
+    for (const LoraReport& report : loras.reports()) s.detail += ", LoRA " + lora::describe(report);
     return s;
   }
 

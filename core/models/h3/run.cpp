@@ -20,6 +20,7 @@
 #include "core/models/h3/bpe_tokenizer.h"
 #include "core/models/h3/conditioner.h"
 #include "core/models/h3/dit.h"
+#include "core/models/h3/dit_loras.h"
 #include "core/models/h3/dit_sequence.h"
 #include "core/models/h3/dit_weights.h"
 #include "core/models/h3/image_preprocess.h"
@@ -259,13 +260,19 @@ class H3Run final : public FamilyRun {
     std::vector<float> audio(static_cast<std::size_t>(sequence.audio_rows * c.audio_channels));
     fill_noise(ctx, "audio", kAudioNoiseOffset, audio);
 
-    const offload::ModelLayout layout =
+    // The LoRAs' tensors stream with their blocks (dit_loras.h); the binding outlives the
+    // streamer, whose layout points into its files.
+    offload::ModelLayout layout =
         weights.model_layout(sequence.length(), sequence.text_rows, ctx.preset.chunk_tokens);
+    const lora::LoraBinding loras =
+        bind_dit_loras(r_.request.loras, weights, layout, sequence.length(), sequence.text_rows,
+                       ctx.preset.chunk_tokens, 3);
     offload::WeightStreamer streamer(ctx.backend, layout, stage_plan(plan_, kDitStage).plan,
                                      one_pass(ctx, video_schedule.steps()));
     const auto watch = ctx.cancel.watch(streamer);
-    const auto arena_bytes = static_cast<std::size_t>(weights.activation_bytes(
-        sequence.length(), sequence.text_rows, ctx.preset.chunk_tokens, 3));
+    const auto arena_bytes = static_cast<std::size_t>(
+        weights.activation_bytes(sequence.length(), sequence.text_rows, ctx.preset.chunk_tokens, 3,
+                                 dit::lora_scratch_rank(loras.terms())));
     const auto arena_memory = ctx.backend.allocate(arena_bytes);
     memory::Arena arena(arena_memory->data(), arena_bytes, ctx.backend.device());
 
@@ -285,8 +292,8 @@ class H3Run final : public FamilyRun {
       if (ctx.preview) ctx.preview(rows_preview(target_rows, geometry_, video_channels));
     };
     denoise_packed(ctx.backend, weights, streamer, arena, sequence, text_.bf16, video_schedule,
-                   audio_schedule, video, audio, ctx.preset.chunk_tokens, &ctx.cancel.flag(),
-                   hooks);
+                   audio_schedule, video, audio, ctx.preset.chunk_tokens, &ctx.cancel.flag(), hooks,
+                   loras.terms());
     video_ = dit::unpatchify_video(
         std::span(video).subspan(static_cast<std::size_t>(sequence.condition_rows * c.patch_dim)),
         video_channels, geometry_);
@@ -407,7 +414,8 @@ void denoise_packed(Backend& backend, const dit::DitWeights& weights, offload::W
                     std::span<const std::uint16_t> text, const H3Schedule& video_schedule,
                     const H3Schedule& audio_schedule, std::span<float> video,
                     std::span<float> audio, std::int64_t chunk_tokens,
-                    const std::atomic<bool>* cancel, const DenoiseLoopHooks& hooks) {
+                    const std::atomic<bool>* cancel, const DenoiseLoopHooks& hooks,
+                    std::span<const lora::BoundTerm> loras) {
   if (video_schedule.steps() != audio_schedule.steps()) {
     throw Error(ErrorCode::kBadArgument,
                 "the video schedule has " + std::to_string(video_schedule.steps()) +
@@ -428,6 +436,7 @@ void denoise_packed(Backend& backend, const dit::DitWeights& weights, offload::W
     input.video = video;
     input.audio = audio;
     input.text = text;
+    input.loras = loras;
     // Each forward takes its activations afresh: its outputs are on the host.
     const std::size_t mark = arena.mark();
     const dit::DitOutput out =

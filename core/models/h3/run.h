@@ -22,6 +22,7 @@
 #include "core/models/h3/dit_weights.h"
 #include "core/models/h3/model_set.h"
 #include "core/models/h3/scheduler.h"
+#include "core/models/lora/lora_binding.h"
 #include "core/offload/weight_source.h"
 
 namespace ferry::models::h3 {
@@ -62,13 +63,16 @@ struct DenoiseLoopHooks {
 // timesteps, then an Euler step of the target video rows on `video_schedule` and of the audio rows
 // on `audio_schedule`; the keyframe rows (the first sequence.condition_rows of `video`) are never
 // changed. `video` [condition + target rows, patch_dim], `audio` [2A, audio_channels], in place.
-// Error(kBadArgument) when the schedules' lengths differ; kCancelled between and within forwards.
+// `loras`: runtime LoRA terms bound to `source`'s layout (dit_loras.h; the arena holds their
+// scratch). Error(kBadArgument) when the schedules' lengths differ; kCancelled between and within
+// forwards.
 void denoise_packed(Backend& backend, const dit::DitWeights& weights, offload::WeightSource& source,
                     memory::Arena& arena, const dit::PackedSequence& sequence,
                     std::span<const std::uint16_t> text, const H3Schedule& video_schedule,
                     const H3Schedule& audio_schedule, std::span<float> video,
                     std::span<float> audio, std::int64_t chunk_tokens,
-                    const std::atomic<bool>* cancel, const DenoiseLoopHooks& hooks = {});
+                    const std::atomic<bool>* cancel, const DenoiseLoopHooks& hooks = {},
+                    std::span<const lora::BoundTerm> loras = {});
 
 // The run of `request` on `set` (its parts opened in `opened`, both outliving the run).
 std::unique_ptr<FamilyRun> start_run(const ModelSet& set, const OpenedParts& opened,

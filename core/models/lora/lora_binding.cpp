@@ -43,8 +43,10 @@ std::int64_t count(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-// Error(kBadModelFile) unless `term`'s tensors fit `target`.
-void check_fits(const LoraFile& lora, const Term& term, const io::TensorInfo& target) {
+// Error(kBadModelFile) unless `term`'s tensors fit `target` (whose up has `up_rows` rows when
+// not 0).
+void check_fits(const LoraFile& lora, const Term& term, const io::TensorInfo& target,
+                std::int64_t up_rows) {
   const std::string where = io::detail::display(lora.path.filename()) + ": " + term.module;
   const auto up = up_shape(lora, term);
   const std::string target_text =
@@ -58,7 +60,8 @@ void check_fits(const LoraFile& lora, const Term& term, const io::TensorInfo& ta
     return;
   }
   const auto down = down_shape(lora, term);
-  const auto [out, in] = matrix_of(target);
+  const auto [target_out, in] = matrix_of(target);
+  const std::int64_t out = up_rows != 0 ? up_rows : target_out;
   if (target.shape.size() < 2 || down.size() != 2 || up.size() != 2 || down[1] != in ||
       up[0] != out || up[1] != down[0]) {
     throw Error(ErrorCode::kBadModelFile,
@@ -76,6 +79,18 @@ void check_fits(const LoraFile& lora, const Term& term, const io::TensorInfo& ta
 
 LoraBinding LoraBinding::bind(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
                               const ResolveTerm& resolve, const OfficialName& official_name) {
+  return bind(
+      loras, layout,
+      [&](const LoraFile&, const Term& term) -> std::optional<TermTarget> {
+        std::optional<std::string> name = resolve(term);
+        if (!name) return std::nullopt;
+        return TermTarget{std::move(*name), 0, 0, 1.0f};
+      },
+      official_name);
+}
+
+LoraBinding LoraBinding::bind(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
+                              const ResolveTarget& resolve, const OfficialName& official_name) {
   // A refusal leaves the layout as it was: no WeightRef may outlive the file it points into.
   std::vector<std::size_t> sizes;
   for (const offload::LayerGroup& g : layout.groups) sizes.push_back(g.weights.size());
@@ -88,7 +103,7 @@ LoraBinding LoraBinding::bind(std::span<const LoraChoice> loras, offload::ModelL
 }
 
 LoraBinding LoraBinding::bind_all(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
-                                  const ResolveTerm& resolve, const OfficialName& official_name) {
+                                  const ResolveTarget& resolve, const OfficialName& official_name) {
   LoraBinding b;
   const auto places = places_by_official_name(layout, official_name);
   for (std::size_t l = 0; l < loras.size(); ++l) {
@@ -100,16 +115,17 @@ LoraBinding LoraBinding::bind_all(std::span<const LoraChoice> loras, offload::Mo
     report.modules = lora->terms.size();
     report.distilled_steps = distilled_steps(loras[l].path);
     for (const Term& term : lora->terms) {
-      const std::optional<std::string> name = resolve(term);
-      const auto place = name ? places.find(*name) : places.end();
+      const std::optional<TermTarget> target = resolve(*lora, term);
+      const auto place = target ? places.find(target->name) : places.end();
       if (place == places.end()) {
         if (report.unmatched.size() < 3) report.unmatched.push_back(term.module);
         continue;
       }
       offload::LayerGroup& group = layout.groups[place->second.group];
-      check_fits(*lora, term, *group.weights[place->second.index].tensor);
+      check_fits(*lora, term, *group.weights[place->second.index].tensor, target->up_rows);
       BoundTerm bound;
       bound.kind = term.kind;
+      bound.rows = target->rows;
       bound.group = place->second.group;
       bound.target = place->second.index;
       bound.lora = l;
@@ -122,9 +138,9 @@ LoraBinding LoraBinding::bind_all(std::span<const LoraChoice> loras, offload::Mo
       if (term.kind == TermKind::kLowRank) {
         bound.down = append(term.down);
         bound.rank = term.rank;
-        bound.scale = strength * term.alpha_scale;
+        bound.scale = strength * term.alpha_scale * target->scale;
       } else {
-        bound.scale = strength;
+        bound.scale = strength * target->scale;
       }
       bound.up = append(term.up);
       b.terms_.push_back(bound);

@@ -39,12 +39,28 @@ struct BoundTerm {
   std::int64_t rank = 0;  // kLowRank; 0 for the diffs
   float scale = 1.0f;     // strength · alpha/rank (kLowRank); strength (the diffs)
   std::size_t lora = 0;   // which of the request's LoRAs
+  // Family-defined: how up's rows map onto the target's outputs (0: one to one). H3's fused QKV
+  // and SwiGLU Linears are adapted by terms whose rows are laid out otherwise (h3/lora_names.h).
+  int rows = 0;
 };
 
 // The family's part: the official name of the model tensor a term adapts (nullopt: none), and
 // the official name of a model tensor as its file spells it.
 using ResolveTerm = std::function<std::optional<std::string>(const Term&)>;
 using OfficialName = std::function<std::string(std::string_view)>;
+
+// The richer form of ResolveTerm for families whose LoRAs may lay a Linear's output rows out
+// otherwise than the model does (a fused QKV LoRA on separate q, k, v Linears): the tensor, the
+// rows the term's up must have (0: the tensor's own), the family's tag for the mapping
+// (BoundTerm::rows), and a factor on the term's scale (MiniMax-H3 reads a file's `__metadata__`
+// alpha as every module's: alpha / rank). It is told the term's file.
+struct TermTarget {
+  std::string name;
+  std::int64_t up_rows = 0;
+  int rows = 0;
+  float scale = 1.0f;
+};
+using ResolveTarget = std::function<std::optional<TermTarget>(const LoraFile&, const Term&)>;
 
 class LoraBinding {
  public:
@@ -57,6 +73,9 @@ class LoraBinding {
   // that adapt nothing are skipped and reported (LoraReport::unmatched), never applied.
   static LoraBinding bind(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
                           const ResolveTerm& resolve, const OfficialName& official_name);
+  // The same with targets whose up rows the family decides (TermTarget).
+  static LoraBinding bind(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
+                          const ResolveTarget& resolve, const OfficialName& official_name);
 
   std::span<const BoundTerm> terms() const { return terms_; }
   // One per LoRA, in the request's order.
@@ -65,7 +84,7 @@ class LoraBinding {
 
  private:
   static LoraBinding bind_all(std::span<const LoraChoice> loras, offload::ModelLayout& layout,
-                              const ResolveTerm& resolve, const OfficialName& official_name);
+                              const ResolveTarget& resolve, const OfficialName& official_name);
 
   std::vector<std::unique_ptr<LoraFile>> files_;  // the layout's WeightRefs point into these
   std::vector<BoundTerm> terms_;
