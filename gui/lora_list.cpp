@@ -77,7 +77,8 @@ LoraList::LoraList(QWidget* parent)
   distilledHint_->setAccessibleName(tr("Step-distillation LoRA"));
   distilled_->setAccessibleName(tr("Use the step-distilled sampler"));
   distilled_->setToolTip(
-      tr("Sampler distill4, the LoRA's steps, guidance 1 (no CFG: one pass per step), shift 5"));
+      tr("Sampler distill4, the LoRA's steps, guidance 1 (no CFG: one pass per step), and the "
+         "model's distilled shift (Wan 5, MiniMax-H3 6)"));
 
   rowsLayout_->setContentsMargins(0, 0, 0, 0);
   auto* layout = new QVBoxLayout(this);

@@ -1668,6 +1668,21 @@ void MainWindow::useLibrarySet(const QStringList& files, const QString& name) {
   statusBar()->showMessage(tr("The model is now %1, from the library.").arg(name), 8000);
 }
 
+namespace {
+
+// The distilled recipe's shift: the model's own (RequestRules::sampler_defaults: Wan's 5, H3's
+// video shift 6), or Wan's when no model is found yet.
+double distilledShift(const pipeline::ModelHandle& model) {
+  if (model) {
+    for (const models::RequestRules::SamplerDefaults& d : model->rules().sampler_defaults) {
+      if (d.sampler == "distill4") return d.shift;
+    }
+  }
+  return 5;
+}
+
+}  // namespace
+
 void MainWindow::useDistilledSampler(int steps) {
   if (state_ != State::kIdle || steps <= 0) return;
   GenerationSettings s = settings();
@@ -1675,11 +1690,14 @@ void MainWindow::useDistilledSampler(int steps) {
   s.steps = steps;
   s.guideScale = 1;
   s.lowNoiseGuideScale = 1;  // both experts' (kept only for two-expert models)
-  s.shift = 5;
+  s.shift = distilledShift(modelPanel_->model());
   video_->apply(s);
   updatePlanInputs();
   statusBar()->showMessage(
-      tr("Sampler distill4: %1 steps, guidance 1 (one pass per step), shift 5").arg(steps), 6000);
+      tr("Sampler distill4: %1 steps, guidance 1 (one pass per step), shift %2")
+          .arg(steps)
+          .arg(s.shift),
+      6000);
 }
 
 void MainWindow::showMachineCheck() {
