@@ -54,6 +54,10 @@ fs::path main_snapshot(const fs::path& repo) {
   }
   try {
     const fs::path snapshot = repo / "snapshots" / io::safe_file_name(revision);
+    // A snapshot is a real folder (its files link into blobs/): a linked one would make its
+    // target the root of the scan, wherever it is. The other snapshots are skipped alike.
+    std::error_code link_ec;
+    if (fs::is_symlink(snapshot, link_ec)) return {};
     return is_dir(snapshot) ? snapshot : fs::path();
   } catch (const Error&) {
     return {};  // a ref that is no plain revision name is never followed
@@ -61,6 +65,8 @@ fs::path main_snapshot(const fs::path& repo) {
 }
 
 void add_repo_snapshots(const fs::path& repo, std::vector<fs::path>& out) {
+  std::error_code link_ec;
+  if (fs::is_symlink(repo / "snapshots", link_ec)) return;  // as a linked snapshot (above)
   if (fs::path main = main_snapshot(repo); !main.empty()) {
     out.push_back(std::move(main));
     return;
