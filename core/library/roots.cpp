@@ -42,6 +42,17 @@ bool is_repo_folder(const fs::path& folder) {
          is_dir(folder / "snapshots");
 }
 
+// `folder` really is in `parent`, not a link (or a Windows junction) to somewhere else. A hub
+// repository's snapshots/ and its snapshot folders are real folders (their files link into
+// blobs/): a linked one would make its target the root of the scan, wherever that is.
+bool really_in(const fs::path& folder, const fs::path& parent) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(folder, ec);
+  if (ec) return false;
+  const fs::path real_parent = fs::canonical(parent, ec);
+  return !ec && real.parent_path() == real_parent;
+}
+
 // The snapshot refs/main names, when it names one that is there.
 fs::path main_snapshot(const fs::path& repo) {
   std::ifstream in(repo / "refs" / "main", std::ios::binary);
@@ -54,13 +65,14 @@ fs::path main_snapshot(const fs::path& repo) {
   }
   try {
     const fs::path snapshot = repo / "snapshots" / io::safe_file_name(revision);
-    return is_dir(snapshot) ? snapshot : fs::path();
+    return is_dir(snapshot) && really_in(snapshot, repo / "snapshots") ? snapshot : fs::path();
   } catch (const Error&) {
     return {};  // a ref that is no plain revision name is never followed
   }
 }
 
 void add_repo_snapshots(const fs::path& repo, std::vector<fs::path>& out) {
+  if (!really_in(repo / "snapshots", repo)) return;
   if (fs::path main = main_snapshot(repo); !main.empty()) {
     out.push_back(std::move(main));
     return;

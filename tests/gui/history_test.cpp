@@ -352,6 +352,31 @@ class HistoryTest : public QObject {
     QVERIFY(!GenerationSettings::fromClip(deep, QStringLiteral("deep.mp4"), &why));
   }
 
+  // Closed nesting well inside the clip's and the history file's 1 MiB bounds reaches Qt's parser:
+  // its own depth limit (1024 in Qt 6) refuses it, as no settings, without a deep recursion. A
+  // history file over its bound is refused before it is parsed.
+  void deep_or_oversized_settings_json_is_refused_without_recursion() {
+    const QByteArray deep = QByteArray(100000, '[') + QByteArray(100000, ']');
+    QString why;
+    QVERIFY(!GenerationSettings::fromClip(deep, QStringLiteral("deep.mp4"), &why));
+    QVERIFY2(why.contains(QLatin1String("deep.mp4")), qPrintable(why));
+    QVERIFY(!GenerationSettings::fromClip("{\"prompt\": \"x\", \"loras\": " + deep + "}",
+                                          QStringLiteral("deep.mp4"), &why));
+    QVERIFY(!historyItemFromJson(deep, QStringLiteral("deep")));
+    QVERIFY(!historyItemFromJson("{\"video\": \"a.mp4\", \"settings\": " + deep + "}",
+                                 QStringLiteral("deep")));
+    // Just under Qt's limit the same shape parses: the refusals above are the depth's.
+    const QByteArray shallow = QByteArray(1000, '[') + QByteArray(1000, ']');
+    QVERIFY(historyItemFromJson("{\"video\": \"a.mp4\", \"x\": " + shallow + "}",
+                                QStringLiteral("ok")));
+
+    QByteArray big = "{\"video\": \"a.mp4\", \"summary\": \"";
+    big += QByteArray(kMaxHistoryFileBytes, 'a');
+    big += "\"}";
+    QVERIFY(!historyItemFromJson(big, QStringLiteral("big")));
+    QVERIFY(historyItemFromJson(big.left(1000) + "\"}", QStringLiteral("small")));
+  }
+
   void a_file_that_is_not_a_ferry_video_gives_a_message() {
     QTemporaryDir dir;
     const QString text = dir.filePath(QStringLiteral("notes.mp4"));

@@ -89,6 +89,35 @@ TEST(Bnb4Parse, the_json_diffsynth_writes_is_read_whole) {
   EXPECT_EQ(info.nested_quant_map, "l.weight.nested_quant_map");
 }
 
+// Deep nesting within a state's 64 KiB (kMaxBnb4QuantStateBytes; the corpus's state_over_64k
+// shows that bound): nlohmann's parser and destructor are iterative, so 30,000 levels, as an
+// ignored field, a shape entry or the whole state, end in the state read or a typed refusal, never
+// in a deep recursion.
+TEST(Bnb4Parse, deep_nesting_in_a_quant_state_is_read_or_refused_without_recursion) {
+  const std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  const std::string fields = R"("quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16")";
+  std::uint64_t out = 0;
+  std::uint64_t in = 0;
+  const auto refusal = [&](const std::string& json) -> std::string {
+    try {
+      parse_bnb4_quant_state(json, "nf4", "l.weight", "m.safetensors", out, in);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadModelFile);
+      return e.what();
+    }
+    ADD_FAILURE() << "accepted";
+    return {};
+  };
+  parse_bnb4_quant_state("{" + fields + R"(, "shape": [96, 640], "extra": )" + deep + "}", "nf4",
+                         "l.weight", "m.safetensors", out, in);
+  EXPECT_EQ(out, 96u);
+  EXPECT_NE(refusal(deep).find("is not a JSON object"), std::string::npos);
+  EXPECT_NE(refusal(std::string(100000, '[')).find("is not valid JSON"), std::string::npos);
+  EXPECT_NE(
+      refusal("{" + fields + R"(, "shape": [)" + deep + ", 640]}").find("not a positive size"),
+      std::string::npos);
+}
+
 struct CorpusCase {
   std::string file;
   std::string code;

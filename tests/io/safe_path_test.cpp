@@ -54,6 +54,12 @@ TEST(SafePath, RefusesEveryWayOutOfTheTargetFolder) {
   EXPECT_NE(refusal("\\\\?\\C:\\x").find("absolute"), std::string::npos);
   EXPECT_NE(refusal("C:\\Windows\\x.dll").find("drive"), std::string::npos);
   EXPECT_NE(refusal("C:x.dll").find("drive"), std::string::npos);
+  EXPECT_NE(refusal("c:/x.dll").find("drive"), std::string::npos);
+  EXPECT_NE(refusal("C:").find("drive"), std::string::npos);
+  EXPECT_NE(refusal("a/C:x.dll").find("':'"), std::string::npos) << "a drive-relative component";
+  EXPECT_NE(refusal("//server/share/x").find("absolute"), std::string::npos);
+  EXPECT_NE(refusal("\\\\.\\PhysicalDrive0").find("absolute"), std::string::npos);
+  EXPECT_NE(refusal("/\\server\\x").find("absolute"), std::string::npos);
   EXPECT_NE(refusal("a//b").find("empty"), std::string::npos);
   EXPECT_NE(refusal("a/").find("empty"), std::string::npos);
 }
@@ -70,6 +76,10 @@ TEST(SafePath, RefusesWhatWindowsReadsAsSomethingElse) {
   EXPECT_NE(refusal("model.safetensors.").find("dot or a space"), std::string::npos);
   EXPECT_NE(refusal("model.safetensors ").find("dot or a space"), std::string::npos);
   EXPECT_NE(refusal("folder./x").find("dot or a space"), std::string::npos);
+  for (const char* trailing : {"CON.", "nul ", "a/x.safetensors..", "dir /x", "x. "}) {
+    EXPECT_NE(refusal(trailing).find("dot or a space"), std::string::npos) << trailing;
+  }
+  EXPECT_NE(refusal("LPT1:").find("':'"), std::string::npos);
   for (const char* forbidden : {"a<b", "a>b", "a\"b", "a|b", "a?b", "a*b"}) {
     EXPECT_NE(refusal(forbidden).find("forbids"), std::string::npos) << forbidden;
   }

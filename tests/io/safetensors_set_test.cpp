@@ -206,6 +206,28 @@ TEST_F(SafetensorsSetIndex, an_index_that_is_not_a_json_object_is_refused) {
                       "unexpected nested object"));
 }
 
+// An index from a stranger is bounded: nesting deeper than the index's two levels stops the SAX
+// parse at the first extra level (nothing deep is built), and a file over kMaxShardIndexBytes is
+// refused from its size, unread (a sparse file here: no 64 MiB written).
+TEST_F(SafetensorsSetIndex, a_deeply_nested_or_oversized_index_is_refused_before_it_is_parsed) {
+  const std::string deep_arrays = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_TRUE(refused(index_error(deep_arrays), "unexpected array"));
+  EXPECT_TRUE(refused(index_error(R"({"weight_map": )" + deep_arrays + "}"), "unexpected array"));
+  std::string deep_objects = R"({"metadata": )";
+  for (int i = 0; i < 100000; ++i) deep_objects += R"({"a": )";
+  deep_objects += "1" + std::string(100000, '}') + "}";
+  EXPECT_TRUE(refused(index_error(deep_objects), "unexpected nested object"));
+
+  test::write_file(index_path(), std::string_view("{"));
+  std::filesystem::resize_file(index_path(), kMaxShardIndexBytes + 1);
+  try {
+    TensorSet::open(index_path());
+    ADD_FAILURE() << "an index of " << kMaxShardIndexBytes + 1 << " bytes opened";
+  } catch (const Error& e) {
+    EXPECT_TRUE(refused(e, std::to_string(kMaxShardIndexBytes) + "-byte limit"));
+  }
+}
+
 TEST_F(SafetensorsSetIndex, a_broken_shard_is_refused) {
   std::filesystem::copy_file(test::data_path("safetensors/bad/offsets_past_end.safetensors"),
                              dir_ / "model" / "broken.safetensors");

@@ -114,10 +114,37 @@ TEST(Catalogue, RefusesBrokenStructure) {
                     R"({"id": "x", "url": "https://a", "confirm": true})"));
   refusal(
       one_model(R"("repo": "o/n", "path": "a.safetensors")", R"({"id": "x", "url": "http://a"})"));
-  // Deep nesting is refused before the recursive parser sees it.
-  refusal(std::string(100000, '[') + std::string(100000, ']'));
   EXPECT_TRUE(
       parse_catalogue(R"({"ferry_catalogue": 1, "models": []})", "test.json").entries.empty());
+}
+
+// A stranger's catalogue is bounded before it is parsed: nesting deeper than the format's
+// (kMaxCatalogueDepth), closed or not, and text over kMaxCatalogueBytes, which a user folder's
+// file is refused for from its size, unread.
+TEST(Catalogue, RefusesDeepNestingAndOversizedTextBeforeParsingIt) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(refusal(deep).find("nested too deeply"), std::string::npos);
+  EXPECT_NE(refusal(std::string(100000, '{')).find("nested too deeply"), std::string::npos);
+  EXPECT_NE(refusal(one_model(R"("repo": "o/n", "path": "a.safetensors", "x": )" + deep))
+                .find("nested too deeply"),
+            std::string::npos);
+  // Brackets inside strings are text, not nesting.
+  EXPECT_NE(refusal(one_model(R"("repo": "o/n", "path": "a.safetensors", "sha": ")" +
+                              std::string(1000, '[') + "\""))
+                .find("sha"),
+            std::string::npos);
+  const std::string small = R"({"ferry_catalogue": 1, "models": []})";
+  const std::string padded = small + std::string(kMaxCatalogueBytes, ' ');
+  EXPECT_NE(refusal(padded).find("larger than 4 MiB"), std::string::npos);
+
+  test::ScratchDir dir;
+  test::write_file(dir / "big.json", std::string_view(padded));
+  std::vector<std::string> problems;
+  const Catalogue c = load_catalogue(dir.path(), &problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("big.json"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("larger than 4 MiB"), std::string::npos) << problems[0];
+  EXPECT_NE(c.find("umt5-xxl"), nullptr);  // the built-in ones stay
 }
 
 TEST(Catalogue, AUserCatalogueAddsAndReplacesEntriesAndABrokenOneIsSkipped) {

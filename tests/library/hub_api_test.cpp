@@ -40,6 +40,38 @@ TEST(HubApi, RefusesWhatIsNoListing) {
   }
 }
 
+// The hub's answer is a stranger's JSON: nesting deeper than a listing's three levels, and an
+// answer over kMaxTreeAnswerBytes or with more than kMaxTreeEntries files, are refused with kIo
+// before anything walks them.
+TEST(HubApi, RefusesDeepNestingAndOversizedAnswers) {
+  const auto refusal = [](const std::string& answer) -> std::string {
+    try {
+      parse_tree_listing(answer, "tree");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kIo);
+      return e.what();
+    }
+    ADD_FAILURE() << "accepted an answer of " << answer.size() << " bytes";
+    return {};
+  };
+  const std::string file =
+      R"({"type": "file", "path": "a", "size": 1, "oid": "3333333333333333333333333333333333333333"})";
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(refusal(deep).find("nested too deeply"), std::string::npos);
+  EXPECT_NE(refusal(std::string(100000, '{')).find("nested too deeply"), std::string::npos);
+  EXPECT_NE(
+      refusal("[" + file + R"(, {"type": "file", "x": )" + deep + "}]").find("nested too deeply"),
+      std::string::npos);
+  EXPECT_EQ(parse_tree_listing("[" + file + "]", "tree").size(), 1u);
+
+  std::string padded = "[" + file + "]";
+  padded += std::string(kMaxTreeAnswerBytes + 1 - padded.size(), ' ');
+  EXPECT_NE(refusal(padded).find("larger than 8 MiB"), std::string::npos);
+  std::string many = "[" + file;
+  for (std::size_t i = 0; i < kMaxTreeEntries; ++i) many += ", " + file;
+  EXPECT_NE(refusal(many + "]").find("too many entries"), std::string::npos);
+}
+
 TEST(HubApi, EncodesRevisionsAndPathsSegmentBySegment) {
   EXPECT_EQ(tree_url("https://hf.co", "org/name", "main", "split_files/vae"),
             "https://hf.co/api/models/org/name/tree/main/split_files/vae");

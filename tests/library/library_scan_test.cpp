@@ -259,6 +259,46 @@ TEST(LibraryScan, ResolvesHubCacheSnapshotsThroughTheirLinksAndNeverOutOfTheCach
   EXPECT_TRUE(scan.unrecognised.empty());
 }
 
+// The hub cache's snapshots are real folders (their files link into blobs/): a snapshot folder
+// that is itself a link, the one refs/main names or another, would make its target the root of
+// the scan, so it is never followed.
+TEST(LibraryScan, AHubSnapshotFolderThatIsALinkIsNeverFollowed) {
+  test::ScratchDir dir;
+  const fs::path repo = dir / "hub" / "models--org--name";
+  write_dit(dir / "outside" / "transformer" / "dit.safetensors", tiny_dit(128, 16, 16));
+  write_dit(dir / "elsewhere" / "dit.safetensors", tiny_dit(256, 16, 16));
+  fs::create_directories(repo / "snapshots");
+  fs::create_directories(repo / "refs");
+  test::write_file(repo / "refs" / "main", std::string_view("abc123"));
+  std::error_code ec;
+  fs::create_directory_symlink(dir / "outside", repo / "snapshots" / "abc123", ec);
+  if (ec) GTEST_SKIP() << "this system does not let the test create links";
+  for (const fs::path& root : {dir / "hub", repo}) {
+    SCOPED_TRACE(root.string());
+    const LibraryScan through_main = scan_library({root});
+    EXPECT_EQ(through_main.files_read, 0u);
+    EXPECT_TRUE(through_main.sets.empty()) << all_statuses(through_main);
+  }
+  // Without refs/main every snapshot is scanned: a linked one still is not.
+  fs::remove(repo / "refs" / "main");
+  fs::create_directory_symlink(dir / "elsewhere", repo / "snapshots" / "def456");
+  const LibraryScan without_main = scan_library({dir / "hub"});
+  EXPECT_EQ(without_main.files_read, 0u);
+  EXPECT_TRUE(without_main.sets.empty()) << all_statuses(without_main);
+  // Nor is a snapshots/ folder that is a link, whatever real folders it holds.
+  const fs::path other = dir / "hub" / "models--org--other";
+  write_dit(dir / "far" / "abc123" / "dit.safetensors", tiny_dit(384, 16, 16));
+  fs::create_directories(other / "refs");
+  test::write_file(other / "refs" / "main", std::string_view("abc123"));
+  fs::create_directory_symlink(dir / "far", other / "snapshots");
+  for (const fs::path& root : {dir / "hub", other}) {
+    SCOPED_TRACE(root.string());
+    const LibraryScan linked_snapshots = scan_library({root});
+    EXPECT_EQ(linked_snapshots.files_read, 0u);
+    EXPECT_TRUE(linked_snapshots.sets.empty()) << all_statuses(linked_snapshots);
+  }
+}
+
 // 500 model files — 20 complete sets in ComfyUI's three folders, 100 LoRAs, 340 other models'
 // files — scanned and sorted. The figure is printed; the bound only catches a scan gone quadratic
 // in the files (a header read is well under a millisecond here).

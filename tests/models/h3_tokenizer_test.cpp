@@ -308,6 +308,46 @@ TEST(H3Tokenizer, a_tokenizer_json_of_another_pipeline_is_refused) {
   EXPECT_NE(refuse(j).find("which another token has"), std::string::npos);
 }
 
+// Tokenizer files from a stranger are bounded: JSON nesting deeper than kMaxJsonDepth (closed or
+// not, in tokenizer.json or its config) is refused while parsing, and a file over
+// kMaxTokenizerFileBytes is refused from its size, unread (sparse files here: nothing written).
+TEST(H3Tokenizer, tokenizer_files_nested_too_deeply_or_too_large_are_refused) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string tokenizer_json = read_all(folder() / "tokenizer.json");
+  EXPECT_NE(refusal([&] {
+              BpeTokenizer::from_tokenizer_json({deep, "t.json"}, std::nullopt);
+            }).find("t.json: JSON nested too deeply"),
+            std::string::npos);
+  std::string open_objects;  // {"a": {"a": ... never closed
+  for (int i = 0; i < 100000; ++i) open_objects += R"({"a": )";
+  const std::string config_refusal = refusal([&] {
+    BpeTokenizer::from_tokenizer_json({tokenizer_json, "t.json"},
+                                      TokenizerText{open_objects, "c.json"});
+  });
+  EXPECT_NE(config_refusal.find("c.json: JSON nested too deeply"), std::string::npos)
+      << config_refusal;
+  EXPECT_NE(refuse_vocab_merges(deep, "").find("v.json: JSON nested too deeply"),
+            std::string::npos);
+
+  for (const char* file : {"tokenizer.json", "merges.txt"}) {
+    SCOPED_TRACE(file);
+    test::ScratchDir dir;
+    std::filesystem::copy_file(folder() / "vocab.json", dir / "vocab.json");
+    test::write_file(dir / file, std::string_view("{"));
+    std::filesystem::resize_file(dir / file, kMaxTokenizerFileBytes + 1);
+    if (std::string(file) == "merges.txt") {
+      // Found beside vocab.json only when there is no tokenizer.json.
+      ASSERT_FALSE(std::filesystem::exists(dir / "tokenizer.json"));
+    }
+    const std::string message = refusal([&] { BpeTokenizer::from_folder(dir.path()); });
+    EXPECT_NE(message.find(file), std::string::npos) << message;
+    EXPECT_NE(message.find(std::to_string(kMaxTokenizerFileBytes + 1) +
+                           " bytes, too large for a tokenizer file"),
+              std::string::npos)
+        << message;
+  }
+}
+
 TEST(H3Tokenizer, a_folder_without_tokenizer_files_is_refused_by_name) {
   test::ScratchDir dir;
   EXPECT_NE(refusal([&] { BpeTokenizer::from_folder(dir.path()); }).find("no tokenizer.json"),

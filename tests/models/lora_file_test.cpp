@@ -287,6 +287,28 @@ TEST_F(LoraFileTest, peft_header_metadata_gives_alpha_per_pattern_and_rslora) {
             std::string::npos);
 }
 
+// The PEFT metadata is JSON inside the header (bounded by kMaxSafetensorsHeaderBytes): 100,000
+// levels of nesting, as the whole config, an ignored field or an alpha, are refused or ignored by
+// nlohmann's iterative parser and destructor, never a deep recursion.
+TEST_F(LoraFileTest, deep_nesting_in_the_peft_metadata_is_refused_or_ignored_without_recursion) {
+  const std::vector<T> tensors = pair("transformer.blocks.0.ffn.0.lora_A.weight",
+                                      "transformer.blocks.0.ffn.0.lora_B.weight", 4);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(refusal(tensors, {{"lora_adapter_metadata", deep}}).find("not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(refusal(tensors, {{"lora_adapter_metadata", std::string(100000, '{')}})
+                .find("not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(tensors, {{"lora_adapter_metadata", R"({"alpha_pattern": {"ffn.0": )" + deep + "}}"}})
+          .find("alpha_pattern entry that is not a finite number"),
+      std::string::npos);
+  const LoraFile lora =
+      open(tensors, {{"lora_adapter_metadata", R"({"lora_alpha": 8, "notes": )" + deep + "}"}});
+  ASSERT_EQ(lora.terms.size(), 1u);
+  EXPECT_EQ(lora.terms[0].alpha_scale, 2.0f);  // 8 / 4
+}
+
 TEST_F(LoraFileTest, refusals_name_the_file_the_key_and_the_problem) {
   const auto expect = [&](const std::vector<T>& tensors, const std::string& key,
                           const std::string& words) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 
 #include "core/error.h"
 #include "tests/test_support.h"
@@ -97,6 +98,42 @@ TEST(Presets, invalid_presets_are_refused_naming_the_field) {
       EXPECT_NE(std::string(e.what()).find("mine.json"), std::string::npos) << e.what();
     }
   }
+}
+
+// A preset shared by a stranger is bounded: over 64 KiB it is refused (a user folder's file is
+// read no further than that), and nesting that fits in 64 KiB is nlohmann's iterative parser's and
+// destructor's to take, ending in a refusal naming the field.
+TEST(Presets, a_preset_over_64_KiB_or_deeply_nested_is_refused_naming_the_file) {
+  const std::string preset =
+      R"({"name": "mine", "description": "My laptop.", "vram_budget_mib": 4000, "ram_budget_mib": 8000})";
+  const std::string padded = preset + std::string(64 * 1024, ' ');
+  const auto refusal = [](const std::function<void()>& run) -> std::string {
+    try {
+      run();
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadArgument);
+      return e.what();
+    }
+    return {};
+  };
+  EXPECT_NE(refusal([&] { parse_preset(padded, "big.json"); }).find("larger than 64 KiB"),
+            std::string::npos);
+  const std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  EXPECT_NE(refusal([&] { parse_preset(deep, "deep.json"); }).find("one JSON object"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal([&] { parse_preset(std::string(60000, '['), "deep.json"); }).find("not valid JSON"),
+      std::string::npos);
+  EXPECT_NE(refusal([&] {
+              parse_preset(R"({"name": )" + deep + "}", "deep.json");
+            }).find("\"name\" must be a non-empty string"),
+            std::string::npos);
+  test::ScratchDir dir;
+  test::write_file(dir / "big.json", std::string_view(padded + std::string(1 << 20, ' ')));
+  const std::string message = refusal([&] { load_presets(dir.path()); });
+  EXPECT_NE(message.find("big.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("larger than 64 KiB"), std::string::npos) << message;
 }
 
 TEST(Presets, user_presets_join_the_built_ins_and_may_not_take_their_names) {
