@@ -46,10 +46,13 @@ Noise, made the same on both sides:
 Keyframes are integer patterns (keyframe() below; the C++ test draws the same) at the canvas size,
 so the ResizeStep keeps them as they are and Ferry's resize is the identity (the test checks it).
 
-Floors (stored per case as `<case>.floor`, and printed): the same blocks with every model in f32
-(the same bf16-valued weights, f32 arithmetic), against the bf16 run: how far the reference moves
-when only its rounding points move, which is what Ferry's CPU path changes (f32 accumulation, other
-bf16 rounding points). [latent max, latent rms, audio latent max, rms, pixel max, rms, pcm max, rms].
+Floors (stored per case as `<case>.decoded` `floor`, and printed), each against the bf16 run:
+  (a) the same blocks with the transformer and the conditioner in f32 (the same bf16-valued
+      weights, f32 arithmetic): how far the reference moves when only its rounding points move,
+      which is what Ferry's CPU path changes (f32 accumulation, other bf16 rounding points);
+  (b) (a) with every NF4 weight dequantised unrounded (code x scale in f32, as Ferry's
+      Backend::linear does; bitsandbytes rounds it to bf16): Ferry's own arithmetic choices.
+Each is [video latent max, rms, audio latent max, rms, pixel max, rms, pcm max, rms]: floor [16].
 
 Files (each < 200 KB):
   <case>.noise.safetensors    Ferry's noise file: video [24, 7, 16, 16], audio [74, 32] (F32)
@@ -61,12 +64,13 @@ Files (each < 200 KB):
                               pcm [2, N/3] (every 3rd sample of the decoded soundtrack, clamped to
                               [-1, 1] as the audio VAE leaves it, cut to the video's length:
                               N = 22 / 24 s x 32 kHz = 29333), pcm_rms [2] (all N samples);
-                              floor [8]
+                              floor [16]
   philox.safetensors          check: 16 samples of seed 7 from offset (2 << 40) - 8 (F32)
 Cases: t2va (the prompt alone), fl2va (first and last keyframe). One thread, deterministic
 algorithms. About 3 minutes on a busy 2-core machine.
 """
 
+import copy
 import json
 import os
 import re
@@ -166,8 +170,9 @@ def keyframe(k):
 
 # ---- the demo set's files into the reference's classes ----
 
-def read_state(path):
-    """name -> f32 tensor; bitsandbytes NF4 weights dequantised as bitsandbytes does (bf16)."""
+def read_state(path, exact=False):
+    """name -> f32 tensor; bitsandbytes NF4 weights dequantised as bitsandbytes does (code x scale
+    rounded to bf16), or with `exact` unrounded (f32, as Ferry's Backend::linear dequantises)."""
     out = {}
     with safe_open(path, "pt") as f:
         names = list(f.keys())
@@ -182,7 +187,8 @@ def read_state(path):
                 for suffix in ("absmax", "quant_map", "nested_absmax", "nested_quant_map"):
                     parts["weight." + suffix] = f.get_tensor(base + "weight." + suffix).numpy()
                 state = json.loads(bytes(f.get_tensor(state_name).numpy()).decode("utf-8"))
-                out[name] = dit_ref.dequantize_nf4(parts, state)
+                dequantize = vae_ref.dequantize_nf4 if exact else dit_ref.dequantize_nf4
+                out[name] = dequantize(parts, state)
             else:
                 out[name] = f.get_tensor(name).float()
     return out
@@ -200,8 +206,8 @@ DIT_CONFIG = dict(num_attention_heads=1, attention_head_dim=128, hidden_size=128
                   time_embed_dim=64, rope_freq_dim=16)
 
 
-def load_transformer(folder):
-    original = read_state(os.path.join(folder, DIT))
+def load_transformer(folder, exact=False):
+    original = read_state(os.path.join(folder, DIT), exact)
     model = MiniMaxH3Transformer3DModel(**DIT_CONFIG).eval()
     state = dit_ref.diffusers_from_original(original, DIT_CONFIG, "interleaved")
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -209,7 +215,7 @@ def load_transformer(folder):
     return model
 
 
-def load_text_encoder(folder):
+def load_text_encoder(folder, exact=False):
     tokenizer = Qwen2TokenizerFast.from_pretrained(os.path.join(folder, "processor"))
     special = {f"{name}_token_id": tokenizer.convert_tokens_to_ids(f"<|{name}|>")
                for name in ("image_pad", "video_pad", "vision_start", "vision_end")}
@@ -230,7 +236,7 @@ def load_text_encoder(folder):
     config.vision_config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = Qwen3VLForConditionalGeneration(config).eval()
-    state = read_state(os.path.join(folder, TEXT))
+    state = read_state(os.path.join(folder, TEXT), exact)
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected, unexpected
     # What the file does not hold: layer 50, the final norm and the head (never reached).
@@ -239,8 +245,8 @@ def load_text_encoder(folder):
     return model
 
 
-def load_video_vae(folder):
-    official = read_state(os.path.join(folder, VIDEO_VAE))
+def load_video_vae(folder, exact=False):
+    official = read_state(os.path.join(folder, VIDEO_VAE), exact)
     state = {}
     for name, v in official.items():
         if name.endswith(("register_tokens.weight", "scale1.weight", "scale2.weight")):
@@ -422,10 +428,12 @@ def main():
     text_encoder = load_text_encoder(folder)
     vae, audio_vae = load_video_vae(folder), load_audio_vae(folder)
     f32 = dict(transformer=transformer, text_encoder=text_encoder, vae=vae, audio_vae=audio_vae)
-    import copy
     bf16 = dict(transformer=dit_ref.mixed(transformer),
                 text_encoder=copy.deepcopy(text_encoder).to(torch.bfloat16), vae=vae,
                 audio_vae=audio_vae)
+    exact = dict(transformer=load_transformer(folder, exact=True),
+                 text_encoder=load_text_encoder(folder, exact=True),
+                 vae=load_video_vae(folder, exact=True), audio_vae=audio_vae)
     save_numpy({"check": philox_normals(SEED, (2 << 40) - 8, 16)},
                os.path.join(OUT, "philox.safetensors"))
     for case, index in CASES.items():
@@ -439,12 +447,17 @@ def main():
         ref = run_blocks(ns, case, noise_video, noise_audio, audio_latents)
         low = run_blocks(pipeline_namespace(folder, f32), case, noise_video, noise_audio,
                          audio_latents)
+        ferry_like = run_blocks(pipeline_namespace(folder, exact), case, noise_video,
+                                noise_audio, audio_latents)
         floor = []
-        for key in ("video", "audio", "pixels", "pcm"):
-            floor += difference(low[key], ref[key])
+        for run in (low, ferry_like):
+            for key in ("video", "audio", "pixels", "pcm"):
+                floor += difference(run[key], ref[key])
         print(f"{case}: |latent| max {ref['video'].abs().max():.3g}, |audio latent| max "
               f"{ref['audio'].abs().max():.3g}, pixels mean {ref['pixels'].mean():.3f}, pcm rms "
-              f"{ref['pcm'].pow(2).mean().sqrt():.3g}; f32 floor {np.round(floor, 5).tolist()}")
+              f"{ref['pcm'].pow(2).mean().sqrt():.3g}; floors (f32 arithmetic) "
+              f"{np.round(floor[:8], 5).tolist()}, (and unrounded NF4) "
+              f"{np.round(floor[8:], 5).tolist()}")
         save_numpy({"video": noise_video.numpy(), "audio": noise_audio.numpy()},
                    os.path.join(OUT, f"{case}.noise.safetensors"))
         save_numpy({"video": ref["video"].contiguous().numpy(),
