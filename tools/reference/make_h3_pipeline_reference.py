@@ -58,6 +58,10 @@ Files (each < 200 KB):
   <case>.noise.safetensors    Ferry's noise file: video [24, 7, 16, 16], audio [74, 32] (F32)
   <case>.latents.safetensors  the final latents as Ferry's save_latents lays them: video
                               [24, 7, 16, 16], audio [2, 32, 37] (F32, normalised)
+  <case>.text.safetensors     context [L, 64] (F32 of bf16 values): the conditioner's
+                              hidden_states[50] the blocks hand the transformer (Ferry's
+                              save_text_states "context"); floor [4]: floors (a) and (b) of it
+                              (max, rms each)
   <case>.decoded.safetensors  pixels: [4, 3, 32, 32] F32 (frames 0, 7, 14, 21; every 8th row and
                               column), in [0, 1] clamped as the VideoDecodeStep leaves them;
                               frame_means [3, 22] (each frame's channel mean, all pixels);
@@ -332,9 +336,11 @@ class InjectedKeyframeNoise:
     """Ferry's keyframe noises in place of torch's draws: the posterior sample (seed 42, offset
     k * size) and the condition step's augmentation (the request seed, offset (2 + k) << 40)."""
 
-    def __init__(self):
+    def __init__(self, posterior_scale=1.0, augment_scale=1.0):
         self.posterior_k = 0
         self.augment_k = 0
+        self.posterior_scale = posterior_scale  # --catch's variants: 0 drops the draw
+        self.augment_scale = augment_scale
 
     def __enter__(self):
         self.saved_randn = before_denoise.randn_tensor
@@ -347,13 +353,14 @@ class InjectedKeyframeNoise:
             eps = philox_normals(POSTERIOR_SEED, noise.posterior_k * dist.mean.numel(),
                                  dist.mean.numel())
             noise.posterior_k += 1
-            return dist.mean + dist.std * torch.from_numpy(eps).view(dist.mean.shape)
+            eps = torch.from_numpy(eps).view(dist.mean.shape) * noise.posterior_scale
+            return dist.mean + dist.std * eps
 
         def randn(shape, generator=None, device=None, dtype=None):
             n = int(np.prod(shape))
             eps = philox_normals(SEED, (2 + noise.augment_k) << 40, n)
             noise.augment_k += 1
-            return torch.from_numpy(eps).view(shape).to(dtype)
+            return (torch.from_numpy(eps).view(shape) * noise.augment_scale).to(dtype)
 
         self.dist.sample = sample
         before_denoise.randn_tensor = randn
@@ -372,9 +379,12 @@ class InjectedKeyframeNoise:
         before_denoise.randn_tensor = self.saved_randn
 
 
-def run_blocks(ns, case, noise_video, noise_audio_rows, audio_latents):
+def run_blocks(ns, case, noise_video, noise_audio_rows, audio_latents, variant=None):
+    """The blocks' run; `variant` (--catch only): prompt, swap_keyframes, posterior_scale,
+    augment_scale."""
+    variant = variant or {}
     state = PipelineState()
-    for key, value in dict(prompt=PROMPT, height=HEIGHT, width=WIDTH, num_frames=FRAMES,
+    for key, value in dict(prompt=variant.get("prompt", PROMPT), height=HEIGHT, width=WIDTH, num_frames=FRAMES,
                            num_inference_steps=STEPS + 1, output_type="pt",
                            latents=noise_video[None].clone(),
                            audio_latents=noise_audio_rows.reshape(2, audio_latents, -1)
@@ -382,8 +392,9 @@ def run_blocks(ns, case, noise_video, noise_audio_rows, audio_latents):
                            generator=None).items():
         state.set(key, value)
     if case == "fl2va":
-        state.set("image", Image.fromarray(keyframe(0)))
-        state.set("last_image", Image.fromarray(keyframe(1)))
+        first, last = (1, 0) if variant.get("swap_keyframes") else (0, 1)
+        state.set("image", Image.fromarray(keyframe(first)))
+        state.set("last_image", Image.fromarray(keyframe(last)))
         blocks = [MiniMaxH3ResizeStep, MiniMaxH3FL2VATextEncoderStep,
                   MiniMaxH3KeyframeVaeEncoderStep, MiniMaxH3PrepareLayoutStep,
                   MiniMaxH3PrepareConditionLatentsStep, MiniMaxH3PrepareLatentsStep,
@@ -393,9 +404,11 @@ def run_blocks(ns, case, noise_video, noise_audio_rows, audio_latents):
         blocks = [MiniMaxH3TextEncoderStep, MiniMaxH3PrepareLayoutStep,
                   MiniMaxH3PrepareLatentsStep]
     blocks += [MiniMaxH3SetTimestepsStep, MiniMaxH3DenoiseStep]
-    with torch.no_grad(), InjectedKeyframeNoise() as injected:
+    with torch.no_grad(), InjectedKeyframeNoise(variant.get("posterior_scale", 1.0),
+                                                variant.get("augment_scale", 1.0)) as injected:
         for block in blocks:
             ns, state = block()(ns, state)
+        text = state.get("prompt_embeds")[0].float().clone()  # [L, 64], bf16 values
         # Each keyframe drew its posterior sample and its augmentation from Ferry's stream.
         keyframes = 2 if case == "fl2va" else 0
         assert injected.posterior_k == keyframes and injected.augment_k == keyframes
@@ -409,7 +422,40 @@ def run_blocks(ns, case, noise_video, noise_audio_rows, audio_latents):
     pixels = state.get("videos")[0].float()  # [3, F, H, W] in [0, 1]
     # The soundtrack as long as the video (Ferry's: the decoder's 800 x A samples cut there).
     pcm = state.get("audio")[0].float()[:, : FRAMES * 32000 // 24]  # [2, N]
-    return dict(video=video, audio=audio, pixels=pixels, pcm=pcm)
+    return dict(video=video, audio=audio, pixels=pixels, pcm=pcm, text=text)
+
+
+def case_noise(index):
+    audio_latents = before_denoise.audio_latent_num_frames(FRAMES)
+    g = torch.Generator().manual_seed(NOISE_SEED + index)
+    frames = before_denoise.video_latent_num_frames(FRAMES, 17, 5)
+    noise_video = torch.randn(24, frames, HEIGHT // 16, WIDTH // 16, generator=g)
+    noise_audio = torch.randn(2 * audio_latents, 32, generator=g)
+    return noise_video, noise_audio, audio_latents
+
+
+def catch(folder, models):
+    """--catch: how far the reference moves under mistakes Ferry could make (what the bounds,
+    twice the floors, catch); writes nothing."""
+    variants = {
+        "t2va": {"video shift 6": dict(shift=6.0), "audio shift 12": dict(audio_shift=12.0),
+                 "another prompt": dict(prompt="a ferry horn over a calm fjord")},
+        "fl2va": {"keyframes swapped": dict(swap_keyframes=True),
+                  "no augmentation noise": dict(augment_scale=0.0),
+                  "posterior mean (no sample)": dict(posterior_scale=0.0),
+                  "video shift 6": dict(shift=6.0)},
+    }
+    for case, index in CASES.items():
+        noise = case_noise(index)
+        ref = run_blocks(pipeline_namespace(folder, models), case, *noise)
+        for name, v in variants[case].items():
+            ns = pipeline_namespace(folder, models)
+            ns.scheduler = MiniMaxH3Scheduler(shift=v.get("shift", 12.0))
+            ns.audio_scheduler = MiniMaxH3Scheduler(shift=v.get("audio_shift", 3.0))
+            out = run_blocks(ns, case, *noise, variant=v)
+            d = [round(x, 5) for key in ("video", "audio", "pixels", "pcm")
+                 for x in difference(out[key], ref[key])]
+            print(f"{case} {name}: {d}")
 
 
 def difference(a, b):
@@ -418,9 +464,10 @@ def difference(a, b):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = [a for a in sys.argv[1:] if a != "--catch"]
+    if len(args) != 1:
         sys.exit(__doc__.split("\n\n")[1])
-    folder = sys.argv[1]
+    folder = args[0]
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     os.makedirs(OUT, exist_ok=True)
@@ -436,14 +483,11 @@ def main():
                  vae=load_video_vae(folder, exact=True), audio_vae=audio_vae)
     save_numpy({"check": philox_normals(SEED, (2 << 40) - 8, 16)},
                os.path.join(OUT, "philox.safetensors"))
+    if "--catch" in sys.argv:
+        return catch(folder, bf16)
     for case, index in CASES.items():
         ns = pipeline_namespace(folder, bf16)
-        audio_latents = before_denoise.audio_latent_num_frames(FRAMES)
-        g = torch.Generator().manual_seed(NOISE_SEED + index)
-        lh, lw = HEIGHT // 16, WIDTH // 16
-        frames = before_denoise.video_latent_num_frames(FRAMES, 17, 5)
-        noise_video = torch.randn(24, frames, lh, lw, generator=g)
-        noise_audio = torch.randn(2 * audio_latents, 32, generator=g)
+        noise_video, noise_audio, audio_latents = case_noise(index)
         ref = run_blocks(ns, case, noise_video, noise_audio, audio_latents)
         low = run_blocks(pipeline_namespace(folder, f32), case, noise_video, noise_audio,
                          audio_latents)
@@ -453,6 +497,13 @@ def main():
         for run in (low, ferry_like):
             for key in ("video", "audio", "pixels", "pcm"):
                 floor += difference(run[key], ref[key])
+        text_floor = difference(low["text"], ref["text"]) + difference(ferry_like["text"],
+                                                                       ref["text"])
+        save_numpy({"context": ref["text"].contiguous().numpy(),
+                    "floor": np.asarray(text_floor, np.float32)},
+                   os.path.join(OUT, f"{case}.text.safetensors"))
+        print(f"{case}: text states {tuple(ref['text'].shape)} |y| max "
+              f"{ref['text'].abs().max():.3g}, floors {np.round(text_floor, 5).tolist()}")
         print(f"{case}: |latent| max {ref['video'].abs().max():.3g}, |audio latent| max "
               f"{ref['audio'].abs().max():.3g}, pixels mean {ref['pixels'].mean():.3f}, pcm rms "
               f"{ref['pcm'].pow(2).mean().sqrt():.3g}; floors (f32 arithmetic) "
