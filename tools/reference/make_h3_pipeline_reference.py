@@ -70,7 +70,9 @@ Files (each < 200 KB):
                               N = 22 / 24 s x 32 kHz = 29333), pcm_rms [2] (all N samples);
                               floor [16]
   philox.safetensors          check: 16 samples of seed 7 from offset (2 << 40) - 8 (F32)
-Cases: t2va (the prompt alone), fl2va (first and last keyframe). One thread, deterministic
+Cases: t2va (the prompt alone), fl2va (first and last keyframe). With --catch it writes nothing and
+prints how far the reference moves under mistakes Ferry could make (another shift, the keyframes
+swapped, no augmentation noise, ...), what the test's bounds do and do not catch. One thread, deterministic
 algorithms. About 3 minutes on a busy 2-core machine.
 """
 
@@ -439,6 +441,7 @@ def catch(folder, models):
     twice the floors, catch); writes nothing."""
     variants = {
         "t2va": {"video shift 6": dict(shift=6.0), "audio shift 12": dict(audio_shift=12.0),
+                 "audio noise rows time-major": dict(audio_rows_time_major=True),
                  "another prompt": dict(prompt="a ferry horn over a calm fjord")},
         "fl2va": {"keyframes swapped": dict(swap_keyframes=True),
                   "no augmentation noise": dict(augment_scale=0.0),
@@ -452,10 +455,17 @@ def catch(folder, models):
             ns = pipeline_namespace(folder, models)
             ns.scheduler = MiniMaxH3Scheduler(shift=v.get("shift", 12.0))
             ns.audio_scheduler = MiniMaxH3Scheduler(shift=v.get("audio_shift", 3.0))
-            out = run_blocks(ns, case, *noise, variant=v)
+            video, audio, latents = noise
+            if v.get("audio_rows_time_major"):  # rows (j, s) read as (s, j)
+                audio = audio.reshape(latents, 2, -1).permute(1, 0, 2).reshape(2 * latents, -1)
+            out = run_blocks(ns, case, video, audio, latents, variant=v)
+            text = (difference(out["text"], ref["text"]) if out["text"].shape == ref["text"].shape
+                    else "another length")
             d = [round(x, 5) for key in ("video", "audio", "pixels", "pcm")
                  for x in difference(out[key], ref[key])]
-            print(f"{case} {name}: {d}")
+            print(f"{case} {name}: text {text}; video, audio latents, pixels, pcm (max, rms) {d}")
+        swapped = difference(ref["pcm"].flip(0), ref["pcm"])
+        print(f"{case} stereo channels swapped: pcm (max, rms) {swapped}")
 
 
 def difference(a, b):
