@@ -96,7 +96,7 @@ import make_h3_video_vae_reference as vae_ref  # noqa: E402
 from diffusers import (AutoencoderKLMiniMaxH3, AutoencoderKLMiniMaxH3Audio,  # noqa: E402
                        MiniMaxH3Scheduler, MiniMaxH3Transformer3DModel)
 from diffusers.modular_pipelines.modular_pipeline import PipelineState  # noqa: E402
-from diffusers.modular_pipelines.minimax_h3 import before_denoise, encoders  # noqa: E402
+from diffusers.modular_pipelines.minimax_h3 import before_denoise  # noqa: E402
 from diffusers.modular_pipelines.minimax_h3.before_denoise import (  # noqa: E402
     MiniMaxH3FL2VAPrepareLatentsStep, MiniMaxH3PrepareConditionLatentsStep,
     MiniMaxH3PrepareLatentsStep, MiniMaxH3PrepareLayoutStep, MiniMaxH3SetTimestepsStep)
