@@ -27,25 +27,6 @@ QString describe(const ClipFile& f) {
   return f.role.isEmpty() ? f.name : QStringLiteral("%1 (%2)").arg(f.name, f.role);
 }
 
-// The deepest folder holding every one of `paths`, but never above `root`.
-QString commonFolder(const QStringList& paths, const QString& root) {
-  QString common;
-  for (const QString& path : paths) {
-    const QString folder = QFileInfo(path).absolutePath();
-    if (common.isEmpty()) {
-      common = folder;
-      continue;
-    }
-    while (common.size() > root.size() &&
-           !(folder == common || folder.startsWith(common + QLatin1Char('/')))) {
-      const QString up = QFileInfo(common).path();
-      if (up == common) break;  // a drive's root: files on two drives
-      common = up;
-    }
-  }
-  return common.size() < root.size() ? root : common;
-}
-
 struct FolderResult {
   QString folder;
   QStringList paths;  // the file found for each of the clip's, in its order
@@ -85,7 +66,7 @@ FolderResult match(const QList<ClipFile>& files, const QHash<QString, QStringLis
   }
   if (r.missing.isEmpty()) {
     r.paths = paths;
-    r.folder = commonFolder(paths, root);
+    r.folder = commonFolderOf(paths, root);
   }
   return r;
 }

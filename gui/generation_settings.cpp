@@ -23,23 +23,12 @@ std::filesystem::path toPath(const QString& text) {
 // Videos made since the session API carry file names only (no folder leaks when a clip is
 // shared): then there is none, and the window keeps the model folder the user chose.
 QString commonFolder(const QJsonArray& files) {
-  QString common;
+  QStringList paths;
   for (const auto& value : files) {
-    const QString file = value.toString();
-    if (!QFileInfo(file).isAbsolute()) return {};
-    const QString folder = QFileInfo(file).absolutePath();
-    if (common.isEmpty()) {
-      common = folder;
-      continue;
-    }
-    while (!common.isEmpty() &&
-           !(folder == common || folder.startsWith(common + QLatin1Char('/')))) {
-      const QString up = QFileInfo(common).path();
-      if (up == common) return {};
-      common = up;
-    }
+    if (!QFileInfo(value.toString()).isAbsolute()) return {};
+    paths << value.toString();
   }
-  return common;
+  return commonFolderOf(paths);
 }
 
 // The model the settings name: "model_paths" (an array: a folder, or a set's files), else
@@ -145,6 +134,24 @@ QString defaultSavePath(const QString& video, const QString& what) {
   const QFileInfo info(video);
   return info.dir().filePath(info.completeBaseName() + QLatin1Char('.') + what +
                              QStringLiteral(".safetensors"));
+}
+
+QString commonFolderOf(const QStringList& files, const QString& root) {
+  QString common;
+  for (const QString& file : files) {
+    const QString folder = QFileInfo(file).absolutePath();
+    if (common.isEmpty()) {
+      common = folder;
+      continue;
+    }
+    while (!(folder == common || folder.startsWith(common + QLatin1Char('/')))) {
+      if (!root.isEmpty() && common.size() <= root.size()) return root;
+      const QString up = QFileInfo(common).path();
+      if (up == common) return {};
+      common = up;
+    }
+  }
+  return !root.isEmpty() && common.size() < root.size() ? root : common;
 }
 
 QString modelShortName(const QStringList& model) {

@@ -138,6 +138,10 @@ QString defaultSavePath(const QString& video, const QString& what);  // what: "n
 // diffusion model first) without the extension, "+ N files" after it.
 QString modelShortName(const QStringList& model);
 
+// The deepest folder holding every one of `files` ('/' separators), never above `root` when one is
+// given (then `root` itself); empty when they share none (files on two drives).
+QString commonFolderOf(const QStringList& files, const QString& root = {});
+
 QString seedModeName(SeedMode mode);
 SeedMode seedModeFromName(const QString& name);
 

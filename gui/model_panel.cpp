@@ -18,24 +18,10 @@
 namespace ferry::gui {
 namespace {
 
-// The deepest folder holding every one of `paths`: a folder model's own folder, or where a set's
-// files meet (a ComfyUI install's models/ folder).
-QString commonFolder(const QStringList& paths) {
-  if (paths.size() == 1) return paths.front();
-  QString common;
-  for (const QString& path : paths) {
-    const QString folder = QFileInfo(path).absolutePath();
-    if (common.isEmpty()) {
-      common = folder;
-      continue;
-    }
-    while (!(folder == common || folder.startsWith(common + QLatin1Char('/')))) {
-      const QString up = QFileInfo(common).path();
-      if (up == common) return {};
-      common = up;
-    }
-  }
-  return common;
+// The folder a model is described by: a folder model's own, or where a set's files meet (a
+// ComfyUI install's models/ folder).
+QString modelFolderOf(const QStringList& paths) {
+  return paths.size() == 1 ? paths.front() : commonFolderOf(paths);
 }
 
 // What the engine says about the model, paths relative to the chosen folder (or where the set's
@@ -206,7 +192,7 @@ void ModelPanel::scan() {
       }
       if (problem.isEmpty()) {
         model = session->find(model_paths);
-        lines = describe(*model, commonFolder(paths));
+        lines = describe(*model, modelFolderOf(paths));
       }
     } catch (const std::exception& e) {
       problem = QString::fromUtf8(e.what());
