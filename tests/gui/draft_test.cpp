@@ -229,12 +229,10 @@ class DraftTest : public QObject {
     QVERIFY(!history->rowText(0).startsWith(QStringLiteral("[draft]")));
     const auto decoded = frames(full.video);
     QCOMPARE(decoded.size(), normal.size());
-    for (std::size_t i = 0; i < normal.size(); ++i) {  // two encodes: within codec noise
-      const QString why = outsideCodecNoise(decoded[i].rgb, normal[i].rgb);
-      QVERIFY2(why.isEmpty(), qPrintable(QStringLiteral("frame %1: %2").arg(i).arg(why)));
+    // The VAE on the kept latents gives the run's frames, and the writer the same file for them.
+    for (std::size_t i = 0; i < normal.size(); ++i) {
+      QVERIFY2(decoded[i].rgb == normal[i].rgb, qPrintable(QStringLiteral("frame %1").arg(i)));
     }
-    // The bound sees a wrong decode: the draft's TAEHV frames are outside it.
-    QVERIFY(!outsideCodecNoise(frames(draftVideo)[2].rgb, normal[2].rgb).isEmpty());
 
     // Latents that are gone: a message, no run.
     QVERIFY(QFile::remove(keptLatentsPath(draft)));

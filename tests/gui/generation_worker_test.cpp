@@ -9,6 +9,9 @@
 #include <QThread>
 #include <QtTest/QtTest>
 #include <cmath>
+#include <cstring>
+#include <span>
+#include <vector>
 
 #include "core/error.h"
 #include "core/media/video_writer.h"
@@ -260,6 +263,63 @@ class GenerationWorkerTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(failed.count() + loaded.count() > 0, 30000);
     QVERIFY2(failed.count() == 1, loaded.isEmpty() ? "neither" : "loaded");
     QVERIFY(!failed.front().at(1).toString().isEmpty());
+  }
+
+  // Replays (issue: two identical app runs gave different clips): two runs of the app's job in
+  // one process (one session, the model opened once, as MainWindow runs the demo) hand the writer
+  // the same pixels, end with the same latents, bit for bit, and write byte-identical MP4s.
+  void two_runs_of_the_same_job_give_the_same_pixels_and_the_same_file() {
+    struct Recorded {
+      std::vector<float> latent;
+      std::vector<float> pixels;  // every decoded chunk, in order, before the 8 bits
+    };
+    auto runs = std::make_shared<std::vector<Recorded>>();
+    ferry::pipeline::SessionOptions o;
+    o.machine = cpuMachine();
+    o.presets = ferry::offload::builtin_presets();
+    o.generator.stream_all = true;  // as MainWindow::demoSession()
+    o.generator.final_latent = [runs](std::span<const float> v) {
+      runs->back().latent.assign(v.begin(), v.end());
+    };
+    o.generator.decoded_frames = [runs](std::int64_t, std::int64_t, std::span<const float> v) {
+      runs->back().pixels.insert(runs->back().pixels.end(), v.begin(), v.end());
+    };
+    const auto shared = std::make_shared<ferry::pipeline::Session>(o);
+    const ferry::pipeline::ModelHandle model = shared->find({toPath(demoFolder())});
+    QTemporaryDir out;
+    QStringList videos;
+    for (const char* name : {"a.mp4", "b.mp4"}) {
+      GenerationJob j = job(out.filePath(QString::fromLatin1(name)), 2);
+      j.session = shared;
+      j.model = model;
+      j.request.fps = 8;  // the app's demo settings (main_window_test's demoSettings)
+      j.request.seed = 1234;
+      j.request.guide_scale = 5.0f;
+      j.request.shift = 5.0;
+      j.request.sampler = "unipc";
+      runs->emplace_back();
+      log_.clear();
+      run(j);
+      QVERIFY(waitForEnd());
+      QVERIFY2(log_.back().startsWith(QLatin1String("finished")), qPrintable(log_.back()));
+      videos << out.filePath(QString::fromLatin1(name));
+    }
+    const Recorded& a = runs->at(0);
+    const Recorded& b = runs->at(1);
+    QVERIFY(!a.latent.empty() && !a.pixels.empty());
+    QCOMPARE(b.latent.size(), a.latent.size());
+    QCOMPARE(b.pixels.size(), a.pixels.size());
+    const auto firstDifference = [](const std::vector<float>& x, const std::vector<float>& y) {
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0) return static_cast<qint64>(i);
+      }
+      return qint64{-1};
+    };
+    QCOMPARE(firstDifference(a.latent, b.latent), qint64{-1});
+    QCOMPARE(firstDifference(a.pixels, b.pixels), qint64{-1});
+    QFile fa(videos[0]), fb(videos[1]);
+    QVERIFY(fa.open(QIODevice::ReadOnly) && fb.open(QIODevice::ReadOnly));
+    QVERIFY(fa.readAll() == fb.readAll());
   }
 
   // A clip with a soundtrack (H3's 32 kHz stereo) gives the player its sound, as written (AAC:

@@ -69,27 +69,6 @@ inline quint64 residentBytes() {
   return memory::sample_process_memory().resident_bytes;
 }
 
-// Two H.264 encodes of the same frames, read back, agree within x264's noise: its frame threads
-// do not always give the same bitstream for the same frames
-// (MediaVideo.TheSameFramesGiveTheSameVideo failed 2 runs in 15 on a loaded machine). Measured on
-// the demo's clips over 6 runs: identical 2 times, else a frame's mean |d| up to 3.5 and max up to
-// 31 of 255. The engine's frames are compared bit for bit below the app (tests/pipeline/). An empty
-// string when within; else what differs.
-inline QString outsideCodecNoise(const std::vector<std::uint8_t>& a,
-                                 const std::vector<std::uint8_t>& b) {
-  if (a.size() != b.size()) return QStringLiteral("sizes %1 and %2").arg(a.size()).arg(b.size());
-  double sum = 0;
-  int largest = 0;
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    const int d = std::abs(static_cast<int>(a[k]) - static_cast<int>(b[k]));
-    sum += d;
-    largest = std::max(largest, d);
-  }
-  const double mean = a.empty() ? 0.0 : sum / static_cast<double>(a.size());
-  if (mean <= 6.0 && largest <= 64) return {};
-  return QStringLiteral("mean |d| %1, max %2").arg(mean).arg(largest);
-}
-
 // Files under `folder` whose names end in `suffix` (recursively).
 inline QStringList filesEndingIn(const QString& folder, const QString& suffix) {
   QStringList out;

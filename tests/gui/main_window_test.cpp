@@ -802,9 +802,10 @@ class MainWindowTest : public QObject {
     QVERIFY(w.lastVideo() != first);
     const auto again = frames(w.lastVideo());
     QCOMPARE(again.size(), original.size());
+    // Two encodes of the same frames give the same file (the writer is reproducible), so the same
+    // frames read back.
     for (std::size_t i = 0; i < original.size(); ++i) {
-      const QString why = outsideCodecNoise(again[i].rgb, original[i].rgb);  // two encodes
-      QVERIFY2(why.isEmpty(), qPrintable(QStringLiteral("frame %1: %2").arg(i).arg(why)));
+      QVERIFY2(again[i].rgb == original[i].rgb, qPrintable(QStringLiteral("frame %1").arg(i)));
     }
 
     // The MP4 alone (dropped on the window, or opened) does the same.
@@ -819,9 +820,8 @@ class MainWindowTest : public QObject {
     QVERIFY2(w.lastMessage().isEmpty(), qPrintable(w.lastMessage()));
     const auto fromClip = frames(w.lastVideo());
     QCOMPARE(fromClip.size(), original.size());
-    for (std::size_t i = 0; i < original.size(); ++i) {  // two encodes: within codec noise
-      const QString why = outsideCodecNoise(fromClip[i].rgb, original[i].rgb);
-      QVERIFY2(why.isEmpty(), qPrintable(QStringLiteral("frame %1: %2").arg(i).arg(why)));
+    for (std::size_t i = 0; i < original.size(); ++i) {
+      QVERIFY2(fromClip[i].rgb == original[i].rgb, qPrintable(QStringLiteral("frame %1").arg(i)));
     }
   }
 
