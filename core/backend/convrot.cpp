@@ -1,6 +1,7 @@
 #include "core/backend/convrot.h"
 
 #include <cmath>
+#include <string>
 
 #include "core/error.h"
 
@@ -12,22 +13,23 @@ bool is_power_of_4(std::int64_t value) {
   return value == 1;
 }
 
-void check_convrot_group(std::int64_t group_size, std::int64_t in, const std::string& what) {
+void check_convrot_group(std::int64_t group_size, std::int64_t in, std::string_view what) {
   if (!is_power_of_4(group_size)) {
-    throw Error(ErrorCode::kBadModelFile, what + ": the ConvRot group size " +
+    throw Error(ErrorCode::kBadModelFile, std::string(what) + ": the ConvRot group size " +
                                               std::to_string(group_size) +
                                               " is not a power of 4 (4, 16, 64, 256, ...)");
   }
   if (in % group_size != 0) {
-    throw Error(ErrorCode::kBadModelFile, what + ": the ConvRot group size " +
+    throw Error(ErrorCode::kBadModelFile, std::string(what) + ": the ConvRot group size " +
                                               std::to_string(group_size) + " does not divide the " +
                                               std::to_string(in) + " input features");
   }
 }
 
-void check_convrot(const Shape& weight, const ConvRotState& state, const std::string& what) {
+void check_convrot(const Shape& weight, const ConvRotState& state, std::string_view what) {
   if (weight.rank() != 2) {
-    throw Error(ErrorCode::kBadModelFile, what + ": an int8 ConvRot weight must be [out, in]");
+    throw Error(ErrorCode::kBadModelFile,
+                std::string(what) + ": an int8 ConvRot weight must be [out, in]");
   }
   check_convrot_group(state.group_size, weight[1], what);
   const Shape& s = state.row_scale.shape;
@@ -35,8 +37,9 @@ void check_convrot(const Shape& weight, const ConvRotState& state, const std::st
       (s.rank() == 2 && s[0] == weight[0] && s[1] == 1) || (s.rank() == 1 && s[0] == weight[0]);
   if (state.row_scale.dtype != DType::kF32 || !per_row) {
     throw Error(ErrorCode::kBadModelFile,
-                what + ": the int8 ConvRot row scales must be F32 [" + std::to_string(weight[0]) +
-                    ", 1], not " + std::string(dtype_name(state.row_scale.dtype)) + " of " +
+                std::string(what) + ": the int8 ConvRot row scales must be F32 [" +
+                    std::to_string(weight[0]) + ", 1], not " +
+                    std::string(dtype_name(state.row_scale.dtype)) + " of " +
                     std::to_string(state.row_scale.numel()) + " values");
   }
 }

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <string_view>
 
 #include "core/tensor/quant.h"
 #include "core/tensor/tensor.h"
@@ -16,8 +16,8 @@ bool is_power_of_4(std::int64_t value);
 // Error(kBadModelFile) naming `what` (the weight) when an int8 ConvRot weight [out, in] cannot be
 // used: a group size that is not a power of 4 or does not divide `in`, or row scales that are not
 // F32 [out, 1] or [out].
-void check_convrot(const Shape& weight, const ConvRotState& state, const std::string& what);
-void check_convrot_group(std::int64_t group_size, std::int64_t in, const std::string& what);
+void check_convrot(const Shape& weight, const ConvRotState& state, std::string_view what);
+void check_convrot_group(std::int64_t group_size, std::int64_t in, std::string_view what);
 
 // Multiplies every group of `group_size` consecutive values of x[count] (count a multiple of
 // group_size) by H_g in place: a fast transform of g·log4(g) butterflies of h4, whose row i is

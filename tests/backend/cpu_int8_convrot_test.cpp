@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,8 @@ TEST_P(CpuInt8ConvRot, linear_gives_comfy_kitchens_product_on_each_gemm_path) {
     backend.linear(x.t, w.t, nullptr, y.t, scaling);
     const test::Difference d = test::difference(y.values(), expected);
     EXPECT_LE(d.max, bound) << "path " << static_cast<int>(path) << ", rms " << d.rms;
+    std::printf("[ measured ] %s path %d: max|d| %.3g (bound %.3g), rms %.3g\n", c.name.c_str(),
+                static_cast<int>(path), d.max, bound, d.rms);
 
     // linear_add: the same product added to what y holds.
     const std::vector<float> base = test::random_values(expected.size(), 7);

@@ -505,8 +505,9 @@ TEST_F(H3TextEncoder, AFileTruncatedMidEncodeIsAnIoError) {
   }
 }
 
-// ComfyUI's int8 ConvRot text encoder: named as unsupported, not as a broken file.
-TEST_F(H3TextEncoder, RefusesInt8ConvRotWeightsAsUnsupported) {
+// An int8 Linear without Comfy-Org's ConvRot side tensors (`.weight_scale`, `.comfy_quant`): a
+// broken file, named by the weight.
+TEST_F(H3TextEncoder, RefusesAnInt8WeightWithoutItsConvRotSideTensors) {
   test::ScratchDir dir;
   const auto set = io::TensorSet::open(rewrite(
       dir, [](const std::string&) { return false; },
@@ -515,8 +516,9 @@ TEST_F(H3TextEncoder, RefusesInt8ConvRotWeightsAsUnsupported) {
     TextEncoderWeights::from(set);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(e.code(), ErrorCode::kBadModelFile);
     EXPECT_NE(std::string(e.what()).find("layers.2.mlp.up_proj.weight"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("comfy_quant"), std::string::npos) << e.what();
   }
 }
 
