@@ -50,15 +50,21 @@ int side_tensor(const offload::LayerGroup& group, const std::string& name,
 // its ConvRot group size, after the checks that the weight can use it.
 std::int64_t convrot_group_size(const offload::WeightRef& quant, const io::TensorInfo& weight) {
   const io::TensorInfo& info = *quant.tensor;
+  const auto bad = [&](const std::string& why) {
+    return Error(ErrorCode::kBadModelFile, "'" + info.name + "' " + why);
+  };
+  constexpr std::uint64_t kMaxJsonBytes = 4096;  // Comfy's are about 70
+  if (info.bytes > kMaxJsonBytes) throw bad("is too large for a quantisation JSON");
   std::string text(info.bytes, '\0');
   quant.file->map(info).copy_to(0,
                                 std::as_writable_bytes(std::span<char>(text.data(), text.size())));
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const auto bad = [&](const std::string& why) {
-    return Error(ErrorCode::kBadModelFile, "'" + info.name + "' " + why);
-  };
   if (!json.is_object()) throw bad("is not a JSON object");
-  if (json.value("format", "") != "int8_tensorwise" || !json.value("convrot", false)) {
+  const auto format = json.find("format");
+  const auto convrot = json.find("convrot");
+  const bool int8_convrot = format != json.end() && *format == "int8_tensorwise" &&
+                            convrot != json.end() && *convrot == true;
+  if (!int8_convrot) {
     throw bad("describes " + json.dump() + ", not an int8 ConvRot weight (format " +
               "\"int8_tensorwise\", \"convrot\": true)");
   }

@@ -19,8 +19,9 @@ class WeightScalingSource {
   WeightScalingSource() = default;
 
   // For the weight at position `weight` of `group` (LayerGroup::weights order; -1: absent, the
-  // scaling is 1). Error(kBadModelFile) when a scale holds more than one value or a bitsandbytes
-  // side tensor is not in the group.
+  // scaling is 1). Error(kBadModelFile) when a scale holds more than one value, a bitsandbytes
+  // side tensor is not in the group, or an int8 weight has no `.weight_scale` (F32 [out, 1]) and
+  // `.comfy_quant` (int8 ConvRot JSON, a group size it can use) in it.
   static WeightScalingSource find(const offload::LayerGroup& group, int weight);
 
   // The scaling for one call. `group` is the acquired group's tensors; for a bitsandbytes weight

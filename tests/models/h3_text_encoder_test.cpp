@@ -570,7 +570,7 @@ TEST_F(H3TextEncoder, ReadsComfyOrgInt8ConvRotLinears) {
   for (const char* quant :
        {R"({"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 8})",
         R"({"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 64})",
-        R"({"format": "float8_e4m3fn"})", "not json"}) {
+        R"({"format": "float8_e4m3fn"})", R"({"format": 5, "convrot": "yes"})", "not json"}) {
     test::ScratchDir dir;
     const auto set = io::TensorSet::open(rewrite_int8_convrot(dir, name, quant));
     EXPECT_EQ(test::error_code_of([&] { TextEncoderWeights::from(set); }), ErrorCode::kBadModelFile)
