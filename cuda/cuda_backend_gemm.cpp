@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <string>
 
+#include "core/backend/convrot.h"
 #include "core/backend/op_shapes.h"
 #include "core/error.h"
 #include "cuda/conv.cuh"
+#include "cuda/convrot.cuh"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_backend_detail.h"
 #include "cuda/cuda_log.h"
@@ -79,9 +81,17 @@ void CudaBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, 
   const float w_scale = w_scaling.scale;
   const auto [m, k, n] = check_linear(x, w, bias, y);
   const bool quantised = dtype_is_blocked(w.dtype);
+  const bool convrot = w.dtype == DType::kI8;
   QuantWeight qw;
   if (quantised) {
     qw = quant_weight(w, w_scaling.bnb4, op, "w");
+  } else if (convrot) {
+    require(w_scaling.convrot != nullptr, op, "an int8 weight without its ConvRot state");
+    check_convrot(w.shape, *w_scaling.convrot, op);
+    require(w_scaling.convrot->group_size <= kMaxConvRotGroup, op, "a ConvRot group of ",
+            w_scaling.convrot->group_size, " values (at most ", kMaxConvRotGroup, ")");
+    require_cuda(w, op, "w");
+    require_cuda(w_scaling.convrot->row_scale, op, "the ConvRot row scale");
   } else {
     require(w.dtype == DType::kF32 || is_16bit_float(w.dtype) || is_fp8(w.dtype), op,
             "weights of dtype ", w.dtype);
@@ -174,6 +184,11 @@ void CudaBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, 
         if (plan.convert_w && w_in_panel != n0) {
           if (quantised) {  // rows [n0, n0 + panel) are whole blocks: values n0·k onwards
             launch_dequantize(qw, n0 * k, panel * k, workspace + plan.w_panel, plan.t, stream_);
+          } else if (convrot) {
+            launch_dequantize_convrot(w.as<const std::int8_t>(),
+                                      w_scaling.convrot->row_scale.as<const float>(), k,
+                                      w_scaling.convrot->group_size, n0, panel,
+                                      workspace + plan.w_panel, plan.t, stream_);
           } else {
             launch_convert(element_ptr(w, n0 * k), w.dtype, workspace + plan.w_panel, plan.t,
                            plan.t, panel * k, stream_);

@@ -29,7 +29,10 @@ inline bool is_fp8(DType t) {
 // rounded further, and f16 ones would need weights that can exceed f16's range.
 inline DType linear_gemm_type(DType x, DType w, DType y) {
   const DType a_values = y == DType::kF32 ? x : y;  // what round_y(x) holds
-  if (dtype_is_blocked(w)) return a_values == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  // Dequantised weights (blocks, int8 ConvRot) are bf16 panels when x's values are bf16.
+  if (dtype_is_blocked(w) || w == DType::kI8) {
+    return a_values == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  }
   return is_16bit_float(a_values) && (w == a_values || is_fp8(w)) ? a_values : DType::kF32;
 }
 

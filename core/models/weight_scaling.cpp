@@ -2,10 +2,12 @@
 
 #include <array>
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/backend/convrot.h"
 #include "core/error.h"
 #include "core/io/tensor_file.h"
 #include "core/tensor/convert.h"
@@ -44,6 +46,49 @@ int side_tensor(const offload::LayerGroup& group, const std::string& name,
   return at;
 }
 
+// An int8 weight's `.comfy_quant` (the uint8 bytes of a JSON object, read from the file once):
+// its ConvRot group size, after the checks that the weight can use it.
+std::int64_t convrot_group_size(const offload::WeightRef& quant, const io::TensorInfo& weight) {
+  const io::TensorInfo& info = *quant.tensor;
+  const auto bad = [&](const std::string& why) {
+    return Error(ErrorCode::kBadModelFile, "'" + info.name + "' " + why);
+  };
+  constexpr std::uint64_t kMaxJsonBytes = 4096;  // Comfy's are about 70
+  if (info.bytes > kMaxJsonBytes) throw bad("is too large for a quantisation JSON");
+  std::string text(info.bytes, '\0');
+  quant.file->map(info).copy_to(0,
+                                std::as_writable_bytes(std::span<char>(text.data(), text.size())));
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) throw bad("is not a JSON object");
+  const auto format = json.find("format");
+  const auto convrot = json.find("convrot");
+  const bool int8_convrot = format != json.end() && *format == "int8_tensorwise" &&
+                            convrot != json.end() && *convrot == true;
+  if (!int8_convrot) {
+    throw bad("describes " + json.dump() + ", not an int8 ConvRot weight (format " +
+              "\"int8_tensorwise\", \"convrot\": true)");
+  }
+  const auto group = json.find("convrot_groupsize");
+  if (group == json.end() || !group->is_number_integer()) {
+    throw bad("has no integer convrot_groupsize");
+  }
+  const std::int64_t in = weight.shape.size() == 2 ? static_cast<std::int64_t>(weight.shape[1]) : 0;
+  check_convrot_group(group->get<std::int64_t>(), in, weight.name);
+  return group->get<std::int64_t>();
+}
+
+// The row scales of an int8 weight [out, in]: F32 [out, 1] (or [out]).
+void check_row_scale(const io::TensorInfo& scale, const io::TensorInfo& weight) {
+  const std::uint64_t out = weight.shape.empty() ? 0 : weight.shape[0];
+  const bool per_row = (scale.shape.size() == 2 && scale.shape[0] == out && scale.shape[1] == 1) ||
+                       (scale.shape.size() == 1 && scale.shape[0] == out);
+  if (scale.dtype != DType::kF32 || !per_row) {
+    throw Error(ErrorCode::kBadModelFile,
+                "'" + scale.name + "' should hold the F32 row scales [" + std::to_string(out) +
+                    ", 1] of the int8 ConvRot weight '" + weight.name + "'");
+  }
+}
+
 }  // namespace
 
 WeightScalingSource WeightScalingSource::find(const offload::LayerGroup& group, int weight) {
@@ -65,6 +110,21 @@ WeightScalingSource WeightScalingSource::find(const offload::LayerGroup& group, 
   const std::string_view name = info.name;
   if (!name.ends_with(".weight")) return source;
   const std::string base(name.substr(0, name.size() - 7));
+  if (info.dtype == DType::kI8) {
+    const int quant = position_of(group, base + ".comfy_quant");
+    const int scale = position_of(group, base + ".weight_scale");
+    if (quant < 0 || scale < 0) {
+      throw Error(ErrorCode::kBadModelFile,
+                  "the int8 weight '" + info.name + "' has no '" + base +
+                      (quant < 0 ? ".comfy_quant" : ".weight_scale") + "' beside it in " +
+                      group.name + " (only Comfy-Org's int8 ConvRot weights are supported)");
+    }
+    source.convrot_group_ =
+        convrot_group_size(group.weights[static_cast<std::size_t>(quant)], info);
+    check_row_scale(*group.weights[static_cast<std::size_t>(scale)].tensor, info);
+    source.row_scale_ = scale;
+    return source;
+  }
   for (const char* suffix : {".scale_weight", ".weight_scale"}) {
     const int at = position_of(group, base + suffix);
     if (at >= 0) {
@@ -75,7 +135,20 @@ WeightScalingSource WeightScalingSource::find(const offload::LayerGroup& group, 
   return source;
 }
 
+WeightScaling WeightScalingSource::resolve(std::span<const Tensor> group, Bnb4State& state,
+                                           ConvRotState& convrot) const {
+  if (convrot_group_ == 0) return resolve(group, state);
+  convrot.row_scale = group[static_cast<std::size_t>(row_scale_)];
+  convrot.group_size = convrot_group_;
+  WeightScaling scaling(scale_);
+  scaling.convrot = &convrot;
+  return scaling;
+}
+
 WeightScaling WeightScalingSource::resolve(std::span<const Tensor> group, Bnb4State& state) const {
+  if (convrot_group_ != 0) {
+    throw Error(ErrorCode::kInternal, "an int8 ConvRot weight resolved without its ConvRot state");
+  }
   WeightScaling scaling(scale_);
   if (bnb4_ == nullptr) return scaling;
   const auto at = [&](int i) { return i < 0 ? Tensor{} : group[static_cast<std::size_t>(i)]; };
@@ -105,6 +178,10 @@ void add_side_tensors(const io::TensorSet& set, const io::TensorSet::Entry& weig
         info.name.substr(0, info.name.size() - std::string_view(".weight").size());
     for (const char* suffix : {".scale_weight", ".weight_scale"}) {
       if (set.find(base + suffix) != nullptr) names.push_back(base + suffix);
+    }
+    // An int8 ConvRot weight's JSON: find reads its group size (from the file, once).
+    if (info.dtype == DType::kI8 && set.find(base + ".comfy_quant") != nullptr) {
+      names.push_back(base + ".comfy_quant");
     }
   }
   for (const std::string& name : names) {

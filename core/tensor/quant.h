@@ -29,14 +29,25 @@ struct Bnb4State {
   bool nested() const { return absmax.dtype == DType::kU8; }
 };
 
+// An int8 ConvRot weight (Comfy-Org's `int8_tensorwise` with `"convrot": true`, minimax_h3.md
+// §G.3): codes q int8 [out, in] with one f32 scale per row, in a rotated basis. The weight is
+//   W = (q · s) · H_g   per group of g input columns,
+// H_g the regular Hadamard of order g (a power of 4: h4 ⊗ h4 ⊗ … / √g, symmetric, orthogonal,
+// self-inverse), so x · Wᵀ = (x · H_g per group) · (q · s)ᵀ. Views on the weight's device.
+struct ConvRotState {
+  Tensor row_scale;             // F32 [out, 1] or [out]: s
+  std::int64_t group_size = 0;  // g
+};
+
 // Everything beyond the weight tensor a backend needs to turn codes into values.
 struct WeightScaling {
   WeightScaling() = default;
   // Implicit: the per-tensor scale is what most call sites pass (1 for plain float weights).
   WeightScaling(float per_tensor) : scale(per_tensor) {}  // NOLINT(google-explicit-constructor)
 
-  float scale = 1.0f;               // multiplies every value (fp8 with `scale_weight`)
-  const Bnb4State* bnb4 = nullptr;  // required for, and only for, a kBnb4 weight
+  float scale = 1.0f;                     // multiplies every value (fp8 with `scale_weight`)
+  const Bnb4State* bnb4 = nullptr;        // required for, and only for, a kBnb4 weight
+  const ConvRotState* convrot = nullptr;  // required for, and only for, a kI8 weight
 };
 
 }  // namespace ferry

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -27,16 +28,18 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/convrot.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/quant_blocks.h"
 #include "core/error.h"
 #include "core/tensor/convert.h"
 #include "core/tensor/quant.h"
+#include "cuda/convrot.cuh"
 #include "cuda/cuda_backend.h"
 #include "cuda/device_info.h"
 #include "cuda/quant.cuh"
-#include "tests/gpu/quant_linear_reference.h"
 #include "tests/backend/quant_test_blocks.h"
+#include "tests/gpu/quant_linear_reference.h"
 
 namespace ferry {
 namespace {
@@ -438,6 +441,137 @@ TEST_F(QuantParity, linear_matches_the_cpu_on_the_same_dequantised_weights_for_e
       }
     }
   }
+}
+
+// ---- int8 ConvRot (Comfy-Org) ----
+
+// Random int8 codes [n, k] with f32 row scales, on the host and the device; `values` is W =
+// (q · s) · H_g per group as the CPU computes it (rotate_convrot_groups on each row of q · s, the
+// association the kernel uses: same butterflies in the same passes).
+struct ConvRotCase {
+  std::int64_t n, k, group;
+  std::vector<std::int8_t> codes;
+  std::vector<float> scales;
+  std::unique_ptr<DeviceBytes> dev, dev_scales;
+  ConvRotState host_state, dev_state;
+
+  ConvRotCase(std::int64_t rows, std::int64_t cols, std::int64_t g, std::uint32_t seed)
+      : n(rows), k(cols), group(g) {
+    std::mt19937 rng(seed);
+    codes.resize(static_cast<std::size_t>(n * k));
+    for (auto& c : codes) c = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
+    std::uniform_real_distribution<float> scale(0.5e-4f, 2e-4f);
+    scales.resize(static_cast<std::size_t>(n));
+    for (auto& s : scales) s = scale(rng);
+    dev = std::make_unique<DeviceBytes>(codes);
+    dev_scales = std::make_unique<DeviceBytes>(scales);
+    host_state = {test::host_tensor(DType::kF32, {n, 1}, scales.data()), group};
+    dev_state = {dev_scales->tensor(DType::kF32, {n, 1}), group};
+  }
+  std::vector<float> values() const {
+    std::vector<float> w(codes.size());
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      w[i] = static_cast<float>(codes[i]) * scales[i / static_cast<std::size_t>(k)];
+    }
+    rotate_convrot_groups(w.data(), n * k, group);
+    return w;
+  }
+  WeightScaling scaling(bool device) const {
+    WeightScaling s;
+    s.convrot = device ? &dev_state : &host_state;
+    return s;
+  }
+};
+
+TEST_F(QuantParity, convrot_dequantize_is_bit_exact_with_the_cpu_rotation) {
+  for (const auto& [n, k, g] :
+       {std::array<std::int64_t, 3>{7, 768, 256}, std::array<std::int64_t, 3>{5, 192, 64},
+        std::array<std::int64_t, 3>{3, 4096, 4096}, std::array<std::int64_t, 3>{9, 48, 4}}) {
+    const ConvRotCase w(n, k, g, static_cast<std::uint32_t>(n * k + g));
+    const std::vector<float> want = w.values();
+    DeviceBytes out(static_cast<std::size_t>((n - 1) * k) * sizeof(float));
+    // Rows [1, n): a panel that does not start at row 0.
+    cuda::launch_dequantize_convrot(
+        static_cast<const std::int8_t*>(w.dev->tensor(DType::kI8, {n, k}).data),
+        static_cast<const float*>(w.dev_state.row_scale.data), k, g, 1, n - 1,
+        out.tensor(DType::kF32, {n - 1, k}).data, DType::kF32, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "convrot dequantize");
+    const std::string what = "convrot dequantize g" + std::to_string(g) + " k" + std::to_string(k);
+    const std::vector<std::uint8_t> got = out.body(what);
+    const bool equal = std::memcmp(got.data(), want.data() + k, got.size()) == 0;
+    EXPECT_TRUE(equal) << what << ": differs from the CPU's rotation";
+    records().push_back({what + " bit for bit", equal ? 0.0 : 1.0, 0.0});
+  }
+}
+
+// linear on the GPU (the rotated weight, dequantised into the GEMM's panel) against the CPU's
+// linear (x rotated, times q · s), through quant_linear_reference.h's bounds: against the CPU on
+// the same bf16-rounded rotated weight, and within the rounding bound of the CPU's exact path.
+TEST_F(QuantParity, convrot_linear_matches_the_cpu) {
+  const std::int64_t sizes[][2] = {{1, 31}, {37, 129}, {300, 70}};  // m, n
+  std::uint32_t seed = 5000;
+  for (const auto& [k, g] :
+       {std::array<std::int64_t, 2>{768, 256}, std::array<std::int64_t, 2>{192, 64}}) {
+    for (const auto& size : sizes) {
+      const std::int64_t m = size[0], n = size[1];
+      const ConvRotCase w(n, k, g, seed++);
+      const std::vector<float> w_exact = w.values();
+      for (const test::LinearCase& c : test::kLinearCases) {
+        const std::vector<std::uint8_t> x_bytes = test::random_values(c.x, m * k, seed++);
+        const std::vector<std::uint8_t> b_bytes = test::random_values(c.b, n, seed++);
+        const test::LinearReference ref = test::linear_reference(
+            cpu(), c, m, k, n, x_bytes, b_bytes,
+            test::host_tensor(DType::kI8, {n, k}, w.codes.data()), w.scaling(false), w_exact);
+        for (cuda::CudaBackend* gpu : {&gpu(), &gpu_small()}) {
+          DeviceBytes x(x_bytes), b(b_bytes);
+          DeviceBytes y(static_cast<std::size_t>(m * n) * dtype_size(c.y));
+          const Tensor b_dev = b.tensor(c.b, {n});
+          gpu->linear(x.tensor(c.x, {m, k}), w.dev->tensor(DType::kI8, {n, k}),
+                      c.bias ? &b_dev : nullptr, y.tensor(c.y, {m, n}), w.scaling(true));
+          const std::string what = "linear w I8 convrot g" + std::to_string(g) + " x " + dt(c.x) +
+                                   (c.bias ? " b " + dt(c.b) : "") + " -> " + dt(c.y) + " " +
+                                   std::to_string(m) + "x" + std::to_string(k) + "x" +
+                                   std::to_string(n) + (gpu == &gpu_small() ? " small ws" : "");
+          const std::vector<float> got = test::as_f32(c.y, y.body(what).data(), m * n);
+          std::string where, where_exact;
+          const double error = test::normalised_error(ref.want, got, &where);
+          const double error_exact = test::normalised_error(ref.want_exact, got, &where_exact);
+          const bool f32_fallback =
+              ref.bf16_gemm && !(error <= ref.threshold) && error_exact <= ref.threshold;
+          EXPECT_TRUE(error <= ref.threshold || f32_fallback)
+              << what << ": error " << error << " > " << ref.threshold << " at " << where;
+          records().push_back({what, f32_fallback ? error_exact : error, ref.threshold});
+          const double bound = ref.threshold + ref.rounding_bound;
+          EXPECT_LE(error_exact, bound) << what << " vs the CPU's int8 linear, at " << where_exact;
+          records().push_back({what + " vs the cpu's int8 linear", error_exact, bound});
+        }
+      }
+    }
+  }
+}
+
+TEST_F(QuantParity, convrot_linear_refuses_a_bad_group_or_missing_state) {
+  const ConvRotCase w(4, 48, 16, 77);
+  DeviceBytes x(std::vector<float>(48, 1.0f));
+  DeviceBytes y(4 * sizeof(float));
+  const auto code = [&](const WeightScaling& s) {
+    try {
+      gpu().linear(x.tensor(DType::kF32, {1, 48}), w.dev->tensor(DType::kI8, {4, 48}), nullptr,
+                   y.tensor(DType::kF32, {1, 4}), s);
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::kCancelled;  // stands for "nothing thrown"
+  };
+  ConvRotState bad = w.dev_state;
+  bad.group_size = 32;  // not a power of 4
+  WeightScaling s;
+  s.convrot = &bad;
+  EXPECT_EQ(code(s), ErrorCode::kBadModelFile);
+  bad.group_size = 64;  // does not divide 48
+  EXPECT_EQ(code(s), ErrorCode::kBadModelFile);
+  EXPECT_EQ(code(WeightScaling{}), ErrorCode::kInternal);
+  EXPECT_EQ(code(w.scaling(true)), ErrorCode::kCancelled);
 }
 
 // ---- embedding ----

@@ -474,7 +474,7 @@ fi
 # ==== quantised weights (tests/gpu/quant_parity_test.cpp): the dequantisation kernels bit for
 # bit against the CPU's dequantisers for every ggml type and bitsandbytes NF4/FP4, linear with
 # each quantised type against the CPU's linear on the same weights, embedding of a quantised
-# table. Its summary (one line per comparison: error against bound) is kept like parity's.
+# table, Comfy-Org's int8 ConvRot (dequant bit for bit, linear, refusals). Its summary (one line per comparison: error against bound) is kept like parity's.
 if wanted quant; then
   if [[ -n $cuda_tests ]]; then
     run_stage quant 60 "$logs/quant.txt" "$cuda_tests" --gtest_filter='QuantParity.*'

@@ -342,6 +342,49 @@ TEST_F(H3Dit, DiffSynthNf4FilesMatchTheirDequantisedReference) {
   expect_matches("wide", "nf4_pruned.safetensors", "nf4_pruned.", kRelRmsBound, kMaxAbsBound);
 }
 
+// Comfy-Org's int8 ConvRot DiT (minimax_h3.md §G.3): the tiny stacked file with its 18 block
+// Linears quantised by comfy-kitchen 0.2.40 (tests/data/int8_convrot/dit_tiny.safetensors,
+// tools/reference/make_int8_convrot_reference.py; group sizes 4 and 16, read from each
+// `.comfy_quant`), against the bf16 reference. The int8 floor the script measured, diffusers'
+// model on comfy-kitchen's dequantised weights against its bf16 one: relative RMS 0.0066, max
+// |d| 0.028. Ferry's deviation is at most its bf16 one (kRelRmsBound, kMaxAbsBound) plus that
+// floor (the triangle inequality): the bounds add 1.5x the floor to them.
+TEST_F(H3Dit, ComfyOrgInt8ConvRotFileMatchesTheBf16ReferenceWithinTheInt8Floor) {
+  constexpr double kInt8RelRms = 0.0066, kInt8MaxAbs = 0.028;
+  const Worst worst = expect_matches("tiny", "../../int8_convrot/dit_tiny.safetensors", "",
+                                     kRelRmsBound + 1.5 * kInt8RelRms,
+                                     kMaxAbsBound + 1.5 * kInt8MaxAbs, QkvLayout::kStacked);
+  // The int8 weights are in use (not their bf16 originals): the output moved off Ferry's bf16 one.
+  const Worst bf16 = expect_matches("tiny", "stacked.safetensors", "", kRelRmsBound, kMaxAbsBound,
+                                    QkvLayout::kStacked);
+  EXPECT_NE(worst.bf16.max_abs, bf16.bf16.max_abs);
+}
+
+// Each int8 Linear's row scales and JSON stream with its block: the block's group holds them, so
+// the plan counts their bytes.
+TEST_F(H3Dit, Int8ConvRotSideTensorsStreamWithTheirBlock) {
+  const Loaded m("tiny", "../../int8_convrot/dit_tiny.safetensors", QkvLayout::kStacked);
+  const offload::LayerGroup& group = m.weights.group(m.weights.block_group(1));
+  std::uint64_t side_bytes = 0;
+  int scales = 0, quants = 0;
+  for (const offload::WeightRef& w : group.weights) {
+    const std::string& name = w.tensor->name;
+    if (name.ends_with(".weight_scale")) ++scales;
+    if (name.ends_with(".comfy_quant")) ++quants;
+    if (name.ends_with(".weight_scale") || name.ends_with(".comfy_quant")) {
+      side_bytes += w.tensor->bytes;
+      EXPECT_TRUE(name.starts_with("blocks.1.")) << name;
+    }
+  }
+  EXPECT_EQ(scales, 5);  // qkv, out, fc1, fc2, adaln
+  EXPECT_EQ(quants, 5);
+  // The row scales alone: 4 bytes for each of the 96 + 24 + 64 + 24 + 432 rows.
+  EXPECT_GT(side_bytes, 4u * (96 + 24 + 64 + 24 + 432));
+  std::uint64_t all = 0;
+  for (const offload::WeightRef& w : group.weights) all += w.tensor->bytes;
+  EXPECT_EQ(group.bytes(), all);
+}
+
 // The bounds see a layout mistake: the interleaved file read as stacked.
 TEST_F(H3Dit, WrongQkvLayoutIsCaught) {
   const Loaded m("wide", "interleaved.safetensors", QkvLayout::kStacked);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -505,8 +506,9 @@ TEST_F(H3TextEncoder, AFileTruncatedMidEncodeIsAnIoError) {
   }
 }
 
-// ComfyUI's int8 ConvRot text encoder: named as unsupported, not as a broken file.
-TEST_F(H3TextEncoder, RefusesInt8ConvRotWeightsAsUnsupported) {
+// An int8 Linear without Comfy-Org's ConvRot side tensors (`.weight_scale`, `.comfy_quant`): a
+// broken file, named by the weight.
+TEST_F(H3TextEncoder, RefusesAnInt8WeightWithoutItsConvRotSideTensors) {
   test::ScratchDir dir;
   const auto set = io::TensorSet::open(rewrite(
       dir, [](const std::string&) { return false; },
@@ -515,8 +517,64 @@ TEST_F(H3TextEncoder, RefusesInt8ConvRotWeightsAsUnsupported) {
     TextEncoderWeights::from(set);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(e.code(), ErrorCode::kBadModelFile);
     EXPECT_NE(std::string(e.what()).find("layers.2.mlp.up_proj.weight"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("comfy_quant"), std::string::npos) << e.what();
+  }
+}
+
+// The tiny release file with the Linear `int8` stored as Comfy-Org's int8 ConvRot weight: int8
+// codes, F32 [out, 1] row scales and the `.comfy_quant` JSON `quant`.
+std::filesystem::path rewrite_int8_convrot(const test::ScratchDir& dir, const std::string& int8,
+                                           const std::string& quant) {
+  const auto src = io::TensorSet::open(test::data_path("h3/text_encoder/tiny/release.safetensors"));
+  std::vector<io::TensorSpec> specs;
+  std::vector<const io::TensorSet::Entry*> entries;
+  const std::string base = int8.substr(0, int8.size() - std::string(".weight").size());
+  for (const auto& e : src.entries()) {
+    const bool quantised = e.tensor->name == int8;
+    specs.push_back({e.tensor->name, quantised ? DType::kI8 : e.tensor->dtype, e.tensor->shape});
+    entries.push_back(&e);
+    if (!quantised) continue;
+    specs.push_back({base + ".weight_scale", DType::kF32, {e.tensor->shape[0], 1}});
+    entries.push_back(nullptr);
+    specs.push_back({base + ".comfy_quant", DType::kU8, {quant.size()}});
+    entries.push_back(nullptr);
+  }
+  const auto path = dir / "encoder.safetensors";
+  io::write_safetensors(path, specs, {},
+                        [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+                          if (specs[i].name.ends_with(".comfy_quant")) {
+                            std::memcpy(out.data(), quant.data() + offset, out.size());
+                          } else if (entries[i] == nullptr || specs[i].dtype == DType::kI8) {
+                            std::fill(out.begin(), out.end(), std::byte{0});
+                          } else {
+                            entries[i]->file->map(*entries[i]->tensor).copy_to(offset, out);
+                          }
+                        });
+  return path;
+}
+
+// Comfy-Org's int8 ConvRot Linears are read: the group size from `.comfy_quant`, the row scales
+// and the JSON streamed with their layer; a group size the weight cannot use is a bad file.
+TEST_F(H3TextEncoder, ReadsComfyOrgInt8ConvRotLinears) {
+  const std::string name = "model.language_model.layers.2.mlp.up_proj.weight";
+  {
+    test::ScratchDir dir;
+    const auto set = io::TensorSet::open(rewrite_int8_convrot(
+        dir, name, R"({"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 16})"));
+    const TextEncoderWeights w = TextEncoderWeights::from(set);
+    EXPECT_EQ(w.scaling(2, kUpProj).convrot_group(), 16);
+    EXPECT_EQ(w.scaling(2, kGateProj).convrot_group(), 0);
+  }
+  for (const char* quant :
+       {R"({"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 8})",
+        R"({"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 64})",
+        R"({"format": "float8_e4m3fn"})", R"({"format": 5, "convrot": "yes"})", "not json"}) {
+    test::ScratchDir dir;
+    const auto set = io::TensorSet::open(rewrite_int8_convrot(dir, name, quant));
+    EXPECT_EQ(test::error_code_of([&] { TextEncoderWeights::from(set); }), ErrorCode::kBadModelFile)
+        << quant;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/backend/convrot.h"
 #include "core/backend/cpu/cpu_copy_queue.h"
 #include "core/backend/cpu/cpu_rows.h"
 #include "core/backend/cpu/gemm.h"
@@ -96,6 +97,16 @@ void CpuBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, c
   constexpr std::int64_t kPanelRows = 256;
   float* panel =
       fp8 ? grow(scratch_d_, static_cast<std::size_t>(std::min(kPanelRows, n) * k)) : nullptr;
+  // int8 ConvRot: x · Wᵀ = (x · H_g per group) · (q · s)ᵀ. Rotating x costs O(M·K·log g) once
+  // per call, where rotating the weight back would cost O(N·K·log g) for every panel packed
+  // (each row block of x packs the panels again); and the GEMM then reads q · s as it reads any
+  // widened weight.
+  const bool convrot = w.dtype == DType::kI8;
+  if (convrot) {
+    require(w_scaling.convrot != nullptr, op, "an int8 weight without its ConvRot state");
+    check_convrot(w.shape, *w_scaling.convrot, op);
+    require_cpu(w_scaling.convrot->row_scale, op, "the ConvRot row scale");
+  }
 
   for (std::int64_t r0 = 0; r0 < m; r0 += block) {
     const std::int64_t rows = std::min(block, m - r0);
@@ -103,6 +114,7 @@ void CpuBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, c
     if (y.dtype != DType::kF32) {
       for (std::int64_t i = 0; i < rows * k; ++i) xf[i] = round_to(y.dtype, xf[i]);
     }
+    if (convrot) rotate_convrot_groups(xf, rows * k, w_scaling.convrot->group_size);
     const auto mm = static_cast<std::size_t>(rows);
     const auto nn = static_cast<std::size_t>(n);
     const auto kk = static_cast<std::size_t>(k);
@@ -130,6 +142,11 @@ void CpuBackend::product(const Tensor& x, const Tensor& w, const Tensor* bias, c
           gemm_f32(mm, static_cast<std::size_t>(pn), kk, w_scale, xf, kk, panel, kk, true, beta,
                    yf + n0, nn, pool_, gemm_);
         }
+        break;
+      case DType::kI8:
+        gemm_i8_row_scaled_weights(mm, nn, kk, w_scale, xf, kk, w.as<const std::int8_t>(),
+                                   w_scaling.convrot->row_scale.as<const float>(), beta, yf, nn,
+                                   pool_, gemm_);
         break;
       default:
         // Block-quantised weights: dequantised into the GEMM's panels (never a whole f32 copy).

@@ -51,9 +51,9 @@ void scale_c(std::size_t m, std::size_t n, float beta, float* c, std::size_t ldc
   }
 }
 
-// B beyond the element formats of BFormat: a ggml block type or bitsandbytes 4-bit codes, always
-// in the [N,K] layout (b_format is then unused).
-enum class BQuant { kNone, kBlocks, kBnb4 };
+// B beyond the element formats of BFormat: a ggml block type, bitsandbytes 4-bit codes, or int8
+// codes with one f32 scale per row, always in the [N,K] layout (b_format is then unused).
+enum class BQuant { kNone, kBlocks, kBnb4, kI8Rows };
 
 struct Operands {
   std::size_t m, n, k;
@@ -68,8 +68,9 @@ struct Operands {
   float* c;
   std::size_t ldc;
   BQuant b_quant;
-  DType b_dtype;            // kBlocks: the ggml block type (rows of ldb values, whole blocks)
-  const Bnb4State* b_bnb4;  // kBnb4: the codes' state (rows of ldb == K values)
+  DType b_dtype;             // kBlocks: the ggml block type (rows of ldb values, whole blocks)
+  const Bnb4State* b_bnb4;   // kBnb4: the codes' state (rows of ldb == K values)
+  const float* b_row_scale;  // kI8Rows: the scale of each of the N rows
 };
 
 // Bytes of B from the start of row `row` to value `col` (B in the [N,K] layout).
@@ -79,6 +80,7 @@ std::size_t b_offset_bytes(const Operands& op, std::size_t row, std::size_t col)
     return (row * (op.ldb / elems) + col / elems) * dtype_block_bytes(op.b_dtype);
   }
   if (op.b_quant == BQuant::kBnb4) return (row * op.ldb + col) / 2;
+  if (op.b_quant == BQuant::kI8Rows) return row * op.ldb + col;
   switch (op.b_format) {
     case BFormat::kF32:
       return (row * op.ldb + col) * sizeof(float);
@@ -102,6 +104,13 @@ void widen(const Operands& op, std::size_t row, std::size_t col, float* dst, std
     dequantize_bnb4(*op.b_bnb4, static_cast<const std::uint8_t*>(op.b),
                     static_cast<std::int64_t>(row * op.ldb + col), dst,
                     static_cast<std::int64_t>(count));
+    return;
+  }
+  if (op.b_quant == BQuant::kI8Rows) {
+    // q · s in f32, the value comfy-kitchen's dequantiser gives before it rotates.
+    const auto* codes = static_cast<const std::int8_t*>(op.b) + row * op.ldb + col;
+    const float scale = op.b_row_scale[row];
+    for (std::size_t i = 0; i < count; ++i) dst[i] = static_cast<float>(codes[i]) * scale;
     return;
   }
   switch (op.b_format) {
@@ -409,8 +418,8 @@ void gemm_own(std::size_t m, std::size_t n, std::size_t k, float alpha, const fl
               std::size_t lda, const void* b, std::size_t ldb, BFormat b_format, bool b_transposed,
               float beta, float* c, std::size_t ldc, ThreadPool& pool, const MicroKernel& kernel) {
   const Operands op{
-      m,    n, k,   alpha,         a,           lda,    b, ldb, b_format, b_transposed,
-      beta, c, ldc, BQuant::kNone, DType::kF32, nullptr};
+      m,    n, k,   alpha,         a,           lda,     b,      ldb, b_format, b_transposed,
+      beta, c, ldc, BQuant::kNone, DType::kF32, nullptr, nullptr};
   if (m == 0 || n == 0) return;
   if (k == 0 || alpha == 0.0f) {
     scale_c(m, n, beta, c, ldc);
@@ -459,7 +468,7 @@ void gemm_f32(std::size_t m, std::size_t n, std::size_t k, float alpha, const fl
               std::size_t lda, const float* b, std::size_t ldb, bool b_transposed, float beta,
               float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
   gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF32, b_transposed, beta, c, ldc,
-                    BQuant::kNone, DType::kF32, nullptr},
+                    BQuant::kNone, DType::kF32, nullptr, nullptr},
                    pool, path, "gemm_f32");
 }
 
@@ -467,7 +476,7 @@ void gemm_bf16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha,
                        std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
                        float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
   gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kBF16, true, beta, c, ldc,
-                    BQuant::kNone, DType::kBF16, nullptr},
+                    BQuant::kNone, DType::kBF16, nullptr, nullptr},
                    pool, path, "gemm_bf16_weights");
 }
 
@@ -475,7 +484,7 @@ void gemm_f16_weights(std::size_t m, std::size_t n, std::size_t k, float alpha, 
                       std::size_t lda, const std::uint16_t* b, std::size_t ldb, float beta,
                       float* c, std::size_t ldc, ThreadPool& pool, GemmPath path) {
   gemm_detail::run({m, n, k, alpha, a, lda, b, ldb, BFormat::kF16, true, beta, c, ldc,
-                    BQuant::kNone, DType::kF16, nullptr},
+                    BQuant::kNone, DType::kF16, nullptr, nullptr},
                    pool, path, "gemm_f16_weights");
 }
 
@@ -495,7 +504,21 @@ void gemm_quant_weights(std::size_t m, std::size_t n, std::size_t k, float alpha
                                            std::to_string(block) + "-value blocks of " +
                                            std::string(dtype_name(b_dtype)));
   gemm_detail::run({m, n, k, alpha, a, lda, b, k, BFormat::kF32, true, beta, c, ldc,
-                    bnb ? BQuant::kBnb4 : BQuant::kBlocks, b_dtype, bnb4},
+                    bnb ? BQuant::kBnb4 : BQuant::kBlocks, b_dtype, bnb4, nullptr},
+                   pool, path, name);
+}
+
+void gemm_i8_row_scaled_weights(std::size_t m, std::size_t n, std::size_t k, float alpha,
+                                const float* a, std::size_t lda, const std::int8_t* b,
+                                const float* row_scale, float beta, float* c, std::size_t ldc,
+                                ThreadPool& pool, GemmPath path) {
+  const char* name = "gemm_i8_row_scaled_weights";
+  if (n > 0 && k > 0 && row_scale == nullptr) {
+    throw Error(ErrorCode::kBadArgument,
+                std::string(name) + ": int8 weights need their row scales");
+  }
+  gemm_detail::run({m, n, k, alpha, a, lda, b, k, BFormat::kF32, true, beta, c, ldc,
+                    BQuant::kI8Rows, DType::kI8, nullptr, row_scale},
                    pool, path, name);
 }
 

@@ -58,4 +58,14 @@ void gemm_quant_weights(std::size_t m, std::size_t n, std::size_t k, float alpha
                         ThreadPool& pool = default_thread_pool(),
                         GemmPath path = default_gemm_path());
 
+// The same with B int8 codes [N,K] (row-major, contiguous) whose row j is scaled by row_scale[j]:
+// B's row j is widened to codes · row_scale[j] in f32 where gemm_f32 packs its values, so the
+// product is gemm_f32's on that f32 weight, summed in the same order. Error(kBadArgument) when
+// row_scale is null.
+void gemm_i8_row_scaled_weights(std::size_t m, std::size_t n, std::size_t k, float alpha,
+                                const float* a, std::size_t lda, const std::int8_t* b,
+                                const float* row_scale, float beta, float* c, std::size_t ldc,
+                                ThreadPool& pool = default_thread_pool(),
+                                GemmPath path = default_gemm_path());
+
 }  // namespace ferry::cpu

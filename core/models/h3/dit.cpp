@@ -54,10 +54,11 @@ struct Group {
   std::span<const Tensor> tensors;
   const GroupIndex& index;
   const GroupLoras& loras;
-  std::vector<Bnb4State> bnb4;  // what a resolved scaling points at
+  std::vector<Bnb4State> bnb4;        // what a resolved scaling points at
+  std::vector<ConvRotState> convrot;  // (int8 ConvRot weights)
 
   Group(const offload::LoadedGroup& g, const GroupIndex& ix, const GroupLoras& l)
-      : tensors(g.tensors()), index(ix), loras(l), bnb4(ix.at.size()) {}
+      : tensors(g.tensors()), index(ix), loras(l), bnb4(ix.at.size()), convrot(ix.at.size()) {}
   bool has(std::size_t t) const { return index.at[t] >= 0; }
   const std::vector<const lora::BoundTerm*>& terms(std::size_t t) const { return loras[t]; }
   const Tensor& operator[](std::size_t t) const {
@@ -65,7 +66,7 @@ struct Group {
   }
   void linear(Backend& backend, const Tensor& x, std::size_t weight, const Tensor* bias,
               const Tensor& y) {
-    const WeightScaling s = index.scaling[weight].resolve(tensors, bnb4[weight]);
+    const WeightScaling s = index.scaling[weight].resolve(tensors, bnb4[weight], convrot[weight]);
     backend.linear(x, (*this)[weight], bias, y, s);
   }
 };

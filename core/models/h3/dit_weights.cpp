@@ -114,17 +114,14 @@ const io::TensorSet::Entry& require_tensor(const io::TensorSet& set, const std::
   return *e;
 }
 
-// Linears may be float (fp8 with its scale), GGUF blocks or bitsandbytes 4-bit; the rest float.
+// Linears may be float (fp8 with its scale), GGUF blocks, bitsandbytes 4-bit or Comfy-Org's int8
+// ConvRot (its `.weight_scale` and `.comfy_quant` checked by WeightScalingSource::find); the
+// rest float.
 void check_tensor(const io::TensorSet& set, const io::TensorSet::Entry& e, const Dims& expected,
                   bool linear) {
   const DType d = e.tensor->dtype;
-  if (linear && d == DType::kI8) {
-    throw Error(ErrorCode::kUnsupported,
-                set.path().string() + ": '" + e.tensor->name +
-                    "' is int8 (Comfy-Org's int8 ConvRot DiT), which Ferry does not run yet: use "
-                    "the bf16 release, a DiffSynth NF4 file or an fp8 one");
-  }
-  const bool ok = is_float(d) || (linear && (d == DType::kBnb4 || dtype_is_blocked(d)));
+  const bool ok =
+      is_float(d) || (linear && (d == DType::kBnb4 || d == DType::kI8 || dtype_is_blocked(d)));
   if (!ok) {
     bad(set, "tensor '" + e.tensor->name + "' has dtype " + std::string(dtype_name(d)) +
                  (linear ? ", not a float or quantized type" : ", not a float type"));

@@ -18,11 +18,13 @@ struct Layer {
   const Loaded& w;
   std::array<WeightScaling, kLayerTensorCount> scaling;
   std::array<Bnb4State, kLayerTensorCount> bnb4;  // what `scaling` points at for NF4 weights
+  std::array<ConvRotState, kLayerTensorCount> convrot;  // and for int8 ConvRot weights
 
   Layer(const TextEncoderWeights& weights, std::int64_t index, const Loaded& group) : w(group) {
     for (std::size_t t = 0; t < kLayerTensorCount; ++t) {
       if (is_linear(LayerTensor(t))) {
-        scaling[t] = weights.scaling(index, LayerTensor(t)).resolve(group.tensors(), bnb4[t]);
+        scaling[t] =
+            weights.scaling(index, LayerTensor(t)).resolve(group.tensors(), bnb4[t], convrot[t]);
       }
     }
   }

@@ -42,18 +42,14 @@ const io::TensorSet::Entry& require_tensor(const io::TensorSet& set, const std::
   return *e;
 }
 
-// A Linear weight may be float (fp8 with its scale), a GGUF block type or bitsandbytes 4-bit;
-// norms are float. ComfyUI's int8 ConvRot weights are named as unsupported rather than bad.
+// A Linear weight may be float (fp8 with its scale), a GGUF block type, bitsandbytes 4-bit or
+// Comfy-Org's int8 ConvRot (its `.weight_scale` and `.comfy_quant` checked by
+// WeightScalingSource::find); norms are float.
 void check_tensor(const io::TensorSet& set, const io::TensorSet::Entry& e,
                   const std::vector<std::uint64_t>& expected, bool linear) {
   const DType d = e.tensor->dtype;
-  if (linear && d == DType::kI8) {
-    throw Error(ErrorCode::kUnsupported,
-                set.path().string() + ": '" + e.tensor->name +
-                    "' is int8 (ComfyUI's int8 ConvRot text encoder), which Ferry does not run "
-                    "yet: use the bf16 release or DiffSynth's NF4 file");
-  }
-  const bool ok = is_float(d) || (linear && (d == DType::kBnb4 || dtype_is_blocked(d)));
+  const bool ok =
+      is_float(d) || (linear && (d == DType::kBnb4 || d == DType::kI8 || dtype_is_blocked(d)));
   if (!ok) {
     bad(set, "tensor '" + e.tensor->name + "' has dtype " + std::string(dtype_name(d)) +
                  (linear ? ", not a float or quantized type" : ", not a float type"));
