@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/memory/process_memory.h"
 
 #ifdef _WIN32
 #include <windows.h>
@@ -152,10 +153,12 @@ int wmain(int argc, wchar_t** argv) {
     if (n > 1) WideCharToMultiByte(CP_UTF8, 0, argv[i], -1, arg.data(), n, nullptr, nullptr);
     args.push_back(std::move(arg));
   }
+  ferry::memory::configure_allocator();
   return guarded_run(args);
 }
 #else
 int main(int argc, char** argv) {
+  ferry::memory::configure_allocator();
   return guarded_run(std::vector<std::string>(argv + 1, argv + argc));
 }
 #endif

@@ -12,6 +12,7 @@
 
 #include "core/io/crash_report.h"
 #include "core/io/detail/os_file.h"
+#include "core/memory/process_memory.h"
 #include "gui/main_window.h"
 #include "gui/screenshot_run.h"
 
@@ -56,6 +57,7 @@ void followSystemColors(QApplication& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ferry::memory::configure_allocator();
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("Ferry"));
   QApplication::setApplicationName(QStringLiteral("Ferry"));

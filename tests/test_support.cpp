@@ -9,6 +9,8 @@
 #include <fstream>
 #include <system_error>
 
+#include "core/memory/process_memory.h"
+
 #ifdef _WIN32
 #include <windows.h>
 #else
@@ -16,6 +18,13 @@
 #endif
 
 namespace ferry::test {
+namespace {
+
+// The test binaries' allocator behaves as Ferry's programs' does (memory::configure_allocator),
+// so that memory measured after a run or a cancel is what the engine holds.
+const bool kAllocatorConfigured = (memory::configure_allocator(), true);
+
+}  // namespace
 
 ScratchDir::ScratchDir() {
   static std::atomic<int> counter{0};

@@ -1,5 +1,8 @@
 // Linux /proc readings behind process_memory.h.
 #include <atomic>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -22,8 +25,7 @@ void read_kib_fields(const char* file, const char* const (&keys)[N], std::uint64
   while (std::getline(in, line)) {
     for (std::size_t i = 0; i < N; ++i) {
       const std::size_t key_len = std::strlen(keys[i]);
-      if (line.compare(0, key_len, keys[i]) == 0 && line.size() > key_len &&
-          line[key_len] == ':') {
+      if (line.compare(0, key_len, keys[i]) == 0 && line.size() > key_len && line[key_len] == ':') {
         unsigned long long kib = 0;
         if (std::sscanf(line.c_str() + key_len + 1, "%llu", &kib) == 1) *out[i] = kib * 1024;
       }
@@ -38,8 +40,8 @@ ProcessMemory sample_process_memory() {
   std::uint64_t anon = 0;
   std::uint64_t swap = 0;
   const char* const keys[] = {"VmRSS", "VmHWM", "RssFile", "RssAnon", "VmSwap"};
-  std::uint64_t* out[] = {&m.resident_bytes, &m.peak_resident_bytes, &m.resident_file_bytes,
-                          &anon, &swap};
+  std::uint64_t* out[] = {&m.resident_bytes, &m.peak_resident_bytes, &m.resident_file_bytes, &anon,
+                          &swap};
   read_kib_fields("/proc/self/status", keys, out);
   m.commit_bytes = anon + swap;
   std::uint64_t peak = g_peak_commit.load();
@@ -63,6 +65,13 @@ bool reset_peak_resident() {
   if (f == nullptr) return false;
   const bool ok = std::fputs("5", f) >= 0;
   return std::fclose(f) == 0 && ok;
+}
+
+void configure_allocator() {
+#if defined(__GLIBC__)
+  // A fixed threshold also turns glibc's dynamic adjustment off.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
 }
 
 }  // namespace ferry::memory

@@ -68,4 +68,6 @@ bool reset_peak_resident() {
   return false;
 }
 
+void configure_allocator() {}  // the Windows heap returns large blocks (VirtualFree) itself
+
 }  // namespace ferry::memory
