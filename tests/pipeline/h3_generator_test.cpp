@@ -21,6 +21,7 @@
 #include "core/memory/process_memory.h"
 #include "core/models/h3/demo_model.h"
 #include "core/pipeline/session.h"
+#include "tests/pipeline/h3_demo_folder.h"
 #include "tests/test_support.h"
 
 namespace ferry::pipeline {
@@ -31,13 +32,7 @@ namespace fs = std::filesystem;
 constexpr std::uint64_t kGiB = 1ull << 30;
 
 const fs::path& demo_folder() {
-  static const test::ScratchDir dir;
-  static const fs::path folder = [] {
-    const fs::path f = dir / "h3-demo";
-    models::find_family("h3")->write_demo_model(f);
-    return f;
-  }();
-  return folder;
+  return test::h3_demo_folder();
 }
 
 Session cpu_session(GeneratorOptions options = {}) {

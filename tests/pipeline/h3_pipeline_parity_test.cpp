@@ -40,6 +40,7 @@
 #include "core/models/noise.h"
 #include "core/pipeline/session.h"
 #include "core/tensor/convert.h"
+#include "tests/pipeline/h3_demo_folder.h"
 #include "tests/test_support.h"
 
 namespace ferry::pipeline {
@@ -90,13 +91,7 @@ constexpr int kPixelStride = 8, kPcmStride = 3;
 constexpr const char* kPrompt = "a ferry horn over a calm fjord, gulls wheeling above the wake";
 
 const fs::path& demo_folder() {
-  static const test::ScratchDir dir;
-  static const fs::path folder = [] {
-    const fs::path f = dir / "h3-demo";
-    models::find_family("h3")->write_demo_model(f);
-    return f;
-  }();
-  return folder;
+  return test::h3_demo_folder();
 }
 
 // A tensor of F32 values from a safetensors file.
