@@ -4,7 +4,6 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGridLayout>
-#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -85,14 +84,11 @@ ModelPanel::ModelPanel(std::shared_ptr<const pipeline::Session> session, QWidget
   layout->addWidget(label_, 0, 0);
   layout->addWidget(edit_, 0, 1);
   layout->addWidget(browse_, 0, 2);
-  // The other ways to a model under the field: the settings column is narrow at 1280×720, and
-  // a path or a set's name needs the width.
-  auto* more = new QHBoxLayout;
-  more->addWidget(library_);
-  more->addWidget(demo_);
-  more->addStretch();
-  layout->addLayout(more, 1, 1, 1, 2);
-  layout->addWidget(found_, 2, 0, 1, 3);
+  layout->addWidget(library_, 0, 3);
+  // The demo beside what was found, not on a row of its own: at 1280×650 the settings column
+  // has no height to spare (gui.layout).
+  layout->addWidget(found_, 1, 0, 1, 3);
+  layout->addWidget(demo_, 1, 3, Qt::AlignTop);
   layout->setColumnStretch(1, 1);
 
   connect(browse_, &QPushButton::clicked, this, &ModelPanel::browse);
