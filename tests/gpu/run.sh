@@ -14,14 +14,15 @@
 # Stages, in order (STAGES selects; default: the first call's):
 #   first call   build, parity, quant, cuda-tests, model-tests, video-size, sanitizer, gpu_ops,
 #                dit_step
-#   second call  build, h3_dit_step, vae_decode, taehv_preview, demo  (the build is done: seconds)
+#   second call  build, h3_dit_step, vae_decode, taehv_preview, demo, h3_seed  (the build is
+#                done: seconds)
 #   on request   stream_read, overlap     (CPU-side benchmarks of this machine's disk)
 # Expected seconds on the H200 (16 cores), estimates until a run measures them: pre-flight 10 |
 # build 90 (the 7 targets from scratch; 2 cores: see README) | parity 45 | quant 15 |
 # cuda-tests 10 | model-tests 30 | video-size 40 | sanitizer 90 | gpu_ops 60 | dit_step 130 (the
 # LoRA run included) = about
 # 520 s: the last stage may be cut (rerun it alone: STAGES=build,dit_step); then
-# h3_dit_step 90 | vae_decode 130 | taehv_preview 20 | demo 15.
+# h3_dit_step 90 | vae_decode 130 | taehv_preview 20 | demo 15 | h3_seed 60.
 #
 # Environment: OUT (where the output goes; default build/gpu-out), STAGES (comma-separated names,
 # or "all" for every stage), BUDGET_S (seconds for the whole script, default 470), BUILD_MAX_S
@@ -32,7 +33,7 @@
 #
 # Files under $OUT (the device tool returns at most 8): summary.txt, preflight.txt,
 # failures.txt (the failing lines of each failed stage and its CUDA_LAUNCH_BLOCKING rerun),
-# cuda-log.txt, logs.tar.gz (every stage's whole log).
+# cuda-log.txt, logs.tar.gz (every stage's whole log), h3-seed-stats.jsonl (issue 21's seed run).
 set -uo pipefail
 
 # Helpers the stages run through `timeout` (which runs programs, not shell functions).
@@ -425,7 +426,7 @@ wanted video-size && targets+=(ferry_cuda_video_tests)
 for bench in gpu_ops dit_step h3_dit_step vae_decode taehv_preview stream_read overlap; do
   wanted "$bench" && targets+=("$bench")
 done
-wanted demo && targets+=(ferry-cli)
+{ wanted demo || wanted h3_seed; } && targets+=(ferry-cli)
 generator=Make
 command -v ninja >/dev/null && generator=Ninja
 printf '%s\n' "${cmake_args[@]}" >"$logs/cmake-args.txt"
@@ -721,6 +722,54 @@ if wanted demo; then
     row demo "$stage_status" "$stage_secs" "$figures"
   else
     missing demo
+  fi
+fi
+
+# ==== h3_seed: issue 21's seed scenario on the CUDA backend. The tiny H3 demo set, FL2VA (both
+# keyframes), 50 steps, every block streamed from disk, under laptop-8gb with the seed laptop's
+# profile (8 GiB VRAM, 24 GiB RAM). RSS and commit at step 50 must equal step 2 (0 bytes of
+# growth); each stage's RSS and VRAM peaks go in the row. Running on the CPU where a GPU is shown
+# is a failure.
+if wanted h3_seed; then
+  cli=$(bin ferry-cli)
+  if [[ -n $cli ]]; then
+    export FERRY_DATA_DIR="$build/ferry-data"
+    seed_stats="$logs/h3-seed-stats.jsonl"
+    rm -f "$seed_stats"
+    run_stage h3_seed 150 "$logs/h3_seed.txt" "$cli" demo --model h3 --preset laptop-8gb \
+      --vram-mib 8192 --ram-mib 24576 --steps 50 --image tests/data/media/start.png \
+      --end-image tests/data/media/start.png --stats "$seed_stats" --out "$build/h3-seed.mp4"
+    unset FERRY_DATA_DIR
+    judge h3_seed "$logs/h3_seed.txt" 0 "$cli" demo --model h3 --preset laptop-8gb
+    figures=$(awk -F'[:,{}]' '
+      function field(name,   i) { for (i = 1; i < NF; i++) if ($i == "\"" name "\"") return $(i + 1); return "" }
+      /"step":2,/ { rss2 = field("rss_bytes"); commit2 = field("commit_bytes") }
+      /"step":50,/ { rss50 = field("rss_bytes"); commit50 = field("commit_bytes") }
+      /"stage":/ { stage = field("stage"); gsub(/"/, "", stage)
+                   peaks = peaks sprintf(" %s %.0f/%.0f", stage, field("rss_peak_in_stage") / 1048576,
+                                         field("vram_peak_in_stage") / 1048576) }
+      END {
+        if (rss50 == "") { print "NO STEP 50"; exit }
+        printf "RSS step 2 -> 50: %+d B, commit %+d B; RSS/VRAM MiB per stage:%s",
+               rss50 - rss2, commit50 - commit2, peaks
+        if (rss50 - rss2 > 0 || commit50 - commit2 > 0) printf ", GREW"
+      }' "$seed_stats" 2>/dev/null)
+    if [[ $stage_status == ok ]]; then
+      if [[ $figures == *GREW* || $figures == *"NO STEP 50"* || -z $figures ]]; then
+        stage_status="FAILED (memory)"
+        record_failure h3_seed "$logs/h3_seed.txt" "RSS or commit grew, or no step 50: $figures"
+      elif ((gpu)) && ! grep -q '"vram_peak_in_stage":[1-9]' "$seed_stats"; then
+        stage_status="FAILED (ran on the CPU)"
+        record_failure h3_seed "$logs/h3_seed.txt" "a GPU is shown but no stage used VRAM"
+      elif ((!gpu)); then
+        stage_status="skipped (no GPU)"
+      fi
+    fi
+    cp "$seed_stats" "$out/h3-seed-stats.jsonl" 2>/dev/null
+    rm -rf "$build/ferry-data/demo-model-h3" "$build/h3-seed.mp4"
+    row h3_seed "$stage_status" "$stage_secs" "$figures"
+  else
+    missing h3_seed
   fi
 fi
 
