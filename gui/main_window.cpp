@@ -49,12 +49,12 @@
 #include "gui/advanced_box.h"
 #include "gui/clip_lookup.h"
 #include "gui/frame_player.h"
-#include "gui/h3_support.h"
 #include "gui/history.h"
 #include "gui/job_estimate.h"
 #include "gui/job_queue.h"
 #include "gui/latest_query.h"
 #include "gui/library_roots.h"
+#include "gui/model_terms.h"
 #ifdef FERRY_HAVE_NET
 #include "core/library/catalogue.h"
 #include "gui/library_panel.h"
@@ -240,16 +240,12 @@ void MainWindow::buildUi() {
   prompt_->setMaximumHeight(prompt_->fontMetrics().lineSpacing() * 6 + 12);
   auto* promptLabel = new QLabel(tr("&Prompt"));
   promptLabel->setBuddy(prompt_);
-  // H3 was trained on structured prompts with dialogue tags: the template is offered, never
-  // forced (a plain prompt works).
-  h3Template_ = new QPushButton(tr("Insert H3 template"));
-  h3Template_->setFlat(true);
-  h3Template_->setAccessibleName(tr("Insert the MiniMax-H3 prompt template"));
-  h3Template_->setToolTip(
-      tr("MiniMax-H3 was trained on structured prompts (summary, shots, dialogue in "
-         "<d>[English] …</d>, the soundscape). Inserts that structure with placeholders to "
-         "replace; a plain prompt works too."));
-  h3Template_->setVisible(false);
+  // A model trained on structured prompts (H3: dialogue tags) offers its template, never forces
+  // it (a plain prompt works); its tooltip is the model's (updateFrameMode).
+  promptTemplate_ = new QPushButton(tr("Insert template"));
+  promptTemplate_->setFlat(true);
+  promptTemplate_->setAccessibleName(tr("Insert the model's prompt template"));
+  promptTemplate_->setVisible(false);
   negative_ = new QPlainTextEdit;
   // The model's default is shown as text to edit once a model is found (typing "blurry" adds to
   // it instead of replacing it unseen); "Reset" brings it back.
@@ -272,7 +268,7 @@ void MainWindow::buildUi() {
   auto* promptRow = new QHBoxLayout;
   promptRow->addWidget(promptLabel);
   promptRow->addStretch();
-  promptRow->addWidget(h3Template_);
+  promptRow->addWidget(promptTemplate_);
   promptForm->addLayout(promptRow);
   promptForm->addWidget(prompt_, 2);
   promptForm->addLayout(negativeRow);
@@ -479,7 +475,7 @@ void MainWindow::buildUi() {
   connect(endImage_, &StartImageBox::imageChanged, this, &MainWindow::updatePlanInputs);
   connect(startImage_, &StartImageBox::imageChanged, this, &MainWindow::updateFrameMode);
   connect(endImage_, &StartImageBox::imageChanged, this, &MainWindow::updateFrameMode);
-  connect(h3Template_, &QPushButton::clicked, this, &MainWindow::insertH3Template);
+  connect(promptTemplate_, &QPushButton::clicked, this, &MainWindow::insertPromptTemplate);
   updateFrameMode();  // T2VA / text to video until a box is filled
   connect(endImage_, &StartImageBox::rejected, this, &MainWindow::showMessage);
   connect(video_, &VideoSettingsBox::videoChanged, this, &MainWindow::updatePlanInputs);
@@ -820,9 +816,14 @@ void MainWindow::onModelChanged() {
                               : LoraList::Checker());
   video_->setRules(model ? std::optional(model->rules()) : std::nullopt, !keepSettingsForModel_);
   if (model && model->rules().end_image_alone) {  // H3's I2VA from the last frame
+    const models::RequestRules rules = model->rules();
+    const auto name = [&](models::FrameMode mode) {
+      const std::string& own = rules.mode_names[static_cast<std::size_t>(mode)];
+      return own.empty() ? QString() : QStringLiteral(": ") + QString::fromStdString(own);
+    };
     endImage_->setHint(
-        tr("Optional: the frame the video ends on (alone: I2VA last frame; with a "
-           "start frame: FL2VA)."));
+        tr("Optional: the frame the video ends on (alone%1; with a start frame%2).")
+            .arg(name(models::FrameMode::kLastFrame), name(models::FrameMode::kFirstLast)));
   } else {
     endImage_->setHint(!model || model->rules().takes_end_image
                            ? tr("Optional: the frame the video ends on (needs a start image).")
@@ -832,48 +833,65 @@ void MainWindow::onModelChanged() {
   keepSettingsForModel_ = false;
   updateDraftBox();
   updateFrameMode();
-  showH3LicenseNoticeIfDue();
+  showLicenceNoticeIfDue();
   presetPanel_->setModel(model);
   updatePlanInputs();
 }
 
 void MainWindow::updateFrameMode() {
-  const bool h3 = isH3(modelPanel_->model().get());
+  const pipeline::ModelHandle& model = modelPanel_->model();
+  const models::RequestRules rules = model ? model->rules() : models::RequestRules{};
   frameMode_->setText(gui::frameModeText(
-      frameMode(!startImage_->path().isEmpty(), !endImage_->path().isEmpty()), h3));
-  h3Template_->setVisible(h3);
+      models::frame_mode(!startImage_->path().isEmpty(), !endImage_->path().isEmpty()), rules));
+  promptTemplate_->setVisible(!rules.prompt_template.empty());
+  promptTemplate_->setToolTip(
+      QString::fromStdString(rules.prompt_template_help) +
+      tr(" Inserts that structure with placeholders to replace; a plain prompt works too."));
 }
 
 QString MainWindow::frameModeText() const {
   return frameMode_->text();
 }
 
-// Once per user: H3's weights are under their own licence, and Ferry says so before using them.
+// Once per user: weights under their own licence (H3's), and Ferry says so before using them.
 // The notice does not block the window (the model panel stays usable); until it is confirmed,
 // Generate says why it is off.
-void MainWindow::showH3LicenseNoticeIfDue() {
-  if (!isH3(modelPanel_->model().get()) || h3LicenseConfirmed(*store_) || licenseNotice_) return;
-  auto* notice = new QMessageBox(QMessageBox::Information, tr("MiniMax-H3's license"),
-                                 gui::h3LicenseNotice(), QMessageBox::NoButton, this);
+void MainWindow::showLicenceNoticeIfDue() {
+  const std::optional<models::WeightsLicence> licence = unconfirmedLicence();
+  if (!licence || licenseNotice_) return;
+  auto* notice = new QMessageBox(QMessageBox::Information, licenceTitle(*licence),
+                                 licenceNotice(*licence), QMessageBox::NoButton, this);
   notice->setTextFormat(Qt::RichText);
   notice->setTextInteractionFlags(Qt::TextBrowserInteraction);
   notice->addButton(tr("I understand"), QMessageBox::AcceptRole);
   notice->addButton(tr("Not now"), QMessageBox::RejectRole);
   notice->setAttribute(Qt::WA_DeleteOnClose);
-  connect(notice, &QMessageBox::buttonClicked, this, [this, notice](QAbstractButton* button) {
-    if (notice->buttonRole(button) == QMessageBox::AcceptRole) {
-      store_->setValue(QString::fromLatin1(kH3LicenseKey), true);
-      store_->sync();
-    }
-    updateGenerateButton();
-  });
+  connect(notice, &QMessageBox::buttonClicked, this,
+          [this, notice, key = licenceSettingsKey(*licence)](QAbstractButton* button) {
+            if (notice->buttonRole(button) == QMessageBox::AcceptRole) {
+              store_->setValue(key, true);
+              store_->sync();
+            }
+            updateGenerateButton();
+          });
   licenseNotice_ = notice;
   notice->open();
   updateGenerateButton();
 }
 
-void MainWindow::insertH3Template() {
-  const QString text = h3PromptTemplate();
+// The licence of the model found, while the user has not confirmed it.
+std::optional<models::WeightsLicence> MainWindow::unconfirmedLicence() const {
+  const pipeline::ModelHandle& model = modelPanel_->model();
+  if (!model) return std::nullopt;
+  std::optional<models::WeightsLicence> licence = model->rules().weights_licence;
+  if (licence && licenceConfirmed(*store_, *licence)) return std::nullopt;
+  return licence;
+}
+
+void MainWindow::insertPromptTemplate() {
+  const pipeline::ModelHandle& model = modelPanel_->model();
+  if (!model) return;
+  const QString text = QString::fromStdString(model->rules().prompt_template);
   if (prompt_->toPlainText().trimmed().isEmpty()) {
     prompt_->setPlainText(text);
   } else {  // what was typed stays, above the structure
@@ -958,11 +976,7 @@ QString MainWindow::inputsBlockedReason() const {
   if (clipQuery_->pending()) return tr("Looking for the clip's model files…");
   if (modelPanel_->scanning()) return tr("Looking for the model…");
   if (!modelPanel_->model()) return modelPanel_->problem();
-  if (isH3(modelPanel_->model().get()) && !h3LicenseConfirmed(*store_)) {
-    return tr(
-        "MiniMax-H3's weights are under their own license: confirm the notice first (it "
-        "shows when H3 weights are chosen).");
-  }
+  if (const auto licence = unconfirmedLicence()) return licenceBlockedReason(*licence);
   if (loraList_->checking()) return tr("Checking the LoRAs…");
   if (const QString lora = loraList_->problem(); !lora.isEmpty()) return lora;
   if (presetPanel_->planning()) return tr("Planning the memory…");

@@ -151,11 +151,11 @@ class MainWindow : public QMainWindow {
   AdvancedBox* advancedBox() const { return advanced_; }
   StartImageBox* startImage() const { return startImage_; }
   StartImageBox* endImage() const { return endImage_; }
-  // MiniMax-H3 (issue 21): the mode the filled frame boxes make, the prompt template button
-  // (shown for H3), and the licence notice while it is open (null otherwise).
+  // The mode the filled frame boxes make, the prompt template button (shown when the model has
+  // one: H3), and the weights' licence notice while it is open (null otherwise).
   QString frameModeText() const;
-  QPushButton* h3TemplateButton() const { return h3Template_; }
-  QMessageBox* h3LicenseNotice() const { return licenseNotice_; }
+  QPushButton* promptTemplateButton() const { return promptTemplate_; }
+  QMessageBox* licenceNoticeBox() const { return licenseNotice_; }
   FramePlayer* player() const { return player_; }
   HistoryPanel* historyPanel() const { return historyPanel_; }
   JobQueue* jobQueue() const { return queue_; }
@@ -254,10 +254,11 @@ class MainWindow : public QMainWindow {
   GenerationJob jobFor(const GenerationSettings& settings, const QString& output,
                        std::optional<models::GenerationPlan>& plan, int& steps, QString& key);
   void updateDraftBox();
-  // H3: the mode under the frame boxes, the template button, the licence notice when due.
+  // The mode under the frame boxes, the template button, the weights' licence notice when due.
   void updateFrameMode();
-  void showH3LicenseNoticeIfDue();
-  void insertH3Template();
+  void showLicenceNoticeIfDue();
+  std::optional<models::WeightsLicence> unconfirmedLicence() const;
+  void insertPromptTemplate();
   // The next pending job, when the queue runs and nothing else does.
   void startNextJob();
   // The running queued job ended: its status, then the next one.
@@ -304,7 +305,7 @@ class MainWindow : public QMainWindow {
   StartImageBox* startImage_ = nullptr;
   StartImageBox* endImage_ = nullptr;
   QLabel* frameMode_ = nullptr;
-  QPushButton* h3Template_ = nullptr;
+  QPushButton* promptTemplate_ = nullptr;
   QPointer<QMessageBox> licenseNotice_;
   ModelPanel* modelPanel_ = nullptr;
   QWidget* libraryWindow_ = nullptr;

@@ -24,6 +24,13 @@ void check_folder_exists(const fs::path& file, const std::string& what) {
 
 }  // namespace
 
+FrameMode frame_mode(bool start_image, bool end_image) {
+  if (start_image && end_image) return FrameMode::kFirstLast;
+  if (start_image) return FrameMode::kFirstFrame;
+  if (end_image) return FrameMode::kLastFrame;
+  return FrameMode::kText;
+}
+
 bool RequestRules::size_allowed(int w, int h) const {
   const auto ok = [this](int v) {
     return v % size_multiple == 0 && v >= min_size && v <= max_size;

@@ -5,6 +5,7 @@
 // accepts.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -86,6 +87,20 @@ struct ResolvedRequest {
 };
 
 // What a model accepts and what it does by default: the engine decides, front ends ask.
+// Terms a user confirms once before the app uses a family's weights (MiniMax-H3's community
+// licence). The app shows them in a notice and stores the confirmation under `key`.
+struct WeightsLicence {
+  std::string key;           // names the confirmation in the app's settings: "h3"
+  std::string model;         // whose weights: "MiniMax-H3"
+  std::string name;          // "MiniMax H3 Community License"
+  std::string url;           // where its text is
+  std::string restrictions;  // what it restricts, completing "That license has …"
+};
+
+// The modes that follow from the frames given, in this order.
+enum class FrameMode { kText, kFirstFrame, kLastFrame, kFirstLast };
+FrameMode frame_mode(bool start_image, bool end_image);
+
 struct RequestRules {
   int size_multiple = 16;  // width and height are multiples of it ...
   int min_size = 16;       // ... within [min_size, max_size]
@@ -130,6 +145,14 @@ struct RequestRules {
   bool decodes_saved_latents = false;
   // Sizes to offer (the official ones first); each follows the rules above.
   std::vector<std::pair<int, int>> sizes;
+  // The family's own names for the modes, indexed by FrameMode (H3: T2VA, I2VA (first frame),
+  // I2VA (last frame), FL2VA); empty: the app says them in plain words.
+  std::array<std::string, 4> mode_names;
+  // A structured prompt the model was trained on, with <placeholders> to replace, that the app
+  // offers (a plain prompt still works), and a line that says what it is; empty: none.
+  std::string prompt_template;
+  std::string prompt_template_help;
+  std::optional<WeightsLicence> weights_licence;
 
   bool size_allowed(int w, int h) const;
   bool frames_allowed(int f) const;

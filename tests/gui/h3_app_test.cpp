@@ -17,9 +17,9 @@
 
 #include "core/media/audio.h"
 #include "core/media/video_writer.h"
+#include "core/models/family.h"
 #include "core/models/h3/synthetic_set.h"
 #include "gui/frame_player.h"
-#include "gui/h3_support.h"
 #include "gui/main_window.h"
 #include "gui/start_image_box.h"
 #include "tests/gui/gui_test_support.h"
@@ -105,10 +105,12 @@ class H3AppTest : public QObject {
 
  private slots:
   void the_mode_follows_from_the_filled_frame_boxes() {
-    QCOMPARE(frameMode(false, false), FrameMode::kText);
-    QCOMPARE(frameMode(true, false), FrameMode::kFirstFrame);
-    QCOMPARE(frameMode(false, true), FrameMode::kLastFrame);
-    QCOMPARE(frameMode(true, true), FrameMode::kFirstLast);
+    using ferry::models::frame_mode;
+    using ferry::models::FrameMode;
+    QCOMPARE(frame_mode(false, false), FrameMode::kText);
+    QCOMPARE(frame_mode(true, false), FrameMode::kFirstFrame);
+    QCOMPARE(frame_mode(false, true), FrameMode::kLastFrame);
+    QCOMPARE(frame_mode(true, true), FrameMode::kFirstLast);
 
     QTemporaryDir data;
     MainWindow w(options(data));
@@ -134,7 +136,7 @@ class H3AppTest : public QObject {
     wan.preset = QStringLiteral("cpu");
     w.applySettings(wan);
     QVERIFY(settle(w));
-    QCOMPARE(w.frameModeText(), frameModeText(FrameMode::kText, false));
+    QCOMPARE(w.frameModeText(), QStringLiteral("Mode: text to video"));
     QVERIFY(!w.frameModeText().contains(QLatin1String("T2VA")));
   }
 
@@ -145,18 +147,19 @@ class H3AppTest : public QObject {
       w.show();
       w.applySettings(h3Settings());
       QVERIFY(settle(w));
-      QTRY_VERIFY(w.h3LicenseNotice() != nullptr);
-      const QString text = w.h3LicenseNotice()->text();
+      QTRY_VERIFY(w.licenceNoticeBox() != nullptr);
+      const QString text = w.licenceNoticeBox()->text();
       for (const char* said : {"MiniMax H3 Community License", "territory", "use restrictions",
-                               kH3LicenseUrl, "Ferry does not ship or download these weights"}) {
+                               "https://huggingface.co/MiniMaxAI/MiniMax-H3/blob/main/LICENSE",
+                               "Ferry does not ship or download these weights"}) {
         QVERIFY2(text.contains(QLatin1String(said)), said);
       }
       // Until confirmed, Generate says why it is off.
       QVERIFY(!w.generateEnabled());
       QVERIFY2(w.generateBlockedReason().contains(QLatin1String("license")),
                qPrintable(w.generateBlockedReason()));
-      noticeButton(w.h3LicenseNotice(), QMessageBox::AcceptRole)->click();
-      QTRY_VERIFY(w.h3LicenseNotice() == nullptr);
+      noticeButton(w.licenceNoticeBox(), QMessageBox::AcceptRole)->click();
+      QTRY_VERIFY(w.licenceNoticeBox() == nullptr);
       QVERIFY2(!w.generateBlockedReason().contains(QLatin1String("license")),
                qPrintable(w.generateBlockedReason()));
       // Choosing the model again does not ask again.
@@ -168,18 +171,19 @@ class H3AppTest : public QObject {
       w.applySettings(h3Settings());
       QVERIFY(settle(w));
       QTest::qWait(50);
-      QVERIFY(w.h3LicenseNotice() == nullptr);
+      QVERIFY(w.licenceNoticeBox() == nullptr);
     }
     QSettings stored(QDir(data.path()).filePath(QStringLiteral("settings.ini")),
                      QSettings::IniFormat);
-    QVERIFY(h3LicenseConfirmed(stored));
+    // The key earlier versions stored, so that a confirmation made before is kept.
+    QVERIFY(stored.value(QStringLiteral("h3/licenseConfirmed")).toBool());
     {  // The next session remembers.
       MainWindow w(options(data));
       w.show();
       w.applySettings(h3Settings());
       QVERIFY(settle(w));
       QTest::qWait(50);
-      QVERIFY(w.h3LicenseNotice() == nullptr);
+      QVERIFY(w.licenceNoticeBox() == nullptr);
     }
     // "Not now": nothing stored, Generate stays off with the reason.
     QTemporaryDir other;
@@ -187,20 +191,16 @@ class H3AppTest : public QObject {
     w.show();
     w.applySettings(h3Settings());
     QVERIFY(settle(w));
-    QTRY_VERIFY(w.h3LicenseNotice() != nullptr);
-    noticeButton(w.h3LicenseNotice(), QMessageBox::RejectRole)->click();
-    QTRY_VERIFY(w.h3LicenseNotice() == nullptr);
+    QTRY_VERIFY(w.licenceNoticeBox() != nullptr);
+    noticeButton(w.licenceNoticeBox(), QMessageBox::RejectRole)->click();
+    QTRY_VERIFY(w.licenceNoticeBox() == nullptr);
     QVERIFY(w.generateBlockedReason().contains(QLatin1String("license")));
     QSettings notStored(QDir(other.path()).filePath(QStringLiteral("settings.ini")),
                         QSettings::IniFormat);
-    QVERIFY(!h3LicenseConfirmed(notStored));
+    QVERIFY(!notStored.value(QStringLiteral("h3/licenseConfirmed")).toBool());
   }
 
   void the_prompt_template_is_offered_for_h3_and_plain_prompts_still_work() {
-    const QString text = h3PromptTemplate();
-    QVERIFY(text.contains(QLatin1String("<d>[English]")));
-    QVERIFY(text.contains(QLatin1String("summary:")));
-    QVERIFY(text.contains(QLatin1String("overall_soundscape:")));
     QTemporaryDir data;
     MainWindow w(options(data));
     w.show();
@@ -209,23 +209,29 @@ class H3AppTest : public QObject {
     wan.preset = QStringLiteral("cpu");
     w.applySettings(wan);
     QVERIFY(settle(w));
-    QVERIFY(!w.h3TemplateButton()->isVisible());  // Wan: no template
+    QVERIFY(!w.promptTemplateButton()->isVisible());  // Wan: no template
     GenerationSettings s = h3Settings();
     w.applySettings(s);
     QVERIFY(settle(w));
-    QVERIFY(w.h3TemplateButton()->isVisible());
+    QVERIFY(w.promptTemplateButton()->isVisible());
+    QVERIFY(w.promptTemplateButton()->toolTip().contains(QLatin1String("structured prompts")));
+    const QString text = QString::fromStdString(
+        ferry::models::open_model({toPath(h3Folder())})->rules().prompt_template);
+    QVERIFY(text.contains(QLatin1String("<d>[English]")));
+    QVERIFY(text.contains(QLatin1String("summary:")));
+    QVERIFY(text.contains(QLatin1String("overall_soundscape:")));
     // A plain prompt reaches the request as typed.
     QCOMPARE(QString::fromStdString(w.settings().toRequest(QStringLiteral("/o/a.mp4")).prompt),
              s.prompt);
     // Typed text stays, the structure follows it.
-    w.h3TemplateButton()->click();
+    w.promptTemplateButton()->click();
     QVERIFY(w.settings().prompt.startsWith(s.prompt));
     QVERIFY(w.settings().prompt.endsWith(text.trimmed()) || w.settings().prompt.endsWith(text));
     // An empty prompt becomes the template.
     s.prompt.clear();
     w.applySettings(s);
     QVERIFY(settle(w));
-    w.h3TemplateButton()->click();
+    w.promptTemplateButton()->click();
     QCOMPARE(w.settings().prompt, text);
   }
 

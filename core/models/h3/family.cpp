@@ -58,6 +58,35 @@ constexpr int kMaxFrames = 17 * 20 + 5;  // 14.4 s, the longest the release show
 // The demo set's defaults (demo_model.h): the vision tower's smallest keyframe, 1 s, 8 steps.
 constexpr int kDemoSide = 256, kDemoFrames = 22, kDemoSteps = 8;
 
+// The structured prompt H3 was trained on (summary, shots, dialogue in H3's <d>[Language] …</d>
+// markup, the soundscape), with placeholders to replace; offered by the app, never required.
+constexpr std::string_view kPromptTemplate = R"(summary:
+<One sentence: who, where, and what happens.>
+
+detailed_description:
+The video is in realistic photographic style.
+[Shot 1] <The place, the light and the camera.> <The person>, <what they look like>, <what they do>. <The person> (S1) says, <d>[English] The line, word for word.</d> <What happens after the line, until the end of the video.>
+
+overall_soundscape:
+<The ambience and sound effects heard throughout.>
+
+non_diegetic_music:
+<The score, or: none.>
+)";
+
+// The weights' own licence (not Ferry's), which the app asks the user to confirm once.
+WeightsLicence weights_licence() {
+  WeightsLicence l;
+  l.key = "h3";
+  l.model = "MiniMax-H3";
+  l.name = "MiniMax H3 Community License";
+  l.url = "https://huggingface.co/MiniMaxAI/MiniMax-H3/blob/main/LICENSE";
+  l.restrictions =
+      "its own territory restrictions (where the weights may be used) and use restrictions (what "
+      "they may be used for)";
+  return l;
+}
+
 [[noreturn]] void bad_argument(const std::string& message) {
   throw Error(ErrorCode::kBadArgument, message);
 }
@@ -166,6 +195,12 @@ class H3Parts final : public ModelParts {
     r.shift = kDefaultShift;
     r.sampler = "euler";
     r.sizes = {{1344, 768}, {768, 1344}, {832, 480}, {480, 832}, {1024, 1024}};
+    r.mode_names = {"T2VA", "I2VA (first frame)", "I2VA (last frame)", "FL2VA"};
+    r.prompt_template = std::string(kPromptTemplate);
+    r.prompt_template_help =
+        "MiniMax-H3 was trained on structured prompts (summary, shots, dialogue in <d>[English] "
+        "…</d>, the soundscape).";
+    r.weights_licence = weights_licence();
     if (is_demo()) {
       // The tiny demo set's own small defaults: seconds on a CPU, the whole path included.
       r.width = r.height = kDemoSide;
