@@ -7,7 +7,8 @@
 // SentencePiece model, as the `spiece_model` tensor or as a GGUF's tokenizer.ggml keys), so the
 // set is recognised and planned exactly as the real one (`ferry-cli plan`); generating with it
 // makes a video of zeros. Image-to-video sets also get grey start images at 832×480 and
-// 1280×720 for `plan --image`. MiniMax-H3 sets (h3-nf4, h3-nf4-pruned) are DiffSynth's NF4 files
+// 1280×720 for `plan --image`. MiniMax-H3 sets are DiffSynth's NF4 files (h3-nf4, h3-nf4-pruned)
+// or Comfy-Org's int8 ConvRot ones with its fp16 / fp32 VAEs (h3-int8, h3-int8-pruned)
 // (core/models/h3/synthetic_set.h).
 #include <cstdio>
 #include <cstring>
@@ -378,17 +379,23 @@ bool write_start_image(const fs::path& path, int width, int height) {
 #endif
 }
 
-// MiniMax-H3 sets: DiffSynth's MiniMax-H3-NF4 files (minimax_h3.md §G.2), the full or the
-// pruned-AdaLN diffusion model.
+// MiniMax-H3 sets: DiffSynth's MiniMax-H3-NF4 files (minimax_h3.md §G.2) or Comfy-Org's
+// repackaged ones (§G.3: int8 ConvRot DiT and text encoder, fp16 video VAE, fp32 audio VAE), the
+// full or the pruned-AdaLN diffusion model.
 struct H3Kind {
   std::string_view name;
   bool pruned;
+  bool comfy;
   std::string_view description;
 };
 constexpr H3Kind kH3Sets[] = {
-    {"h3-nf4", false, "MiniMax-H3 FL2VA, DiffSynth's MiniMax-H3-NF4 files (full DiT)"},
-    {"h3-nf4-pruned", true,
+    {"h3-nf4", false, false, "MiniMax-H3 FL2VA, DiffSynth's MiniMax-H3-NF4 files (full DiT)"},
+    {"h3-nf4-pruned", true, false,
      "MiniMax-H3 FL2VA, DiffSynth's MiniMax-H3-NF4 files (pruned-AdaLN DiT)"},
+    {"h3-int8", false, true,
+     "MiniMax-H3 FL2VA, Comfy-Org's int8 ConvRot files (full DiT) and fp16 / fp32 VAEs"},
+    {"h3-int8-pruned", true, true,
+     "MiniMax-H3 FL2VA, Comfy-Org's int8 ConvRot files (pruned-AdaLN DiT) and fp16 / fp32 VAEs"},
 };
 
 std::string kind_names() {
@@ -414,7 +421,8 @@ int run_synth_h3_set(const H3Kind& kind, const fs::path& out, std::uint64_t bloc
     shapes.vae_blocks =
         std::min<std::int64_t>(static_cast<std::int64_t>(blocks), shapes.vae_blocks);
   }
-  std::vector<fs::path> files = models::h3::write_header_only_set(out, shapes);
+  std::vector<fs::path> files = kind.comfy ? models::h3::write_comfy_header_only_set(out, shapes)
+                                           : models::h3::write_header_only_set(out, shapes);
   // Keyframes for `plan --image / --end-image` at the two canvases the front ends use.
   for (const auto& [w, h] : {std::pair{832, 480}, std::pair{1344, 768}}) {
     const fs::path image = "start_" + std::to_string(w) + "x" + std::to_string(h) + ".png";

@@ -1,8 +1,9 @@
 // One thread block per group of g values of a row: the group's q · s is loaded into shared memory,
-// transformed there by log4(g) passes of h4 butterflies (h4 · v = Σv − 2·v[3 − i], the regular
-// Hadamard the CPU's rotate_convrot_groups applies), scaled by 1/√g and stored rounded.
+// transformed there by log4(g) passes of h4 butterflies (core/backend/convrot_butterfly.h, the
+// very butterfly the CPU's rotate_convrot_groups applies), scaled by 1/√g and stored rounded.
 #include <cmath>
 
+#include "core/backend/convrot_butterfly.h"
 #include "cuda/convert.cuh"
 #include "cuda/convrot.cuh"
 #include "cuda/launch.cuh"
@@ -30,13 +31,7 @@ __global__ void dequantize_convrot_kernel(const std::int8_t* q, const float* row
     for (std::int64_t b = threadIdx.x; b < butterflies; b += blockDim.x) {
       // Butterfly b: the four values whose index differs only in this pass's base-4 digit.
       const std::int64_t base = (b / stride) * 4 * stride + b % stride;
-      float* v = group + base;
-      const float a = v[0], c1 = v[stride], c2 = v[2 * stride], d = v[3 * stride];
-      const float sum = (a + c1) + (c2 + d);
-      v[0] = sum - 2.0f * d;
-      v[stride] = sum - 2.0f * c2;
-      v[2 * stride] = sum - 2.0f * c1;
-      v[3 * stride] = sum - 2.0f * a;
+      h4_butterfly(group + base, stride);
     }
     __syncthreads();
   }

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
+#include "core/backend/convrot_butterfly.h"
 #include "core/error.h"
 
 namespace ferry {
@@ -33,30 +35,23 @@ void check_convrot(const Shape& weight, const ConvRotState& state, std::string_v
   }
   check_convrot_group(state.group_size, weight[1], what);
   const Shape& s = state.row_scale.shape;
-  const bool per_row =
-      (s.rank() == 2 && s[0] == weight[0] && s[1] == 1) || (s.rank() == 1 && s[0] == weight[0]);
-  if (state.row_scale.dtype != DType::kF32 || !per_row) {
-    throw Error(ErrorCode::kBadModelFile,
-                std::string(what) + ": the int8 ConvRot row scales must be F32 [" +
-                    std::to_string(weight[0]) + ", 1], not " +
-                    std::string(dtype_name(state.row_scale.dtype)) + " of " +
-                    std::to_string(state.row_scale.numel()) + " values");
-  }
+  std::vector<std::int64_t> dims;
+  for (int i = 0; i < s.rank(); ++i) dims.push_back(s[i]);
+  check_convrot_row_scale(state.row_scale.dtype, dims, weight[0], what);
 }
 
-namespace {
-
-// v[0], v[stride], v[2·stride], v[3·stride] ← h4 · (those four).
-void h4_butterfly(float* v, std::int64_t stride) {
-  const float a = v[0], b = v[stride], c = v[2 * stride], d = v[3 * stride];
-  const float sum = (a + b) + (c + d);
-  v[0] = sum - 2.0f * d;
-  v[stride] = sum - 2.0f * c;
-  v[2 * stride] = sum - 2.0f * b;
-  v[3 * stride] = sum - 2.0f * a;
+void check_convrot_row_scale(DType dtype, std::span<const std::int64_t> scale, std::int64_t out,
+                             std::string_view what) {
+  const bool per_row = (scale.size() == 2 && scale[0] == out && scale[1] == 1) ||
+                       (scale.size() == 1 && scale[0] == out);
+  if (dtype == DType::kF32 && per_row) return;
+  std::string dims;
+  for (const std::int64_t d : scale) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  throw Error(ErrorCode::kBadModelFile, std::string(what) +
+                                            ": the int8 ConvRot row scales must be F32 [" +
+                                            std::to_string(out) + ", 1], not " +
+                                            std::string(dtype_name(dtype)) + " [" + dims + "]");
 }
-
-}  // namespace
 
 void rotate_convrot_groups(float* x, std::int64_t count, std::int64_t group_size) {
   const float norm = 1.0f / std::sqrt(static_cast<float>(group_size));

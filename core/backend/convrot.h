@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "core/tensor/quant.h"
@@ -18,6 +19,10 @@ bool is_power_of_4(std::int64_t value);
 // F32 [out, 1] or [out].
 void check_convrot(const Shape& weight, const ConvRotState& state, std::string_view what);
 void check_convrot_group(std::int64_t group_size, std::int64_t in, std::string_view what);
+// The row-scale part of that check, for a weight of `out` rows whose scales are `dtype` of shape
+// `scale`: run time (the tensor) and load (its header, WeightScalingSource::find) share it.
+void check_convrot_row_scale(DType dtype, std::span<const std::int64_t> scale, std::int64_t out,
+                             std::string_view what);
 
 // Multiplies every group of `group_size` consecutive values of x[count] (count a multiple of
 // group_size) by H_g in place: a fast transform of g·log4(g) butterflies of h4, whose row i is

@@ -77,16 +77,11 @@ std::int64_t convrot_group_size(const offload::WeightRef& quant, const io::Tenso
   return group->get<std::int64_t>();
 }
 
-// The row scales of an int8 weight [out, in]: F32 [out, 1] (or [out]).
+// The row scales of an int8 weight [out, in]: F32 [out, 1] (or [out]), checked from the header.
 void check_row_scale(const io::TensorInfo& scale, const io::TensorInfo& weight) {
-  const std::uint64_t out = weight.shape.empty() ? 0 : weight.shape[0];
-  const bool per_row = (scale.shape.size() == 2 && scale.shape[0] == out && scale.shape[1] == 1) ||
-                       (scale.shape.size() == 1 && scale.shape[0] == out);
-  if (scale.dtype != DType::kF32 || !per_row) {
-    throw Error(ErrorCode::kBadModelFile,
-                "'" + scale.name + "' should hold the F32 row scales [" + std::to_string(out) +
-                    ", 1] of the int8 ConvRot weight '" + weight.name + "'");
-  }
+  const std::vector<std::int64_t> dims(scale.shape.begin(), scale.shape.end());
+  const std::int64_t out = weight.shape.empty() ? 0 : static_cast<std::int64_t>(weight.shape[0]);
+  check_convrot_row_scale(scale.dtype, dims, out, "'" + scale.name + "'");
 }
 
 }  // namespace

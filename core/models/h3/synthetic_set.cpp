@@ -116,6 +116,12 @@ int dtype_rank(DType t) {
   }
 }
 
+// The safetensors library's order of two tensors in a file.
+bool in_file_order(const io::TensorSpec& x, const io::TensorSpec& y) {
+  const int rx = dtype_rank(x.dtype), ry = dtype_rank(y.dtype);
+  return rx != ry ? rx < ry : x.name < y.name;
+}
+
 SyntheticPart finish(Builder b, bool nf4) {
   SyntheticPart part;
   for (std::size_t i = 0; i < b.specs.size(); ++i) {
@@ -135,11 +141,7 @@ SyntheticPart finish(Builder b, bool nf4) {
     part.specs.push_back({state_name, DType::kU8, {json.size()}});
     part.states.emplace(state_name, std::move(json));
   }
-  std::stable_sort(part.specs.begin(), part.specs.end(),
-                   [](const io::TensorSpec& x, const io::TensorSpec& y) {
-                     const int rx = dtype_rank(x.dtype), ry = dtype_rank(y.dtype);
-                     return rx != ry ? rx < ry : x.name < y.name;
-                   });
+  std::stable_sort(part.specs.begin(), part.specs.end(), in_file_order);
   return part;
 }
 
@@ -578,11 +580,16 @@ SyntheticPart audio_vae_part(const SyntheticShapes& s, bool nf4) {
 }
 
 void write_header_only(const fs::path& path, const SyntheticPart& part) {
+  write_header_only(path, part, "DiffSynth NF4 layout", "the quant states and code books");
+}
+
+void write_header_only(const fs::path& path, const SyntheticPart& part, const std::string& layout,
+                       const std::string& kept) {
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
-      {"ferry.synthetic",
-       "header only (MiniMax-H3, DiffSynth NF4 layout): tensor data are sparse holes but the "
-       "quant states and code books, for planning; see ferry-cli synth --set"}};
+      {"ferry.synthetic", "header only (MiniMax-H3, " + layout +
+                              "): tensor data are sparse holes but " + kept +
+                              ", for planning; see ferry-cli synth --set"}};
   io::write_safetensors(
       path, part.specs, metadata,
       [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
@@ -606,6 +613,194 @@ std::vector<fs::path> write_header_only_set(const fs::path& folder, const Synthe
   write(SyntheticFiles::kTextEncoder, text_encoder_part(shapes, nf4));
   write(SyntheticFiles::kVideoVae, video_vae_part(shapes, nf4));
   write(SyntheticFiles::kAudioVae, audio_vae_part(shapes, nf4));
+  write_tokenizer(folder / "processor");
+  for (const char* f :
+       {"vocab.json", "merges.txt", "tokenizer_config.json", "preprocessor_config.json"}) {
+    files.push_back(fs::path("processor") / f);
+  }
+  return files;
+}
+
+// ---- Comfy-Org's repackaged set
+// ------------------------------------------------------------------
+
+std::string comfy_quant_json(std::int64_t group_size) {
+  return "{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": " +
+         std::to_string(group_size) + "}";
+}
+
+namespace {
+
+// A part in Comfy-Org's layout as it is built: each tensor with its dtype, and each int8 ConvRot
+// Linear weight with its group size (0 for every other tensor).
+struct ComfyBuilder {
+  std::vector<io::TensorSpec> specs;
+  std::vector<std::int64_t> groups;
+
+  void add(std::string name, DType dtype, Shape shape, std::int64_t group_size = 0) {
+    specs.push_back({std::move(name), dtype, std::move(shape)});
+    groups.push_back(group_size);
+  }
+  // A Linear: its weight [out, in] int8 ConvRot in groups of `group_size` (0: stored as `dtype`),
+  // its bias, when it has one, as `dtype`.
+  void linear_layer(const std::string& p, std::uint64_t out, std::uint64_t in, bool bias,
+                    DType dtype, std::int64_t group_size = 0) {
+    add(p + ".weight", dtype, {out, in}, group_size);
+    if (bias) add(p + ".bias", dtype, {out});
+  }
+  void norm(const std::string& p, std::uint64_t width) {
+    add(p + ".weight", DType::kBF16, {width});
+  }
+};
+
+// Each int8 Linear as its three tensors, the JSONs kept as the part's states; file order.
+SyntheticPart finish_comfy(ComfyBuilder b) {
+  SyntheticPart part;
+  for (std::size_t i = 0; i < b.specs.size(); ++i) {
+    io::TensorSpec& t = b.specs[i];
+    if (b.groups[i] == 0) {
+      part.specs.push_back(std::move(t));
+      continue;
+    }
+    const std::string base = t.name.substr(0, t.name.size() - std::strlen(".weight"));
+    std::string json = comfy_quant_json(b.groups[i]);
+    part.specs.push_back({t.name, DType::kI8, t.shape});
+    part.specs.push_back({base + ".weight_scale", DType::kF32, {t.shape[0], 1}});
+    part.specs.push_back({base + ".comfy_quant", DType::kU8, {json.size()}});
+    part.states.emplace(base + ".comfy_quant", std::move(json));
+  }
+  std::stable_sort(part.specs.begin(), part.specs.end(), in_file_order);
+  return part;
+}
+
+// A DiT block's attention and MLP: int8 in groups of `group_size`, or bf16 when it is 0 (the
+// token refiner's).
+void comfy_block_body(ComfyBuilder& b, const std::string& p, const SyntheticShapes& s,
+                      std::int64_t group_size) {
+  const std::uint64_t h = u(s.dit_hidden), inner = u(s.dit_heads * 128), f = u(s.dit_ffn);
+  b.norm(p + "norm1", h);
+  b.norm(p + "norm2", h);
+  b.linear_layer(p + "attn.qkv_proj", 3 * inner, h, false, DType::kBF16, group_size);
+  b.norm(p + "attn.q_norm", 128);
+  b.norm(p + "attn.k_norm", 128);
+  b.linear_layer(p + "attn.out_proj", h, inner, false, DType::kBF16, group_size);
+  b.linear_layer(p + "mlp.fc1", 2 * f, h, false, DType::kBF16, group_size);
+  b.linear_layer(p + "mlp.fc2", h, f, false, DType::kBF16, group_size);
+}
+
+// A DiffSynth-layout part at another dtype and with official names: every float tensor as
+// `dtype`, the `.weight` DiffSynth appends taken off the names `renamed` (§G.1).
+SyntheticPart official_names(SyntheticPart part, DType dtype,
+                             const std::function<bool(const std::string&)>& renamed) {
+  for (io::TensorSpec& t : part.specs) {
+    if (t.dtype == DType::kBF16 || t.dtype == DType::kF32) t.dtype = dtype;
+    if (renamed(t.name)) t.name.resize(t.name.size() - std::strlen(".weight"));
+  }
+  std::stable_sort(part.specs.begin(), part.specs.end(), in_file_order);
+  return part;
+}
+
+}  // namespace
+
+SyntheticPart comfy_dit_part(const SyntheticShapes& s) {
+  ComfyBuilder b;
+  const std::uint64_t h = u(s.dit_hidden), video = u(s.latents) * 4, audio = u(s.audio_latents);
+  // The pruned AdaLN's rank-8 projections are F16 in the file; the full model's int8.
+  const auto adaln = [&](const std::string& p, std::uint64_t out) {
+    if (s.pruned) {
+      b.linear_layer(p, out, 8, true, DType::kF16);
+    } else {
+      b.linear_layer(p, out, u(s.time_dim), true, DType::kBF16, kComfyAdalnGroup);
+    }
+  };
+  for (std::int64_t i = 0; i < s.dit_layers; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    comfy_block_body(b, p, s, kComfyGroup);
+    adaln(p + "adaln_proj.linear", 18 * h);
+  }
+  for (std::int64_t j = 0; j < s.refiner_layers; ++j) {
+    comfy_block_body(b, "token_refiner.blocks." + std::to_string(j) + ".", s, 0);
+  }
+  b.norm("token_refiner.final_norm", h);
+  // The release's fp32 islands stay F32 in Comfy-Org's files.
+  b.linear_layer("video_patch_proj", h, video, true, DType::kF32);
+  b.linear_layer("audio_patch_proj", h, audio, true, DType::kF32);
+  b.linear_layer("condition_proj", h, u(s.text_dim), true, DType::kBF16);
+  if (s.pruned) {
+    b.add("adaln_t_table", DType::kF32, {1025, 8});
+  } else {
+    b.linear_layer("time_embedder.proj_in", u(s.time_hidden), u(s.freq_dim), true, DType::kF32);
+    b.linear_layer("time_embedder.proj_out", u(s.time_dim), u(s.time_hidden), true, DType::kF32);
+  }
+  b.add("rope.inv_freq", DType::kF32, {16});
+  b.norm("final_layer.norm", h);
+  adaln("final_layer.adaln_proj.linear", 2 * h);
+  b.linear_layer("final_layer.video_out", video, h, true, DType::kF32);
+  b.linear_layer("final_layer.audio_out", audio, h, true, DType::kF32);
+  return finish_comfy(std::move(b));
+}
+
+SyntheticPart comfy_text_encoder_part(const SyntheticShapes& s) {
+  ComfyBuilder b;
+  const std::uint64_t d = u(s.text_dim), q = u(s.text_heads * s.head_dim),
+                      kv = u(s.text_kv_heads * s.head_dim), f = u(s.text_ffn), hd = u(s.head_dim);
+  b.add("model.embed_tokens.weight", DType::kBF16, {u(s.vocab), d});
+  for (std::int64_t l = 0; l < s.text_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const auto int8 = [&](const std::string& name, std::uint64_t out, std::uint64_t in) {
+      b.linear_layer(p + name, out, in, false, DType::kBF16, kComfyGroup);
+    };
+    b.norm(p + "input_layernorm", d);
+    int8("self_attn.q_proj", q, d);
+    int8("self_attn.k_proj", kv, d);
+    int8("self_attn.v_proj", kv, d);
+    b.norm(p + "self_attn.q_norm", hd);
+    b.norm(p + "self_attn.k_norm", hd);
+    int8("self_attn.o_proj", d, q);
+    b.norm(p + "post_attention_layernorm", d);
+    int8("mlp.gate_proj", f, d);
+    int8("mlp.up_proj", f, d);
+    int8("mlp.down_proj", d, f);
+  }
+  // The vision tower, bf16 as in DiffSynth's file, under ComfyUI's `visual.` prefix.
+  SyntheticShapes vision_only = s;
+  vision_only.text_layers = 0;
+  for (const io::TensorSpec& t : text_encoder_part(vision_only, false).specs) {
+    if (t.name.starts_with("model.visual.")) {
+      b.add(t.name.substr(std::strlen("model.")), t.dtype, t.shape);
+    }
+  }
+  return finish_comfy(std::move(b));
+}
+
+SyntheticPart comfy_video_vae_part(const SyntheticShapes& s) {
+  return official_names(video_vae_part(s, false), DType::kF16, [](const std::string& n) {
+    return n == "decoder.register_tokens.weight" ||
+           (n.starts_with("decoder.transformer_blocks.") &&
+            (n.ends_with(".scale1.weight") || n.ends_with(".scale2.weight")));
+  });
+}
+
+SyntheticPart comfy_audio_vae_part(const SyntheticShapes& s) {
+  return official_names(audio_vae_part(s, false), DType::kF32, [](const std::string& n) {
+    return n == "pre_block.attn.q_bias.weight" || n == "pre_block.attn.v_bias.weight" ||
+           n == "pre_block.attn.zero_k_bias.weight";
+  });
+}
+
+std::vector<fs::path> write_comfy_header_only_set(const fs::path& folder,
+                                                  const SyntheticShapes& shapes) {
+  std::vector<fs::path> files;
+  const auto write = [&](const char* name, const SyntheticPart& part) {
+    const fs::path path = folder / fs::path(name);
+    fs::create_directories(path.parent_path());
+    write_header_only(path, part, "Comfy-Org int8 ConvRot layout", "the comfy_quant JSONs");
+    files.push_back(fs::path(name).make_preferred());
+  };
+  write(shapes.pruned ? ComfyFiles::kDitPruned : ComfyFiles::kDit, comfy_dit_part(shapes));
+  write(ComfyFiles::kTextEncoder, comfy_text_encoder_part(shapes));
+  write(ComfyFiles::kVideoVae, comfy_video_vae_part(shapes));
+  write(ComfyFiles::kAudioVae, comfy_audio_vae_part(shapes));
   write_tokenizer(folder / "processor");
   for (const char* f :
        {"vocab.json", "merges.txt", "tokenizer_config.json", "preprocessor_config.json"}) {

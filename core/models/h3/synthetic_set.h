@@ -79,8 +79,11 @@ inline constexpr double kNestedOffset = 0.02;
 inline constexpr float kNestedAbsmax = 0.01f;
 
 // Writes one part as a header-only safetensors file: every tensor a sparse hole but the bytes
-// fill_known_bytes knows. Error(kIo).
+// fill_known_bytes knows. The metadata names the files' `layout` ("DiffSynth NF4 layout" by
+// default) and the bytes `kept` ("the quant states and code books"). Error(kIo).
 void write_header_only(const std::filesystem::path& path, const SyntheticPart& part);
+void write_header_only(const std::filesystem::path& path, const SyntheticPart& part,
+                       const std::string& layout, const std::string& kept);
 
 // Writes one part with data: fill_random for every tensor but those `hole` names (left sparse
 // holes, read as zeros; never the quant states and code books a reader reads at open).
@@ -103,5 +106,55 @@ struct SyntheticFiles {
 // for plans and inspect). Returns the files written, relative to `folder`. Error(kIo).
 std::vector<std::filesystem::path> write_header_only_set(const std::filesystem::path& folder,
                                                          const SyntheticShapes& shapes);
+
+// ---- Comfy-Org's repackaged set (Comfy-Org/MiniMax-H3; minimax_h3.md §G.3, §G.5) ----------------
+//
+// Original names without a prefix, stacked QKV; every quantised Linear `<p>` as int8 ConvRot:
+// `<p>.weight` I8 [out, in], `<p>.weight_scale` F32 [out, 1] (one scale a row despite the name),
+// `<p>.comfy_quant` U8, the bytes of its JSON (kept in SyntheticPart::states, so that
+// fill_known_bytes writes them and write_header_only leaves them no hole). Which tensors are int8,
+// and the other dtypes, follow §G.3's census of the pruned file: the 50 blocks' attention and MLP
+// Linears int8 (group 256), the token refiner, condition_proj and the norms bf16, the patch
+// projections, heads, time path, adaln_t_table and rope.inv_freq F32; the pruned AdaLN Linears
+// F16. The full (non-pruned) file also quantises the AdaLN Linears, as DiffSynth's list does (the
+// blocks' and the final layer's): 2688 input features, which 256 does not divide, so group 64
+// (kComfyAdalnGroup; UNCONFIRMED by a census, see there). The text encoder: the 50 layers' seven
+// Linears int8 (group 256), embed_tokens and the vision tower bf16, names model.embed_tokens,
+// model.layers.N.*, visual.*, no final norm, no lm_head. The VAEs: the official names, the video
+// VAE fp16, the audio VAE fp32 (the release's `decoder.mask_token` buffer, whose shape the
+// reference does not give, is left out).
+
+// Comfy's ConvRot group size (comfy-kitchen's default) and the one chosen for the full DiT's
+// AdaLN Linears: the largest power of 4 dividing their 2688 input features (2688 = 2^7 · 21), and
+// one of the sizes comfy-kitchen's kernels take (16, 64, 256).
+inline constexpr std::int64_t kComfyGroup = 256;
+inline constexpr std::int64_t kComfyAdalnGroup = 64;
+
+// A `.comfy_quant` JSON as Comfy's converter writes it (Python's json.dumps of the dict).
+std::string comfy_quant_json(std::int64_t group_size);
+
+SyntheticPart comfy_dit_part(const SyntheticShapes& s);
+SyntheticPart comfy_text_encoder_part(const SyntheticShapes& s);
+SyntheticPart comfy_video_vae_part(const SyntheticShapes& s);
+SyntheticPart comfy_audio_vae_part(const SyntheticShapes& s);
+
+// Comfy-Org's file names, in the ComfyUI folders they go to.
+struct ComfyFiles {
+  static constexpr const char* kDit = "diffusion_models/minimax_h3_fl2va_int8_convrot.safetensors";
+  static constexpr const char* kDitPruned =
+      "diffusion_models/minimax_h3_fl2va_pruned_int8_convrot.safetensors";
+  static constexpr const char* kTextEncoder =
+      "text_encoders/qwen3vl_32b_minimax_h3_int8_convrot.safetensors";
+  static constexpr const char* kVideoVae = "vae/minimax_h3_video_vae_fp16.safetensors";
+  static constexpr const char* kAudioVae = "vae/minimax_h3_audio_vae_fp32.safetensors";
+};
+
+// Writes Comfy-Org's set header-only into `folder`: the four files under ComfyUI's folders and, as
+// for write_header_only_set, a processor/ folder with the byte-level tokenizer (Comfy-Org's
+// repository has none: ComfyUI brings its own; Ferry reads the release's tokenizer/ or
+// DiffSynth's processor/ beside the files). Returns the files written, relative to `folder`.
+// Error(kIo).
+std::vector<std::filesystem::path> write_comfy_header_only_set(const std::filesystem::path& folder,
+                                                               const SyntheticShapes& shapes);
 
 }  // namespace ferry::models::h3
