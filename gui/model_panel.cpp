@@ -155,18 +155,24 @@ void ModelPanel::scan() {
   if (key == scanned_) return;
   scanned_ = key;
   model_.reset();
+  problem_ = tr("Still looking for the model.");
   if (paths.isEmpty()) {
-    query_->post([] { return std::function<void()>([] {}); });  // drops a scan still running
-    show(nullptr, {},
-         tr("No model folder chosen. Pick the folder of a Wan 2.1 or 2.2 model (diffusers "
-            "or ComfyUI files), or try the demo model."));
+    // Nothing to read, but answered through the query like every lookup: the answer supersedes a
+    // scan still running and comes once scanning() is false. Given at once beside a pending query
+    // (the one that dropped that scan), it left the window waiting for an answer that never came:
+    // its plan line said "Looking for the model…" after the panel had settled.
+    const QString none =
+        tr("No model folder chosen. Pick the folder of a Wan 2.1 or 2.2 model (diffusers "
+           "or ComfyUI files), or try the demo model.");
+    showText(QStringLiteral("⚠ ") + none, true);  // in view now, a slow scan still running
+    query_->post(
+        [this, none] { return std::function<void()>([this, none] { show(nullptr, {}, none); }); });
+    emit modelChanged();
     return;
   }
-  found_->setStyleSheet(QString());
-  found_->setText(
-      tr("Looking for the model in %1…")
-          .arg(files_.isEmpty() ? QDir::toNativeSeparators(paths.front()) : edit_->text()));
-  problem_ = tr("Still looking for the model.");
+  showText(tr("Looking for the model in %1…")
+               .arg(files_.isEmpty() ? QDir::toNativeSeparators(paths.front()) : edit_->text()),
+           false);
   // Everything that touches the drive — whether the folder exists included — runs off the GUI
   // thread.
   query_->post([this, session = session_, paths, hook = scanHook_] {
@@ -205,14 +211,17 @@ void ModelPanel::show(const pipeline::ModelHandle& model, const QStringList& lin
   model_ = model;
   problem_ = model ? QString() : problem;
   if (model_) {
-    found_->setStyleSheet(QString());
-    found_->setText(lines.join(QLatin1Char('\n')));
+    showText(lines.join(QLatin1Char('\n')), false);
   } else {
-    found_->setStyleSheet(QStringLiteral("color: #d9534f;"));
-    found_->setText(QStringLiteral("⚠ ") + problem_);
+    showText(QStringLiteral("⚠ ") + problem_, true);
   }
-  found_->setAccessibleDescription(found_->text());
   emit modelChanged();
+}
+
+void ModelPanel::showText(const QString& text, bool problem) {
+  found_->setStyleSheet(problem ? QStringLiteral("color: #d9534f;") : QString());
+  found_->setText(text);
+  found_->setAccessibleDescription(text);
 }
 
 QString ModelPanel::descriptionText() const {

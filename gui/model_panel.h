@@ -60,6 +60,8 @@ class ModelPanel : public QGroupBox {
   void browse();
   void scan();
   void show(const pipeline::ModelHandle& model, const QStringList& lines, const QString& problem);
+  // What was found (or why nothing was, in red) under the field.
+  void showText(const QString& text, bool problem);
 
   std::shared_ptr<const pipeline::Session> session_;
   LatestQuery* query_;

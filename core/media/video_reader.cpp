@@ -1,6 +1,7 @@
 #include "core/media/video_reader.h"
 
 #include <cerrno>
+#include <functional>
 #include <string>
 
 #include "core/error.h"
@@ -116,6 +117,73 @@ void append_samples(const AVFrame& frame, const std::string& name, AudioTrack& t
   }
 }
 
+// A decoder for `stream` of `v`, opened with the stream's parameters.
+CodecPtr open_decoder(const OpenVideo& v, int stream, const AVCodec* decoder) {
+  CodecPtr codec(avcodec_alloc_context3(decoder));
+  if (!codec) throw Error(ErrorCode::kOutOfMemory, "FFmpeg could not allocate a decoder");
+  int err;
+  if ((err = avcodec_parameters_to_context(codec.get(), v.input->streams[stream]->codecpar)) < 0 ||
+      (err = avcodec_open2(codec.get(), decoder, nullptr)) < 0) {
+    not_a_video(v.name, av_error_text(err));
+  }
+  return codec;
+}
+
+// Every frame of `stream`, decoded by `codec` in order (the decoder flushed at the end of the
+// file), handed to `take`.
+void decode_stream(const OpenVideo& v, int stream, AVCodecContext& codec,
+                   const std::function<void(const AVFrame&)>& take) {
+  FramePtr frame = make_frame();
+  PacketPtr packet = make_packet();
+  const auto drain = [&] {
+    while (avcodec_receive_frame(&codec, frame.get()) == 0) {
+      take(*frame);
+      av_frame_unref(frame.get());
+    }
+  };
+  while (av_read_frame(v.input.get(), packet.get()) == 0) {
+    if (packet->stream_index == stream) {
+      const int err = avcodec_send_packet(&codec, packet.get());
+      if (err < 0 && err != AVERROR(EAGAIN)) not_a_video(v.name, av_error_text(err));
+      drain();
+    }
+    av_packet_unref(packet.get());
+  }
+  avcodec_send_packet(&codec, nullptr);
+  drain();
+}
+
+// Decoded video frames to RGB, swscale's context and padded output kept from frame to frame.
+class RgbConverter {
+ public:
+  RgbImage operator()(const AVFrame& frame) {
+    RgbImage out;
+    out.width = frame.width;
+    out.height = frame.height;
+    out.rgb.resize(static_cast<std::size_t>(out.width) * out.height * 3);
+    sws_.reset(sws_getCachedContext(sws_.release(), frame.width, frame.height,
+                                    static_cast<AVPixelFormat>(frame.format), out.width, out.height,
+                                    AV_PIX_FMT_RGB24, SWS_BICUBIC | SWS_ACCURATE_RND, nullptr,
+                                    nullptr, nullptr));
+    if (!sws_) throw Error(ErrorCode::kUnsupported, "FFmpeg cannot convert the video to RGB");
+    // The stream's own matrix and range (Ferry writes limited-range BT.709).
+    const int* matrix =
+        sws_getCoefficients(frame.colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_DEFAULT);
+    sws_setColorspaceDetails(sws_.get(), matrix, frame.color_range == AVCOL_RANGE_JPEG,
+                             sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
+    if (!rgb_ || rgb_->width != out.width || rgb_->height != out.height) {
+      rgb_ = make_rgb_frame(out.width, out.height);
+    }
+    sws_scale(sws_.get(), frame.data, frame.linesize, 0, frame.height, rgb_->data, rgb_->linesize);
+    copy_out(*rgb_, out.rgb.data());
+    return out;
+  }
+
+ private:
+  SwsPtr sws_;
+  FramePtr rgb_;  // swscale's padded output, copied out per frame
+};
+
 }  // namespace
 
 AudioTrack read_audio(const std::filesystem::path& path) {
@@ -125,89 +193,26 @@ AudioTrack read_audio(const std::filesystem::path& path) {
   AudioTrack track;
   if (stream < 0) return track;
   if (decoder == nullptr) not_a_video(v.name, "no decoder for its soundtrack");
-  CodecPtr codec(avcodec_alloc_context3(decoder));
-  if (!codec) throw Error(ErrorCode::kOutOfMemory, "FFmpeg could not allocate a decoder");
-  int err;
-  if ((err = avcodec_parameters_to_context(codec.get(), v.input->streams[stream]->codecpar)) < 0 ||
-      (err = avcodec_open2(codec.get(), decoder, nullptr)) < 0) {
-    not_a_video(v.name, av_error_text(err));
-  }
+  const CodecPtr codec = open_decoder(v, stream, decoder);
   track.sample_rate = codec->sample_rate;
   track.channels = codec->ch_layout.nb_channels;
-  FramePtr frame = make_frame();
-  PacketPtr packet = make_packet();
-  const auto drain = [&] {
-    while (avcodec_receive_frame(codec.get(), frame.get()) == 0) {
-      append_samples(*frame, v.name, track);
-      av_frame_unref(frame.get());
-    }
-  };
-  while ((err = av_read_frame(v.input.get(), packet.get())) == 0) {
-    if (packet->stream_index == stream) {
-      err = avcodec_send_packet(codec.get(), packet.get());
-      if (err < 0 && err != AVERROR(EAGAIN)) not_a_video(v.name, av_error_text(err));
-      drain();
-    }
-    av_packet_unref(packet.get());
-  }
-  avcodec_send_packet(codec.get(), nullptr);
-  drain();
+  decode_stream(v, stream, *codec,
+                [&](const AVFrame& frame) { append_samples(frame, v.name, track); });
   return track;
 }
 
 std::vector<RgbImage> read_video_frames(const std::filesystem::path& path,
                                         std::int64_t max_frames) {
   OpenVideo v = open_video(path);
-  CodecPtr codec(avcodec_alloc_context3(v.decoder));
-  if (!codec) throw Error(ErrorCode::kOutOfMemory, "FFmpeg could not allocate a decoder");
-  int err;
-  if ((err = avcodec_parameters_to_context(codec.get(), v.input->streams[v.stream]->codecpar)) <
-          0 ||
-      (err = avcodec_open2(codec.get(), v.decoder, nullptr)) < 0) {
-    not_a_video(v.name, av_error_text(err));
-  }
+  const CodecPtr codec = open_decoder(v, v.stream, v.decoder);
   std::vector<RgbImage> frames;
-  FramePtr frame = make_frame();
-  PacketPtr packet = make_packet();
-  SwsPtr sws;
-  FramePtr rgb;  // swscale's padded output, copied out per frame
-  const auto drain = [&] {
-    while (avcodec_receive_frame(codec.get(), frame.get()) == 0) {
-      if (static_cast<std::int64_t>(frames.size()) >= max_frames) {
-        not_a_video(v.name, "it has more than " + std::to_string(max_frames) + " frames");
-      }
-      RgbImage& out = frames.emplace_back();
-      out.width = frame->width;
-      out.height = frame->height;
-      out.rgb.resize(static_cast<std::size_t>(out.width) * out.height * 3);
-      sws.reset(sws_getCachedContext(sws.release(), frame->width, frame->height,
-                                     static_cast<AVPixelFormat>(frame->format), out.width,
-                                     out.height, AV_PIX_FMT_RGB24, SWS_BICUBIC | SWS_ACCURATE_RND,
-                                     nullptr, nullptr, nullptr));
-      if (!sws) throw Error(ErrorCode::kUnsupported, "FFmpeg cannot convert the video to RGB");
-      // The stream's own matrix and range (Ferry writes limited-range BT.709).
-      const int* matrix = sws_getCoefficients(
-          frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_DEFAULT);
-      sws_setColorspaceDetails(sws.get(), matrix, frame->color_range == AVCOL_RANGE_JPEG,
-                               sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
-      if (!rgb || rgb->width != out.width || rgb->height != out.height) {
-        rgb = make_rgb_frame(out.width, out.height);
-      }
-      sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, rgb->data,
-                rgb->linesize);
-      copy_out(*rgb, out.rgb.data());
+  RgbConverter to_rgb;
+  decode_stream(v, v.stream, *codec, [&](const AVFrame& frame) {
+    if (static_cast<std::int64_t>(frames.size()) >= max_frames) {
+      not_a_video(v.name, "it has more than " + std::to_string(max_frames) + " frames");
     }
-  };
-  while ((err = av_read_frame(v.input.get(), packet.get())) == 0) {
-    if (packet->stream_index == v.stream) {
-      err = avcodec_send_packet(codec.get(), packet.get());
-      if (err < 0 && err != AVERROR(EAGAIN)) not_a_video(v.name, av_error_text(err));
-      drain();
-    }
-    av_packet_unref(packet.get());
-  }
-  avcodec_send_packet(codec.get(), nullptr);
-  drain();
+    frames.push_back(to_rgb(frame));
+  });
   return frames;
 }
 

@@ -16,10 +16,12 @@
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QSemaphore>
 #include <QSignalSpy>
 #include <QStatusBar>
 #include <QToolButton>
 #include <QtTest/QtTest>
+#include <atomic>
 
 #include "core/media/video_reader.h"
 #include "gui/advanced_box.h"
@@ -237,6 +239,44 @@ class MainWindowTest : public QObject {
     QVERIFY(!w.generateEnabled());
     QVERIFY(!w.modelPanel()->problem().isEmpty());
     QVERIFY(w.modelPanel()->descriptionText().contains(w.modelPanel()->problem()));
+  }
+
+  // The plan line says what the last model lookup found once the window has settled, whatever
+  // order the lookups and the plan answered in. A slow drive: the demo folder's scan is held on
+  // the lookup thread while no folder is chosen and its plan refused; then the scan returns (its
+  // answer superseded). The line once kept "⚠ Looking for the model…": the answer "no folder"
+  // came before the lookup that superseded the scan had finished, and nothing came after it.
+  void the_plan_line_follows_the_last_model_lookup_however_they_finish() {
+    QSemaphore drive;  // before the window: its lookup thread may wait on it until it closes
+    std::atomic<bool> reading{false};
+    QTemporaryDir data;
+    MainWindow w(options(data, cpuMachine()));
+    w.show();
+    QVERIFY(settle(w));
+    QLabel* planLine = nullptr;
+    for (QLabel* l : w.findChildren<QLabel*>()) {
+      if (l->accessibleName() == QLatin1String("Memory prediction")) planLine = l;
+    }
+    QVERIFY(planLine != nullptr);
+    w.modelPanel()->setScanHook([&] {
+      reading = true;
+      drive.tryAcquire(1, 20000);  // held until released below (never forever)
+    });
+    w.modelPanel()->setFolder(demoFolder());
+    QTRY_VERIFY(reading);  // the scan is on the drive: the next lookup cannot skip it
+    w.modelPanel()->setFolder(QString());
+    QTRY_VERIFY(!w.presetPanel()->planning());  // the plan for no model answered first
+    QVERIFY(w.modelPanel()->scanning());
+    drive.release(8);
+    QVERIFY(settle(w));
+    QVERIFY(!w.modelPanel()->model());
+    QVERIFY2(w.modelPanel()->problem().startsWith(QLatin1String("No model folder chosen")),
+             qPrintable(w.modelPanel()->problem()));
+    QCOMPARE(w.generateBlockedReason(), w.modelPanel()->problem());
+    QVERIFY2(!planLine->text().contains(QLatin1String("Looking for the model")),
+             qPrintable(planLine->text()));
+    // Said once, by the model panel (main_window.cpp updateGenerateButton).
+    QVERIFY2(planLine->text().isEmpty(), qPrintable(planLine->text()));
   }
 
   void a_text_file_as_start_image_is_refused_with_a_message() {

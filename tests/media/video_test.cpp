@@ -93,6 +93,24 @@ TEST(MediaVideo, DecodedFramesAreCloseToWhatWasWritten) {
   }
 }
 
+// The guard against huge files: a video of more frames than the reader may return is refused,
+// naming the limit; one of exactly that many is read whole.
+TEST(MediaVideo, ReadingMoreFramesThanTheLimitIsABadArgument) {
+  test::ScratchDir dir;
+  write_clip(dir / "clip.mp4", 5);
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+  try {
+    read_video_frames(dir / "clip.mp4", 3);
+  } catch (const Error& e) {
+    code = e.code();
+    message = e.what();
+  }
+  EXPECT_EQ(code, ErrorCode::kBadArgument);
+  EXPECT_NE(message.find("more than 3 frames"), std::string::npos) << message;
+  EXPECT_EQ(read_video_frames(dir / "clip.mp4", 5).size(), 5u);
+}
+
 // Replays: the same frames give the same file, byte for byte, however often they are written in
 // one process. x264 on its AVX-512 paths did not (VideoWriter caps them): at 96x64 with 9 frames,
 // 33 writes in 40 differed from the first, so 8 writes show it with near certainty; 5 frames

@@ -87,11 +87,10 @@ class H3AudioVae : public test::ModelTest {
     test::OwnedTensor in(backend(), DType::kF32, Shape{n, weights.latent_channels(), a},
                          latents.data());
     test::OwnedTensor out(backend(), DType::kF32, Shape{n, decoder.samples(a)});
-    const std::size_t bytes = AudioVaeDecoder::decode_arena_bytes(weights, a);
-    auto block = backend().allocate(bytes);
-    memory::Arena arena(block->data(), bytes, backend().device());
-    decoder.decode(in.tensor, arena, out.tensor);
-    if (peak != nullptr) *peak = arena.peak();
+    const std::size_t used = test::arena_peak(
+        backend(), AudioVaeDecoder::decode_arena_bytes(weights, a),
+        [&](memory::Arena& arena) { decoder.decode(in.tensor, arena, out.tensor); });
+    if (peak != nullptr) *peak = used;
     std::vector<float> pcm(static_cast<std::size_t>(out.tensor.numel()));
     backend().download(out.tensor, pcm.data());
     return pcm;
@@ -159,12 +158,14 @@ TEST_F(H3AudioVae, the_soundtrack_is_the_decode_interleaved_at_the_configured_ra
   test::OwnedTensor in(backend(), DType::kF32, Shape{2, weights.latent_channels(), 7},
                        latents.data());
   const std::size_t bytes = AudioVaeDecoder::soundtrack_arena_bytes(weights, 2, 7);
-  auto block = backend().allocate(bytes);
-  memory::Arena arena(block->data(), bytes, backend().device());
-  const media::AudioTrack track =
-      AudioVaeDecoder(backend(), weights).decode_soundtrack(in.tensor, arena);
-  EXPECT_EQ(arena.peak(), bytes);
-  EXPECT_EQ(arena.used(), 0u);
+  media::AudioTrack track;
+  EXPECT_EQ(test::arena_peak(
+                backend(), bytes,
+                [&](memory::Arena& arena) {
+                  track = AudioVaeDecoder(backend(), weights).decode_soundtrack(in.tensor, arena);
+                  EXPECT_EQ(arena.used(), 0u);
+                }),
+            bytes);
   EXPECT_EQ(track.sample_rate, 32000);
   ASSERT_EQ(track.channels, 2);
   const std::size_t n = planar.size() / 2;

@@ -1,7 +1,8 @@
 // MiniMax-H3's model sets (core/models/h3/model_set.h, family.cpp): the parts recognised by their
 // names and shapes in DiffSynth's NF4 files, Comfy-Org's names and the release's diffusers root,
 // Ref2VA refused, missing and mismatched parts named; Wan and H3 never take each other's files;
-// the plan lists every stage, and a header-only set is refused a run.
+// the plan lists every stage, and a header-only set is refused a run; a run reads its prompt with
+// the tokenizer the plans read.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/models/family.h"
 #include "core/models/h3/bpe_tokenizer.h"
+#include "core/models/h3/demo_model.h"
 #include "core/models/h3/model_set.h"
 #include "core/models/h3/presentation.h"
 #include "core/models/h3/synthetic_set.h"
@@ -21,8 +23,10 @@
 #include "core/models/h3/text_encoder_weights.h"
 #include "core/models/wan/demo_model.h"
 #include "core/models/wan/model_set.h"
+#include "core/offload/cancel.h"
 #include "core/offload/planner.h"
 #include "core/offload/preset.h"
+#include "core/offload/telemetry.h"
 #include "tests/test_support.h"
 
 namespace ferry::models::h3 {
@@ -400,6 +404,89 @@ TEST(H3ModelSet, the_synthetic_tokenizer_loads_with_h3s_ids) {
   EXPECT_EQ(tokenizer.token_id("<d>"), 151669);
   EXPECT_EQ(tokenizer.token_id("<|caption_end|>"), 151675);
   EXPECT_EQ(tokenizer.encode("ab").size(), 2u);
+}
+
+// The demo set's T2VA request at its small defaults, resolved and planned for the CPU.
+struct DemoRun {
+  offload::MachineInfo machine{false, 0, 0, 16ull << 30, 12ull << 30};
+  offload::Preset cpu = offload::find_preset(offload::builtin_presets(), "cpu", machine);
+  ResolvedRequest request;
+  GenerationPlan plan;
+
+  DemoRun(const ModelParts& parts, const std::string& prompt) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.steps = 2;
+    request = parts.resolve(r, std::nullopt);
+    plan = parts.plan(request, cpu, machine, false);
+  }
+
+  // The run's text stage: the conditioning's rows.
+  std::uint64_t encode_text(ModelParts& parts) {
+    const std::unique_ptr<FamilyRun> run = parts.start(request, plan, {});
+    ferry::cpu::CpuBackend backend;
+    offload::CancelToken cancel;
+    offload::Telemetry telemetry({}, {}, nullptr);
+    std::uint64_t rows = 0;
+    RunContext context{backend,
+                       cpu,
+                       machine,
+                       cancel,
+                       telemetry,
+                       {},
+                       false,
+                       {},
+                       {},
+                       {},
+                       {},
+                       {},
+                       [&](const TensorBytes& t) { rows = t.shape.at(0); },
+                       {},
+                       {},
+                       {}};
+    run->run_stage(StageKind::kText, context);
+    return rows;
+  }
+};
+
+// The tokenizer is read once, for the plans, and the run encodes its prompt with that one: with
+// the tokenizer's folder gone after the plan, the text stage still reads the prompt as planned.
+TEST(H3ModelSet, a_run_reads_its_prompt_with_the_tokenizer_the_plans_read) {
+  const test::ScratchDir dir;
+  write_h3_demo_model(dir.path());
+  const std::string prompt = "a ferry horn over a calm fjord";
+  const std::size_t length =
+      present_text(BpeTokenizer::from_folder(dir / "processor"), prompt).length();
+  const auto parts = open_model({dir.path()});
+  DemoRun demo(*parts, prompt);
+  fs::remove_all(dir / "processor");
+  ASSERT_FALSE(fs::exists(dir / "processor"));
+  EXPECT_EQ(demo.encode_text(*parts), length);
+}
+
+// A tokenizer that cannot be read: the set still plans (for the least text), and a run that would
+// encode a prompt is refused at its start with the reader's own error, before any work; a run that
+// decodes saved latents needs none.
+TEST(H3ModelSet, an_unreadable_tokenizer_refuses_a_prompt_run_at_its_start) {
+  const test::ScratchDir dir;
+  write_h3_demo_model(dir.path());
+  test::write_file(dir / "processor" / "tokenizer.json", std::string_view("{ not json"));
+  const ErrorCode reader_code =
+      test::error_code_of([&] { BpeTokenizer::from_folder(dir / "processor"); });
+  const std::string reader_message =
+      error_of([&] { BpeTokenizer::from_folder(dir / "processor"); });
+  ASSERT_NE(reader_message, "(no error)");
+  const auto parts = open_model({dir.path()});
+  DemoRun demo(*parts, "a ferry");
+  EXPECT_NE(demo.plan.stages.front().detail.find("512 tokens"), std::string::npos)
+      << demo.plan.stages.front().detail;
+  EXPECT_EQ(test::error_code_of([&] { parts->start(demo.request, demo.plan, {}); }), reader_code);
+  EXPECT_EQ(error_of([&] { parts->start(demo.request, demo.plan, {}); }), reader_message);
+
+  ResolvedRequest decode = demo.request;
+  decode.request.latents = dir / "saved.safetensors";
+  const std::unique_ptr<FamilyRun> run = parts->start(decode, demo.plan, {});
+  EXPECT_EQ(run->stages(), std::vector<StageKind>{StageKind::kDecode});
 }
 
 // Cuts the model file short once the encoder has acquired `at` layers (from the caller's thread,

@@ -113,22 +113,21 @@ Decoded decode(const Model& m, const std::vector<float>& latent,
   const offload::ModelLayout layout = decoder_layout(m.weights, h, w, options.tiles);
   Decoded out;
   out.arena_bytes = layout.activation_bytes;
-  const auto activations = backend.allocate(static_cast<std::size_t>(out.arena_bytes));
-  memory::Arena arena(activations->data(), static_cast<std::size_t>(out.arena_bytes),
-                      backend.device());
   offload::StreamerOptions so;
   so.passes = static_cast<std::size_t>(decode_passes(m.weights.config(), t, h, w, options.tiles));
   offload::WeightStreamer streamer(backend, layout, test::tiny_slot_plan(layout, blocks), so);
-  decode_video(backend, m.weights, streamer, arena, latent, t, h, w, options,
-               [&](std::int64_t first, const Shape& s, std::span<const float> pixels) {
-                 EXPECT_EQ(s[0], 3);
-                 out.frames.firsts.push_back(first);
-                 out.frames.counts.push_back(s[1]);
-                 out.frames.height = s[2];
-                 out.frames.width = s[3];
-                 out.frames.chunks.emplace_back(pixels.begin(), pixels.end());
-               });
-  out.arena_peak = arena.peak();
+  out.arena_peak = test::arena_peak(
+      backend, static_cast<std::size_t>(out.arena_bytes), [&](memory::Arena& arena) {
+        decode_video(backend, m.weights, streamer, arena, latent, t, h, w, options,
+                     [&](std::int64_t first, const Shape& s, std::span<const float> pixels) {
+                       EXPECT_EQ(s[0], 3);
+                       out.frames.firsts.push_back(first);
+                       out.frames.counts.push_back(s[1]);
+                       out.frames.height = s[2];
+                       out.frames.width = s[3];
+                       out.frames.chunks.emplace_back(pixels.begin(), pixels.end());
+                     });
+      });
   return out;
 }
 
@@ -506,26 +505,26 @@ TEST_F(H3VideoVae, DISABLED_OneTileChunkAtTheReleaseWidthsTakesItsEstimatedArena
   EXPECT_EQ(layout.activation_bytes,
             decoder_arena_bytes(w.config(), w.fused_qkv(), 7 * tile * tile));
   Backend& backend = test::model_backend();
-  const auto memory = backend.allocate(static_cast<std::size_t>(layout.activation_bytes));
-  memory::Arena arena(memory->data(), static_cast<std::size_t>(layout.activation_bytes),
-                      backend.device());
   offload::StreamerOptions so;
   so.passes = 1;
   offload::WeightStreamer streamer(backend, layout,
                                    test::tiny_slot_plan(layout, Placement::kDevice), so);
   std::vector<float> latent(static_cast<std::size_t>(24 * 7 * tile * tile));
   for (std::size_t i = 0; i < latent.size(); ++i) latent[i] = std::sin(0.37f * i);
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<float> rows =
-      decode_tile_chunk(backend, w, streamer, arena, {latent, 7, tile, tile});
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<float> rows;
+  double seconds = 0;
+  const std::size_t peak = test::arena_peak(
+      backend, static_cast<std::size_t>(layout.activation_bytes), [&](memory::Arena& arena) {
+        const auto start = std::chrono::steady_clock::now();
+        rows = decode_tile_chunk(backend, w, streamer, arena, {latent, 7, tile, tile});
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      });
   EXPECT_EQ(rows.size(), static_cast<std::size_t>(7 * tile * tile * 3072));
-  EXPECT_EQ(arena.peak(), layout.activation_bytes) << "the estimate is the measured peak";
+  EXPECT_EQ(peak, layout.activation_bytes) << "the estimate is the measured peak";
   std::printf(
       "[ measured ] one 1797-token tile-chunk, 1 block at 2048 wide (%s): arena %.1f MiB "
       "measured = %.1f MiB estimated, %.2f s\n",
-      backend.name().c_str(), static_cast<double>(arena.peak()) / (1 << 20),
+      backend.name().c_str(), static_cast<double>(peak) / (1 << 20),
       static_cast<double>(layout.activation_bytes) / (1 << 20), seconds);
 }
 

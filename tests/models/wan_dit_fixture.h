@@ -162,8 +162,6 @@ inline RunResult run(const io::TensorSet& set, const Reference& r, const std::ve
   out.estimate = dit_activation_bytes(model.config(), tokens, chunk_tokens,
                                       static_cast<std::int64_t>(contexts.size()), distinct,
                                       WanDit::lora_scratch_rank(bound.terms()));
-  auto arena_memory = backend.allocate(out.estimate);
-  memory::Arena arena(arena_memory->data(), out.estimate, backend.device());
 
   const Owned latent(backend, DType::kF32, r.x_shape, r.x.data());
   std::vector<Owned> ctx;
@@ -179,16 +177,17 @@ inline RunResult run(const io::TensorSet& set, const Reference& r, const std::ve
     ctx_t.push_back(ctx[i].tensor);
     vel_t.push_back(vel[i].tensor);
   }
-  for (int p = 0; p < passes; ++p) {
-    model.forward(streamer, arena, latent.tensor, t, ctx_t, vel_t, chunk_tokens);
-  }
+  out.peak = test::arena_peak(backend, out.estimate, [&](memory::Arena& arena) {
+    for (int p = 0; p < passes; ++p) {
+      model.forward(streamer, arena, latent.tensor, t, ctx_t, vel_t, chunk_tokens);
+    }
+    EXPECT_EQ(arena.used(), 0u) << "the forward gives back everything it took";
+  });
   for (const Tensor& v : vel_t) {
     std::vector<float> host(static_cast<std::size_t>(v.numel()));
     backend.download(v, host.data());
     out.velocities.push_back(std::move(host));
   }
-  out.peak = arena.peak();
-  EXPECT_EQ(arena.used(), 0u) << "the forward gives back everything it took";
   return out;
 }
 

@@ -303,28 +303,33 @@ TEST_F(WanVae, bf16_arena_estimates_equal_the_measured_peaks_and_undercut_fp32) 
               wan::WanVae::decode_cache_bytes(f.weights(), h, w))
         << kind.name;
     std::vector<float> pixels(pixel_count(f.weights(), z.shape));
-    {
-      memory::Arena arena = f.arena(2 * decode);
-      f.vae().decode(latent, arena, pixels);
-      EXPECT_EQ(arena.peak(), decode) << kind.name;
-    }
+    EXPECT_EQ(
+        test::arena_peak(f.backend(), 2 * decode,
+                         [&](memory::Arena& arena) { f.vae().decode(latent, arena, pixels); }),
+        decode)
+        << kind.name;
     const VaeTiling tiling{2, 1};
     const std::size_t tiled = tiled_decode_arena_bytes(f.weights(), tiling, t, h, w, kBf16);
     EXPECT_LT(tiled, tiled_decode_arena_bytes(f.weights(), tiling, t, h, w)) << kind.name;
-    {
-      memory::Arena arena = f.arena(2 * tiled);
-      decode_tiled(f.vae(), f.backend(), latent, arena, tiling, pixels);
-      EXPECT_EQ(arena.peak(), tiled) << kind.name;
-    }
+    EXPECT_EQ(test::arena_peak(f.backend(), 2 * tiled,
+                               [&](memory::Arena& arena) {
+                                 decode_tiled(f.vae(), f.backend(), latent, arena, tiling, pixels);
+                               }),
+              tiled)
+        << kind.name;
     for (VaeTileCaches caches : {VaeTileCaches::kHost, VaeTileCaches::kDevice}) {
       const std::size_t chunks =
           tiled_chunks_decode_arena_bytes(f.weights(), tiling, h, w, caches, kBf16);
       EXPECT_LT(chunks, tiled_chunks_decode_arena_bytes(f.weights(), tiling, h, w, caches))
           << kind.name;
-      memory::Arena arena = f.arena(2 * chunks);
-      decode_tiled_chunks(f.vae(), latent, arena, tiling, caches,
-                          [](std::int64_t, const Shape&, std::span<const float>) {});
-      EXPECT_EQ(arena.peak(), chunks) << kind.name;
+      EXPECT_EQ(test::arena_peak(f.backend(), 2 * chunks,
+                                 [&](memory::Arena& arena) {
+                                   decode_tiled_chunks(
+                                       f.vae(), latent, arena, tiling, caches,
+                                       [](std::int64_t, const Shape&, std::span<const float>) {});
+                                 }),
+                chunks)
+          << kind.name;
     }
 
     const VaeConfig& cfg = f.weights().config();
@@ -342,18 +347,20 @@ TEST_F(WanVae, bf16_arena_estimates_equal_the_measured_peaks_and_undercut_fp32) 
         wan::WanVae::encode_arena_bytes(f.weights(), frames, height, width, kBf16);
     EXPECT_LT(encode, wan::WanVae::encode_arena_bytes(f.weights(), frames, height, width))
         << kind.name;
-    {
-      memory::Arena arena = f.arena(2 * encode);
-      f.vae().encode(pixels_in, arena, latent_out);
-      EXPECT_EQ(arena.peak(), encode) << kind.name;
-    }
+    EXPECT_EQ(test::arena_peak(
+                  f.backend(), 2 * encode,
+                  [&](memory::Arena& arena) { f.vae().encode(pixels_in, arena, latent_out); }),
+              encode)
+        << kind.name;
     const std::size_t tiled_encode =
         tiled_encode_arena_bytes(f.weights(), tiling, frames, height, width, kBf16);
-    {
-      memory::Arena arena = f.arena(2 * tiled_encode);
-      encode_tiled(f.vae(), f.backend(), pixels_in, arena, tiling, latent_out);
-      EXPECT_EQ(arena.peak(), tiled_encode) << kind.name;
-    }
+    EXPECT_EQ(test::arena_peak(f.backend(), 2 * tiled_encode,
+                               [&](memory::Arena& arena) {
+                                 encode_tiled(f.vae(), f.backend(), pixels_in, arena, tiling,
+                                              latent_out);
+                               }),
+              tiled_encode)
+        << kind.name;
   }
 }
 
@@ -470,17 +477,24 @@ TEST_F(WanVae, decode_arena_estimate_equals_the_measured_peak) {
       const HostArray z = random_latent(f.weights(), t, 3, 5, 7);
       const Tensor latent = f.upload(z);
       const std::size_t estimate = wan::WanVae::decode_arena_bytes(f.weights(), 3, 5);
-      memory::Arena arena = f.arena(2 * estimate);
       std::vector<float> pixels(pixel_count(f.weights(), z.shape));
-      f.vae().decode(latent, arena, pixels);
-      EXPECT_EQ(arena.peak(), estimate) << kind.name << " t=" << t;
-      EXPECT_EQ(arena.used(), 0u);
+      EXPECT_EQ(test::arena_peak(f.backend(), 2 * estimate,
+                                 [&](memory::Arena& arena) {
+                                   f.vae().decode(latent, arena, pixels);
+                                   EXPECT_EQ(arena.used(), 0u);
+                                 }),
+                estimate)
+          << kind.name << " t=" << t;
 
       const VaeTiling tiling{2, 1};
       const std::size_t tiled = tiled_decode_arena_bytes(f.weights(), tiling, t, 3, 5);
-      memory::Arena tiled_arena = f.arena(2 * tiled);
-      decode_tiled(f.vae(), f.backend(), latent, tiled_arena, tiling, pixels);
-      EXPECT_EQ(tiled_arena.peak(), tiled) << kind.name << " t=" << t;
+      EXPECT_EQ(test::arena_peak(f.backend(), 2 * tiled,
+                                 [&](memory::Arena& arena) {
+                                   decode_tiled(f.vae(), f.backend(), latent, arena, tiling,
+                                                pixels);
+                                 }),
+                tiled)
+          << kind.name << " t=" << t;
       EXPECT_LT(tiled, estimate);
     }
   }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -391,7 +392,7 @@ class H3Parts final : public ModelParts {
   std::unique_ptr<FamilyRun> start(const ResolvedRequest& request, const GenerationPlan& plan,
                                    FrameImages images) const override {
     refuse_header_only();
-    return start_run(set_, opened_, request, plan, std::move(images));
+    return start_run(set_, opened_, tokenizer_for_run(request), request, plan, std::move(images));
   }
 
  private:
@@ -428,7 +429,8 @@ class H3Parts final : public ModelParts {
     return std::max(least, static_cast<std::int64_t>(p.length()));
   }
 
-  // The set's tokenizer, read once (plans are made each time a setting changes in the app).
+  // The set's tokenizer, read once for the plans (made each time a setting changes in the app)
+  // and the runs; null when it cannot be read (tokenizer_error_ says why).
   std::shared_ptr<const BpeTokenizer> cached_tokenizer() const {
     const std::lock_guard lock(tokenizer_mutex_);
     if (!tokenizer_read_) {
@@ -436,11 +438,20 @@ class H3Parts final : public ModelParts {
       try {
         tokenizer_ =
             std::make_shared<const BpeTokenizer>(BpeTokenizer::from_folder(set_.tokenizer));
-      } catch (const Error&) {
-        tokenizer_ = nullptr;
+      } catch (const Error& e) {
+        tokenizer_error_ = e;
       }
     }
     return tokenizer_;
+  }
+
+  // The cached tokenizer for a run that encodes a prompt, or the error that kept it from being
+  // read, before any work; none for a run that decodes saved latents.
+  std::shared_ptr<const BpeTokenizer> tokenizer_for_run(const ResolvedRequest& request) const {
+    if (!request.request.latents.empty()) return nullptr;
+    std::shared_ptr<const BpeTokenizer> tokenizer = cached_tokenizer();
+    if (!tokenizer) throw *tokenizer_error_;
+    return tokenizer;
   }
 
   OpenedParts opened_;  // before set_: find_model_set fills it
@@ -448,6 +459,7 @@ class H3Parts final : public ModelParts {
   mutable std::mutex tokenizer_mutex_;
   mutable bool tokenizer_read_ = false;
   mutable std::shared_ptr<const BpeTokenizer> tokenizer_;
+  mutable std::optional<Error> tokenizer_error_;
 };
 
 class H3Family final : public ModelFamily {

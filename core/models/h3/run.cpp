@@ -106,9 +106,15 @@ std::vector<std::uint8_t> planar(const media::RgbImage& image) {
 
 class H3Run final : public FamilyRun {
  public:
-  H3Run(const ModelSet& set, const OpenedParts& opened, const ResolvedRequest& r,
+  H3Run(const ModelSet& set, const OpenedParts& opened,
+        std::shared_ptr<const BpeTokenizer> tokenizer, const ResolvedRequest& r,
         const GenerationPlan& plan, FrameImages images)
-      : set_(set), opened_(opened), r_(r), plan_(plan), images_(std::move(images)) {
+      : set_(set),
+        opened_(opened),
+        tokenizer_(std::move(tokenizer)),
+        r_(r),
+        plan_(plan),
+        images_(std::move(images)) {
     geometry_.latent_frames = r.latent_frames;
     geometry_.latent_height = r.latent_height;
     geometry_.latent_width = r.latent_width;
@@ -160,7 +166,8 @@ class H3Run final : public FamilyRun {
   // The conditioner: the presentation of the prompt (with a vision block per keyframe), the
   // tower over the keyframes, then the language model; both streamed under their stage plans.
   void encode_text(RunContext& ctx) {
-    const BpeTokenizer tokenizer = BpeTokenizer::from_folder(set_.tokenizer);
+    if (!tokenizer_) throw Error(ErrorCode::kInternal, "the run was given no tokenizer");
+    const BpeTokenizer& tokenizer = *tokenizer_;
     keyframes_ = fitted_keyframes();
     std::vector<VisionPatches> patches;
     std::vector<std::size_t> vision_tokens;
@@ -394,6 +401,7 @@ class H3Run final : public FamilyRun {
 
   const ModelSet& set_;
   const OpenedParts& opened_;
+  const std::shared_ptr<const BpeTokenizer> tokenizer_;
   const ResolvedRequest r_;
   const GenerationPlan& plan_;
   const FrameImages images_;
@@ -469,9 +477,11 @@ std::vector<TensorLayout> h3_latent_layout(const ResolvedRequest& r, std::int64_
 }
 
 std::unique_ptr<FamilyRun> start_run(const ModelSet& set, const OpenedParts& opened,
+                                     std::shared_ptr<const BpeTokenizer> tokenizer,
                                      const ResolvedRequest& request, const GenerationPlan& plan,
                                      FrameImages images) {
-  return std::make_unique<H3Run>(set, opened, request, plan, std::move(images));
+  return std::make_unique<H3Run>(set, opened, std::move(tokenizer), request, plan,
+                                 std::move(images));
 }
 
 }  // namespace ferry::models::h3

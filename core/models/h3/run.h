@@ -18,6 +18,7 @@
 
 #include "core/memory/arena.h"
 #include "core/models/family.h"
+#include "core/models/h3/bpe_tokenizer.h"
 #include "core/models/h3/dit_sequence.h"
 #include "core/models/h3/dit_weights.h"
 #include "core/models/h3/model_set.h"
@@ -74,8 +75,11 @@ void denoise_packed(Backend& backend, const dit::DitWeights& weights, offload::W
                     const std::atomic<bool>* cancel, const DenoiseLoopHooks& hooks = {},
                     std::span<const lora::BoundTerm> loras = {});
 
-// The run of `request` on `set` (its parts opened in `opened`, both outliving the run).
+// The run of `request` on `set` (its parts opened in `opened`, both outliving the run), its prompt
+// read by `tokenizer`: the set's, as its plans read it (null only for a run that decodes saved
+// latents, which has no text stage).
 std::unique_ptr<FamilyRun> start_run(const ModelSet& set, const OpenedParts& opened,
+                                     std::shared_ptr<const BpeTokenizer> tokenizer,
                                      const ResolvedRequest& request, const GenerationPlan& plan,
                                      FrameImages images);
 
