@@ -120,14 +120,16 @@ std::vector<float> fixture(const std::string& file, const std::string& name) {
   return floats(test::data_path("h3_pipeline/" + file), name);
 }
 
-// The script's keyframe k (make_h3_pipeline_reference.py keyframe()): channel c at (y, x) =
-// (x·(c + 1 + k) + y·(3 − c + 2k) + ((x ^ y) & 31)·(k + 1) + 40c) mod 256.
+// The script's keyframe k (make_h3_pipeline_reference.py keyframe()): a ramp across the frame
+// (the first keyframe left to right, the last bottom to top) under a fine texture: channel c at
+// (y, x) = ((k ? 255 − y : x)·(c + 1) / 2 + ((x ^ y) & 15)·(k + 1) + 40c) mod 256.
 media::RgbImage keyframe(int k) {
   media::RgbImage image{kSize, kSize, std::vector<std::uint8_t>(kSize * kSize * 3)};
   for (int y = 0; y < kSize; ++y) {
     for (int x = 0; x < kSize; ++x) {
+      const int ramp = k != 0 ? 255 - y : x;
       for (int c = 0; c < 3; ++c) {
-        const int v = x * (c + 1 + k) + y * (3 - c + 2 * k) + ((x ^ y) & 31) * (k + 1) + 40 * c;
+        const int v = ramp * (c + 1) / 2 + ((x ^ y) & 15) * (k + 1) + 40 * c;
         image.rgb[static_cast<std::size_t>((y * kSize + x) * 3 + c)] =
             static_cast<std::uint8_t>(v % 256);
       }
@@ -310,6 +312,84 @@ void expect_matches(const std::string& name, const Output& o) {
   EXPECT_LE(rms.max, pcm_floors.rms_bound()) << name;
 }
 
+// ---- What the bounds catch ----
+//
+// <case>.catch holds, for each mistake the script's --catch run moves the reference by more than
+// the bound (kCaught), the reference's output under that mistake in the measure it moves most,
+// named "<measure>:<mistake>", in a thinned view (catch_view): Ferry's output must lie beyond the
+// bound from each — a Ferry that made the mistake would land within it.
+constexpr std::size_t kCatchThin = 4;  // make_h3_pipeline_reference.py CATCH_THIN
+
+// Every kCatchThin-th element of each of `rows` rows of `width` after the first of each group of
+// kCatchThin rows: the script's [::4] over the leading axis (video channels, pixel rows).
+std::vector<float> every_thin_row(const std::vector<float>& v, std::size_t width) {
+  std::vector<float> out;
+  for (std::size_t row = 0; row * width < v.size(); row += kCatchThin) {
+    out.insert(out.end(), v.begin() + static_cast<std::ptrdiff_t>(row * width),
+               v.begin() + static_cast<std::ptrdiff_t>((row + 1) * width));
+  }
+  return out;
+}
+
+// make_h3_pipeline_reference.py catch_view: the text states and the audio latent whole, every
+// 4th video latent channel, every 4th row of the kept pixels, every 4th kept sample per channel.
+std::vector<float> catch_view(const std::string& measure, const Output& o) {
+  if (measure == "text") return o.text;
+  if (measure == "audio") return o.audio;
+  if (measure == "video") return every_thin_row(o.video, o.video.size() / 24);
+  if (measure == "pixels") return every_thin_row(kept_pixels(o.pixels), kSize / kPixelStride);
+  if (measure == "pcm") {
+    const std::vector<float> samples = kept_sound(o.soundtrack).samples;
+    const std::size_t per_channel = samples.size() / 2;
+    std::vector<float> out;
+    for (std::size_t ch = 0; ch < 2; ++ch) {
+      for (std::size_t i = 0; i < per_channel; i += kCatchThin) {
+        out.push_back(samples[ch * per_channel + i]);
+      }
+    }
+    return out;
+  }
+  ADD_FAILURE() << "unknown measure " << measure;
+  return {};
+}
+
+Floors measure_floors(const std::string& name, const std::string& measure) {
+  if (measure == "text") return floors_at(fixture(name + ".text.safetensors", "floor"), 0, 2);
+  const std::vector<float> floor = fixture(name + ".decoded.safetensors", "floor");
+  const std::size_t at = measure == "video"    ? 0
+                         : measure == "audio"  ? 2
+                         : measure == "pixels" ? 4
+                                               : 6;
+  return floors_at(floor, at, 8);
+}
+
+void expect_away_from_mistakes(const std::string& name, const Output& o,
+                               const std::vector<std::string>& caught) {
+  const fs::path path = test::data_path("h3_pipeline/" + name + ".catch.safetensors");
+  const io::TensorFile file = io::TensorFile::open(path);
+  std::vector<std::string> found;
+  for (const io::TensorInfo& info : file.tensors()) {
+    const std::size_t colon = info.name.find(':');
+    ASSERT_NE(colon, std::string::npos) << info.name;
+    const std::string measure = info.name.substr(0, colon), mistake = info.name.substr(colon + 1);
+    found.push_back(mistake);
+    const std::vector<float> ours = catch_view(measure, o);
+    const std::vector<float> theirs = floats(path, info.name);
+    ASSERT_EQ(ours.size(), theirs.size()) << name << " " << info.name;
+    const Difference d = difference(ours, theirs);
+    const Floors f = measure_floors(name, measure);
+    std::printf("[ measured ] %s away from '%s' (%s): max %.3g rms %.3g (bounds %.3g / %.3g)\n",
+                name.c_str(), mistake.c_str(), measure.c_str(), d.max, d.rms, f.max_bound(),
+                f.rms_bound());
+    EXPECT_TRUE(d.max > f.max_bound() || d.rms > f.rms_bound())
+        << name << ": Ferry's output is within the bounds of the reference's under " << mistake;
+  }
+  for (const std::string& mistake : caught) {
+    EXPECT_NE(std::find(found.begin(), found.end(), mistake), found.end())
+        << name << ": the fixture no longer catches " << mistake;
+  }
+}
+
 // The script's keyframe noise is Ferry's stream: 16 samples of seed 7 around the augmentation
 // stream's start (offset 2^41 − 8) equal normal_noise's.
 TEST(H3PipelineParity, PhiloxStreamIsTheScripts) {
@@ -332,12 +412,20 @@ TEST(H3PipelineParity, KeyframesAtTheCanvasSizeAreKeptAsTheyAre) {
 
 TEST(H3PipelineParity, TextToVideoWithSoundMatchesDiffusers) {
   test::ScratchDir dir;
-  expect_matches("t2va", generate("t2va", false, dir.path()));
+  const Output o = generate("t2va", false, dir.path());
+  expect_matches("t2va", o);
+  expect_away_from_mistakes("t2va", o,
+                            {"video shift 6", "audio shift 12", "audio noise rows time-major",
+                             "another prompt, same length", "stereo channels swapped"});
 }
 
 TEST(H3PipelineParity, FirstLastFrameToVideoWithSoundMatchesDiffusers) {
   test::ScratchDir dir;
-  expect_matches("fl2va", generate("fl2va", true, dir.path()));
+  const Output o = generate("fl2va", true, dir.path());
+  expect_matches("fl2va", o);
+  expect_away_from_mistakes("fl2va", o,
+                            {"keyframes swapped", "posterior mean (no sample)", "video shift 6",
+                             "stereo channels swapped"});
 }
 
 }  // namespace
