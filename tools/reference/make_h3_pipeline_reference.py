@@ -6,7 +6,8 @@ on Ferry's tiny H3 demo set, for tests/pipeline/h3_pipeline_parity_test.cpp (iss
     /work/main/tools/reference/.venv/bin/python tools/reference/make_h3_pipeline_reference.py \
         /tmp/h3/Ferry/demo-model-h3
 
-(the demo set is fixed data, core/models/h3/demo_model.cpp; format version 1). Its four files are
+(the demo set is fixed data, core/models/h3/demo_model.cpp; format version 2: its DiT and video VAE
+at layers of gain about 1, so the outputs depend on the conditioning and the schedule). Its four files are
 loaded into diffusers' and transformers' classes: the DiT (DiffSynth's NF4 file, interleaved QKV)
 into MiniMaxH3Transformer3DModel, bf16 with the fp32 islands as diffusers keeps them; the conditioner
 (50 NF4 decoder layers and the bf16 vision tower) into Qwen3VLForConditionalGeneration, bf16, with a
@@ -69,11 +70,18 @@ Files (each < 200 KB):
                               [-1, 1] as the audio VAE leaves it, cut to the video's length:
                               N = 22 / 24 s x 32 kHz = 29333), pcm_rms [2] (all N samples);
                               floor [16]
+  <case>.catch.safetensors    the mistakes the bounds catch (CATCH_VARIANTS: another shift, the
+                              keyframes swapped, the stereo channels swapped, ...: the reference
+                              run again with one thing changed): for each that moves a measure by
+                              more than its bound (FLOOR_FACTOR x the larger floor), that run's
+                              output in the measure it moves most, "<measure>:<mistake>", in
+                              catch_view's thinned view (F32); metadata moved_over_bound: every
+                              mistake's measure and moved / bound (printed too)
   philox.safetensors          check: 16 samples of seed 7 from offset (2 << 40) - 8 (F32)
-Cases: t2va (the prompt alone), fl2va (first and last keyframe). With --catch it writes nothing and
-prints how far the reference moves under mistakes Ferry could make (another shift, the keyframes
-swapped, no augmentation noise, ...), what the test's bounds do and do not catch. One thread, deterministic
-algorithms. About 3 minutes on a busy 2-core machine.
+Cases: t2va (the prompt alone), fl2va (first and last keyframe); --case=NAME runs one (two
+processes can share the work). With --catch it writes nothing and prints the floors, a sanity line
+(finite, the pixels' 8-bit histogram, the soundtrack's clipping) and the catch table. One thread,
+deterministic algorithms. About 3 minutes a case on a busy 2-core machine.
 """
 
 import copy
