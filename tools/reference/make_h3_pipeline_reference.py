@@ -6,8 +6,9 @@ on Ferry's tiny H3 demo set, for tests/pipeline/h3_pipeline_parity_test.cpp (iss
     /work/main/tools/reference/.venv/bin/python tools/reference/make_h3_pipeline_reference.py \
         /tmp/h3/Ferry/demo-model-h3
 
-(the demo set is fixed data, core/models/h3/demo_model.cpp; format version 2: its DiT and video VAE
-at layers of gain about 1, so the outputs depend on the conditioning and the schedule). Its four files are
+(the demo set is fixed data, core/models/h3/demo_model.cpp; format version 2: its DiT and video
+VAE at layers of gain about 1, so the outputs depend on the conditioning and the schedule). Its
+four files are
 loaded into diffusers' and transformers' classes: the DiT (DiffSynth's NF4 file, interleaved QKV)
 into MiniMaxH3Transformer3DModel, bf16 with the fp32 islands as diffusers keeps them; the conditioner
 (50 NF4 decoder layers and the bf16 vision tower) into Qwen3VLForConditionalGeneration, bf16, with a
@@ -183,7 +184,8 @@ def keyframe(k):
     ramp = (255 - y) if k else x
     out = np.empty((HEIGHT, WIDTH, 3), np.uint8)
     for c in range(3):
-        out[..., c] = ((ramp * (c + 1) // 2 + ((x ^ y) & 15) * (k + 1) + 40 * c) % 256).astype(np.uint8)
+        value = ramp * (c + 1) // 2 + ((x ^ y) & 15) * (k + 1) + 40 * c
+        out[..., c] = (value % 256).astype(np.uint8)
     return out
 
 
@@ -539,7 +541,8 @@ def catch(folder, models, f32, exact, cases):
 
 
 def sanity(case, ref):
-    """The demo's output is a clip: finite, not saturated (the 8-bit histogram), sound not silent."""
+    """Whether the demo's output is a clip: finite, the pixels' 8-bit histogram (saturated?), the
+    soundtrack's level and clipping."""
     pixels = ref["pixels"]
     finite = all(bool(torch.isfinite(ref[k]).all()) for k in MEASURES)
     levels = (pixels * 255).round().clamp(0, 255).to(torch.int64).flatten()
