@@ -55,6 +55,7 @@ namespace {
 // positions) moved the outputs by half the bound; chosen by measurement (make_h3_pipeline_
 // reference.py --catch: 1 → 0.5 x the bound, 2.5 → 12 x, 4 → 6 x, its floors growing faster).
 constexpr double kAttentionSharpness = 2.5;
+
 class SharpFill {
  public:
   explicit SharpFill(const SyntheticPart& part) : part_(part) {
