@@ -6,7 +6,9 @@ on Ferry's tiny H3 demo set, for tests/pipeline/h3_pipeline_parity_test.cpp (iss
     /work/main/tools/reference/.venv/bin/python tools/reference/make_h3_pipeline_reference.py \
         /tmp/h3/Ferry/demo-model-h3
 
-(the demo set is fixed data, core/models/h3/demo_model.cpp; format version 1). Its four files are
+(the demo set is fixed data, core/models/h3/demo_model.cpp; format version 2: its DiT and video
+VAE at layers of gain about 1, so the outputs depend on the conditioning and the schedule). Its
+four files are
 loaded into diffusers' and transformers' classes: the DiT (DiffSynth's NF4 file, interleaved QKV)
 into MiniMaxH3Transformer3DModel, bf16 with the fp32 islands as diffusers keeps them; the conditioner
 (50 NF4 decoder layers and the bf16 vision tower) into Qwen3VLForConditionalGeneration, bf16, with a
@@ -69,11 +71,18 @@ Files (each < 200 KB):
                               [-1, 1] as the audio VAE leaves it, cut to the video's length:
                               N = 22 / 24 s x 32 kHz = 29333), pcm_rms [2] (all N samples);
                               floor [16]
+  <case>.catch.safetensors    the mistakes the bounds catch (CATCH_VARIANTS: another shift, the
+                              keyframes swapped, the stereo channels swapped, ...: the reference
+                              run again with one thing changed): for each that moves a measure by
+                              more than its bound (FLOOR_FACTOR x the larger floor), that run's
+                              output in the measure it moves most, "<measure>:<mistake>", in
+                              catch_view's thinned view (F32); metadata moved_over_bound: every
+                              mistake's measure and moved / bound (printed too)
   philox.safetensors          check: 16 samples of seed 7 from offset (2 << 40) - 8 (F32)
-Cases: t2va (the prompt alone), fl2va (first and last keyframe). With --catch it writes nothing and
-prints how far the reference moves under mistakes Ferry could make (another shift, the keyframes
-swapped, no augmentation noise, ...), what the test's bounds do and do not catch. One thread, deterministic
-algorithms. About 3 minutes on a busy 2-core machine.
+Cases: t2va (the prompt alone), fl2va (first and last keyframe); --case=NAME runs one (two
+processes can share the work). With --catch it writes nothing and prints the floors, a sanity line
+(finite, the pixels' 8-bit histogram, the soundtrack's clipping) and the catch table. One thread,
+deterministic algorithms. About 3 minutes a case on a busy 2-core machine.
 """
 
 import copy
@@ -126,6 +135,8 @@ KEPT_FRAMES = (0, 7, 14, 21)
 PIXEL_STRIDE = 8
 PCM_STRIDE = 3
 CASES = {"t2va": 0, "fl2va": 1}
+FLOOR_FACTOR = 2         # the test's kFloorFactor: bounds are twice the larger floor
+CATCH_THIN = 4           # <case>.catch keeps every 4th channel / row / sample (catch_view)
 
 DIT = "minimax-h3-fl2va-nf4.safetensors"
 TEXT = "minimax-h3-text-encoder-nf4.safetensors"
@@ -164,13 +175,17 @@ def philox_normals(seed, offset, count):
 # ---- the keyframes: integer patterns the C++ test draws too ----
 
 def keyframe(k):
-    """[H, W, 3] u8: channel c at (y, x) = (x * (c + 1 + k) + y * (3 - c + 2 k) + ((x ^ y) & 31)
-    * (k + 1) + 40 c) mod 256."""
+    """[H, W, 3] u8: a ramp across the frame (the first keyframe left to right, the last bottom to
+    top) under a fine texture: channel c at (y, x) = ((k ? 255 - y : x) (c + 1) / 2 + ((x ^ y) & 15)
+    (k + 1) + 40 c) mod 256. The video VAE's encoder normalises every channel over the frame, so
+    only what differs across the frame tells two keyframes apart: two textures of the same
+    statistics would encode alike, and the keyframes swapped would go unseen."""
     y, x = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.int64)
+    ramp = (255 - y) if k else x
     out = np.empty((HEIGHT, WIDTH, 3), np.uint8)
     for c in range(3):
-        out[..., c] = ((x * (c + 1 + k) + y * (3 - c + 2 * k) + ((x ^ y) & 31) * (k + 1) + 40 * c)
-                       % 256).astype(np.uint8)
+        value = ramp * (c + 1) // 2 + ((x ^ y) & 15) * (k + 1) + 40 * c
+        out[..., c] = (value % 256).astype(np.uint8)
     return out
 
 
@@ -436,36 +451,108 @@ def case_noise(index):
     return noise_video, noise_audio, audio_latents
 
 
-def catch(folder, models):
-    """--catch: how far the reference moves under mistakes Ferry could make (what the bounds,
-    twice the floors, catch); writes nothing."""
-    variants = {
-        "t2va": {"video shift 6": dict(shift=6.0), "audio shift 12": dict(audio_shift=12.0),
-                 "audio noise rows time-major": dict(audio_rows_time_major=True),
-                 "another prompt": dict(prompt="a ferry horn over a calm fjord")},
-        "fl2va": {"keyframes swapped": dict(swap_keyframes=True),
-                  "no augmentation noise": dict(augment_scale=0.0),
-                  "posterior mean (no sample)": dict(posterior_scale=0.0),
-                  "video shift 6": dict(shift=6.0)},
-    }
-    for case, index in CASES.items():
-        noise = case_noise(index)
+CATCH_VARIANTS = {
+    "t2va": {"video shift 6": dict(shift=6.0), "audio shift 12": dict(audio_shift=12.0),
+             "audio noise rows time-major": dict(audio_rows_time_major=True),
+             "another prompt": dict(prompt="a ferry horn over a calm fjord"),
+             "another prompt, same length": dict(prompt=PROMPT.replace("wake", "lake")),
+             "stereo channels swapped": dict(swap_stereo=True)},
+    "fl2va": {"keyframes swapped": dict(swap_keyframes=True),
+              "no augmentation noise": dict(augment_scale=0.0),
+              "posterior mean (no sample)": dict(posterior_scale=0.0),
+              "video shift 6": dict(shift=6.0),
+              "stereo channels swapped": dict(swap_stereo=True)},
+}
+MEASURES = ("text", "video", "audio", "pixels", "pcm")
+
+
+def kept_pixels(pixels):
+    """[3, F, H, W] -> the test's [4, 3, 32, 32]: frames KEPT_FRAMES, every PIXEL_STRIDE-th."""
+    return pixels[:, list(KEPT_FRAMES), ::PIXEL_STRIDE, ::PIXEL_STRIDE].permute(1, 0, 2, 3)
+
+
+def catch_view(run, key):
+    """A measure as <case>.catch keeps it (the C++ test's catch_view): the text states and audio
+    latent whole, every CATCH_THIN-th channel of the video latent, every CATCH_THIN-th row of the
+    kept pixels, every CATCH_THIN-th kept sample of each soundtrack channel."""
+    if key == "video":
+        return run["video"][::CATCH_THIN]
+    if key == "pixels":
+        return kept_pixels(run["pixels"])[:, :, ::CATCH_THIN]
+    if key == "pcm":
+        return run["pcm"][:, ::PCM_STRIDE][:, ::CATCH_THIN]
+    return run[key]
+
+
+def run_variant(folder, models, case, noise, v):
+    ns = pipeline_namespace(folder, models)
+    ns.scheduler = MiniMaxH3Scheduler(shift=v.get("shift", 12.0))
+    ns.audio_scheduler = MiniMaxH3Scheduler(shift=v.get("audio_shift", 3.0))
+    video, audio, latents = noise
+    if v.get("audio_rows_time_major"):  # rows (j, s) read as (s, j)
+        audio = audio.reshape(latents, 2, -1).permute(1, 0, 2).reshape(2 * latents, -1)
+    out = run_blocks(ns, case, video, audio, latents, variant=v)
+    if v.get("swap_stereo"):
+        out["pcm"] = out["pcm"].flip(0)
+    return out
+
+
+def measure_floors(ref, low, ferry_like):
+    """Per measure, the larger of floors (a) and (b): [max, rms]."""
+    return {k: [max(x, y) for x, y in zip(difference(low[k], ref[k]),
+                                          difference(ferry_like[k], ref[k]))] for k in MEASURES}
+
+
+def catch_variants(folder, models, case, noise, ref, floors):
+    """Runs each of the case's mistakes. Per variant and measure: how far it moves the catch view
+    over the test's bounds (FLOOR_FACTOR x the larger floor; the larger of the max and rms
+    ratios, infinite where the shapes differ: the test asserts them). Returns {variant: (measure,
+    ratio, its catch view)} for the measure that moves most."""
+    caught = {}
+    for name, v in CATCH_VARIANTS[case].items():
+        out = run_variant(folder, models, case, noise, v)
+        ratios = {}
+        for key in MEASURES:
+            if out[key].shape != ref[key].shape:
+                ratios[key] = float("inf")
+                continue
+            moved = difference(catch_view(out, key), catch_view(ref, key))
+            ratios[key] = max(moved[i] / (FLOOR_FACTOR * floors[key][i]) for i in (0, 1))
+        best = max(ratios, key=ratios.get)
+        caught[name] = (best, ratios[best], catch_view(out, best))
+        print(f"catch {case} {name}: moved / bound " +
+              ", ".join(f"{k} {r:.3g}" for k, r in ratios.items()) + f"; best {best}")
+    return caught
+
+
+def catch(folder, models, f32, exact, cases):
+    """--catch: how far the reference moves under mistakes Ferry could make, against the test's
+    bounds (FLOOR_FACTOR x the floors); writes nothing."""
+    for case in cases:
+        noise = case_noise(CASES[case])
         ref = run_blocks(pipeline_namespace(folder, models), case, *noise)
-        for name, v in variants[case].items():
-            ns = pipeline_namespace(folder, models)
-            ns.scheduler = MiniMaxH3Scheduler(shift=v.get("shift", 12.0))
-            ns.audio_scheduler = MiniMaxH3Scheduler(shift=v.get("audio_shift", 3.0))
-            video, audio, latents = noise
-            if v.get("audio_rows_time_major"):  # rows (j, s) read as (s, j)
-                audio = audio.reshape(latents, 2, -1).permute(1, 0, 2).reshape(2 * latents, -1)
-            out = run_blocks(ns, case, video, audio, latents, variant=v)
-            text = (difference(out["text"], ref["text"]) if out["text"].shape == ref["text"].shape
-                    else "another length")
-            d = [round(x, 5) for key in ("video", "audio", "pixels", "pcm")
-                 for x in difference(out[key], ref[key])]
-            print(f"{case} {name}: text {text}; video, audio latents, pixels, pcm (max, rms) {d}")
-        swapped = difference(ref["pcm"].flip(0), ref["pcm"])
-        print(f"{case} stereo channels swapped: pcm (max, rms) {swapped}")
+        sanity(case, ref)
+        low = run_blocks(pipeline_namespace(folder, f32), case, *noise)
+        ferry_like = run_blocks(pipeline_namespace(folder, exact), case, *noise)
+        floors = measure_floors(ref, low, ferry_like)
+        print(f"floors {case}: " + ", ".join(f"{k} {floors[k][0]:.3g}/{floors[k][1]:.3g}"
+                                            for k in MEASURES))
+        catch_variants(folder, models, case, noise, ref, floors)
+
+
+def sanity(case, ref):
+    """Whether the demo's output is a clip: finite, the pixels' 8-bit histogram (saturated?), the
+    soundtrack's level and clipping."""
+    pixels = ref["pixels"]
+    finite = all(bool(torch.isfinite(ref[k]).all()) for k in MEASURES)
+    levels = (pixels * 255).round().clamp(0, 255).to(torch.int64).flatten()
+    hist = torch.bincount(levels, minlength=256).double() / levels.numel()
+    deciles = [round(float(hist[i * 26:(i + 1) * 26].sum()), 3) for i in range(10)]
+    print(f"sanity {case}: finite {finite}; |latent| max {ref['video'].abs().max():.3g} rms "
+          f"{ref['video'].pow(2).mean().sqrt():.3g}; pixels mean {pixels.mean():.3f} std "
+          f"{pixels.std():.3f}, at 0 {float(hist[0]):.3f}, at 255 {float(hist[255]):.3f}, "
+          f"tenths {deciles}; pcm rms {ref['pcm'].pow(2).mean().sqrt():.3g}, at +-1 "
+          f"{float((ref['pcm'].abs() >= 0.999).double().mean()):.3f}")
 
 
 def difference(a, b):
@@ -474,7 +561,8 @@ def difference(a, b):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--catch"]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    cases = [a[len("--case="):] for a in sys.argv[1:] if a.startswith("--case=")] or list(CASES)
     if len(args) != 1:
         sys.exit(__doc__.split("\n\n")[1])
     folder = args[0]
@@ -492,10 +580,11 @@ def main():
                  text_encoder=load_text_encoder(folder, exact=True),
                  vae=load_video_vae(folder, exact=True), audio_vae=audio_vae)
     if "--catch" in sys.argv:
-        return catch(folder, bf16)
+        return catch(folder, bf16, f32, exact, cases)
     save_numpy({"check": philox_normals(SEED, (2 << 40) - 8, 16)},
                os.path.join(OUT, "philox.safetensors"))
-    for case, index in CASES.items():
+    for case in cases:
+        index = CASES[case]
         ns = pipeline_namespace(folder, bf16)
         noise_video, noise_audio, audio_latents = case_noise(index)
         ref = run_blocks(ns, case, noise_video, noise_audio, audio_latents)
@@ -519,6 +608,16 @@ def main():
               f"{ref['pcm'].pow(2).mean().sqrt():.3g}; floors (f32 arithmetic) "
               f"{np.round(floor[:8], 5).tolist()}, (and unrounded NF4) "
               f"{np.round(floor[8:], 5).tolist()}")
+        sanity(case, ref)
+        caught = catch_variants(folder, bf16, case, (noise_video, noise_audio, audio_latents), ref,
+                                measure_floors(ref, low, ferry_like))
+        # What the test holds Ferry away from: each caught mistake's output, in the measure that
+        # moves most (a mistake caught only by a shape the test asserts has nothing to keep).
+        kept = {f"{key}:{name}": view.contiguous().float().numpy()
+                for name, (key, ratio, view) in caught.items() if np.isfinite(ratio) and ratio > 1}
+        save_numpy(kept, os.path.join(OUT, f"{case}.catch.safetensors"),
+                   metadata={"moved_over_bound": json.dumps(
+                       {name: [key, round(ratio, 3)] for name, (key, ratio, _) in caught.items()})})
         save_numpy({"video": noise_video.numpy(), "audio": noise_audio.numpy()},
                    os.path.join(OUT, f"{case}.noise.safetensors"))
         save_numpy({"video": ref["video"].contiguous().numpy(),
