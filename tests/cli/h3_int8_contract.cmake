@@ -3,30 +3,8 @@
 # folder, and `plan` streams the DiT's int8 bytes. The bytes each group must hold are computed here
 # from the model's shapes (§B.1, §C.1), not read from an output.
 # Inputs: CLI (the executable), EMULATOR (wine for the mingw lane, or empty), WORK (scratch).
+include("${CMAKE_CURRENT_LIST_DIR}/cli_contract.cmake")
 file(REMOVE_RECURSE "${WORK}")
-
-function(ferry_cli expected_code)
-  execute_process(COMMAND ${EMULATOR} "${CLI}" ${ARGN}
-    RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT code STREQUAL "${expected_code}")
-    message(FATAL_ERROR "ferry-cli ${ARGN}: exit ${code}, expected ${expected_code}\nstdout:\n${out}\nstderr:\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
-
-function(expect_in haystack needle)
-  string(FIND "${haystack}" "${needle}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "expected '${needle}' in:\n${haystack}")
-  endif()
-endfunction()
-
-function(expect_equal what got expected)
-  if(NOT "${got}" STREQUAL "${expected}")
-    message(FATAL_ERROR "${what}: ${got}, expected ${expected}")
-  endif()
-endfunction()
 
 # ---- The bytes of Comfy-Org's layout, from the shapes ------------------------------------------
 # The DiT (§C.1): hidden 5376, 56 heads of 128, FFN 14336, AdaLN of the 2688-wide time embedding

@@ -1,33 +1,9 @@
 # ferry-cli's contract, run as a user would: inspect prints tensors and totals and exits 0;
 # every bad input is exactly one line on stderr and exit code 2 (architecture.md §7).
 # Inputs: CLI (the executable), EMULATOR (wine for the mingw lane, or empty), WORK (scratch).
+include("${CMAKE_CURRENT_LIST_DIR}/cli_contract.cmake")
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}/model/transformer" "${WORK}/model/.cache")
-
-function(ferry_cli expected_code)
-  execute_process(COMMAND ${EMULATOR} "${CLI}" ${ARGN}
-    RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT code STREQUAL "${expected_code}")
-    message(FATAL_ERROR "ferry-cli ${ARGN}: exit ${code}, expected ${expected_code}\nstdout:\n${out}\nstderr:\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
-
-function(expect_in haystack needle)
-  string(FIND "${haystack}" "${needle}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "expected '${needle}' in:\n${haystack}")
-  endif()
-endfunction()
-
-function(expect_one_error_line)
-  string(STRIP "${err}" e)
-  string(FIND "${e}" "\n" newline)
-  if(NOT newline EQUAL -1 OR NOT e MATCHES "^ferry-cli: error: ")
-    message(FATAL_ERROR "expected one 'ferry-cli: error:' line on stderr, got:\n${err}")
-  endif()
-endfunction()
 
 # A generated checkpoint inspects cleanly, with tensors and totals.
 ferry_cli(0 synth --config t2v-1.3b --blocks 1 --dtype bf16 --out "${WORK}/model/transformer/dit.safetensors")

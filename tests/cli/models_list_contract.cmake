@@ -2,26 +2,10 @@
 # (ferry-cli synth --set) is "ready"; without its VAE it says what is missing; a pickle is listed,
 # never loaded. (`models get` is tested against a fake hub in tests/net/.) Inputs: CLI, EMULATOR
 # (wine for the mingw lane, or empty), WORK (scratch).
+include("${CMAKE_CURRENT_LIST_DIR}/cli_contract.cmake")
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}/data")
 set(ENV{FERRY_DATA_DIR} "${WORK}/data")
-
-function(ferry_cli expected_code)
-  execute_process(COMMAND ${EMULATOR} "${CLI}" ${ARGN}
-    RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT code STREQUAL "${expected_code}")
-    message(FATAL_ERROR "ferry-cli ${ARGN}: exit ${code}, expected ${expected_code}\nstdout:\n${out}\nstderr:\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
-
-function(expect_in haystack needle)
-  string(FIND "${haystack}" "${needle}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "expected '${needle}' in:\n${haystack}")
-  endif()
-endfunction()
 
 ferry_cli(0 synth --set ti2v-5b-fp16 --blocks 1 --out "${WORK}/ComfyUI/models")
 file(MAKE_DIRECTORY "${WORK}/ComfyUI/models/loras")
