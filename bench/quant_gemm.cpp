@@ -62,6 +62,10 @@ std::vector<std::size_t> half_fields(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
       return {0, 2};
+    case DType::kQ2_K:
+      return {80, 82};
+    case DType::kQ3_K:
+      return {108};
     case DType::kQ6_K:
       return {208};
     default:
@@ -201,10 +205,10 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{3072, 3072, "attn  [T,3072]x[3072,3072]^T"},
                           {14336, 3072, "ffn up [T,3072]x[14336,3072]^T"},
                           {3072, 14336, "ffn dn [T,14336]x[3072,14336]^T"}};
-  const std::pair<DType, const char*> types[] = {{DType::kBF16, "bf16"}, {DType::kQ8_0, "Q8_0"},
-                                                 {DType::kQ4_K, "Q4_K"}, {DType::kQ6_K, "Q6_K"},
-                                                 {DType::kQ5_K, "Q5_K"}, {DType::kQ4_0, "Q4_0"},
-                                                 {DType::kBnb4, "NF4"}};
+  const std::pair<DType, const char*> types[] = {
+      {DType::kBF16, "bf16"}, {DType::kQ8_0, "Q8_0"}, {DType::kQ4_K, "Q4_K"},
+      {DType::kQ6_K, "Q6_K"}, {DType::kQ5_K, "Q5_K"}, {DType::kQ3_K, "Q3_K"},
+      {DType::kQ2_K, "Q2_K"}, {DType::kQ4_0, "Q4_0"}, {DType::kBnb4, "NF4"}};
   std::mt19937 rng(1);
   double worst = 1e9;
   for (const Shape& s : shapes) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/backend/quant_test_blocks.h"
 #include "tests/test_support.h"
 
 namespace ferry::cpu {
@@ -181,6 +182,126 @@ TEST(Dequantize, refuses_partial_blocks_and_other_dtypes) {
             ErrorCode::kInternal);
   EXPECT_EQ(test::error_code_of([&] { dequantize(DType::kBnb4, block.data(), out.data(), 4); }),
             ErrorCode::kInternal);
+}
+
+// ---- The AVX2 decoders of the K-quants against the portable ones ----
+// The reference files above check whichever path the CPU runs against gguf-py; these hold the
+// AVX2 path to the portable one on many more blocks, bit for bit (skipped on a CPU or build
+// without AVX2: the portable path is then the only one).
+
+constexpr DType kKQuants[] = {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// Blocks of t for the unpacking: for every byte value v, a block whose every byte (scales,
+// mins, codes, high bits, Q3_K's hmask) is v, and one whose byte i is v + 37 i (neighbouring
+// scale and code bytes differ, so the 6-bit scales that take bits from two bytes see mixed
+// pairs); their half fields walk through the edge halves, infinities and NaNs included, one
+// non-finite field per block (with two NaN operands x86 keeps the first's payload, and both
+// paths subtract in the same order, but the reference files keep to one too).
+std::vector<std::uint8_t> sweep_blocks(DType t) {
+  const std::uint16_t halves[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00,
+                                  0x7BFF, 0xFBFF, 0x2E66, 0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x7C01};
+  const std::uint16_t finite = 0xA11F;  // -0.0103...
+  const std::size_t size = dtype_block_bytes(t);
+  const std::vector<int> fields = test::half_fields(t);
+  std::vector<std::uint8_t> bytes;
+  int block = 0;
+  for (int v = 0; v < 256; ++v) {
+    for (int pattern = 0; pattern < 2; ++pattern, ++block) {
+      std::vector<std::uint8_t> b(size);
+      for (std::size_t i = 0; i < size; ++i)
+        b[i] = static_cast<std::uint8_t>(pattern == 0 ? v : v + 37 * static_cast<int>(i));
+      const std::uint16_t edge = halves[block % std::size(halves)];
+      for (std::size_t f = 0; f < fields.size(); ++f) {
+        // Two fields (d, dmin): the edge half goes to one of them in turn, a finite one to the
+        // other.
+        const bool edge_here = fields.size() == 1 || static_cast<int>(f) == (block / 16) % 2;
+        test::put_half(b.data() + fields[f], edge_here ? edge : finite);
+      }
+      bytes.insert(bytes.end(), b.begin(), b.end());
+    }
+  }
+  const std::vector<std::uint8_t> random = test::random_blocks(t, 512, 11);
+  const std::vector<std::uint8_t> edges = test::edge_blocks(t, 12);
+  bytes.insert(bytes.end(), random.begin(), random.end());
+  bytes.insert(bytes.end(), edges.begin(), edges.end());
+  return bytes;
+}
+
+// The index of the first value whose bits differ, or -1.
+std::int64_t first_difference(const std::vector<float>& got, const std::vector<float>& want) {
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (bits_of(got[i]) != bits_of(want[i])) return static_cast<std::int64_t>(i);
+  }
+  return -1;
+}
+
+TEST(DequantAvx2, equals_the_portable_decoders_bit_for_bit) {
+  if (!dequant_path_available(DequantPath::kAvx2)) GTEST_SKIP() << "no AVX2 decoders here";
+  for (const DType t : kKQuants) {
+    const std::vector<std::uint8_t> blocks = sweep_blocks(t);
+    const std::int64_t n =
+        static_cast<std::int64_t>(blocks.size() / dtype_block_bytes(t)) * dtype_block_elems(t);
+    std::vector<float> portable(static_cast<std::size_t>(n));
+    std::vector<float> avx2(static_cast<std::size_t>(n));
+    dequantize_on(DequantPath::kPortable, t, blocks.data(), portable.data(), n);
+    dequantize_on(DequantPath::kAvx2, t, blocks.data(), avx2.data(), n);
+    const std::int64_t at = first_difference(avx2, portable);
+    EXPECT_EQ(at, -1) << dtype_name(t) << " block " << at / 256 << " value " << at % 256
+                      << ": AVX2 0x" << std::hex << bits_of(avx2[static_cast<std::size_t>(at)])
+                      << ", portable 0x" << bits_of(portable[static_cast<std::size_t>(at)]);
+    // dequantize takes the AVX2 path here.
+    std::vector<float> best(static_cast<std::size_t>(n));
+    dequantize(t, blocks.data(), best.data(), n);
+    EXPECT_EQ(first_difference(best, portable), -1) << dtype_name(t);
+  }
+}
+
+// The GEMM's ranges through the AVX2 path: ranges that start or end inside a half-block
+// granule, on its edges, and one value either side, cut from the portable decode of the row.
+TEST(DequantAvx2, ranges_with_tails_equal_the_portable_row) {
+  if (!dequant_path_available(DequantPath::kAvx2)) GTEST_SKIP() << "no AVX2 decoders here";
+  const std::int64_t row_blocks = 4;
+  const std::int64_t n = row_blocks * 256;
+  std::vector<std::int64_t> edges;
+  for (std::int64_t g = 0; g <= n; g += 128) {
+    for (std::int64_t d = -1; d <= 1; ++d) {
+      if (g + d >= 0 && g + d <= n) edges.push_back(g + d);
+    }
+  }
+  edges.push_back(37);
+  edges.push_back(n - 37);
+  for (const DType t : kKQuants) {
+    const std::vector<std::uint8_t> row = test::random_blocks(t, row_blocks, 5);
+    std::vector<float> whole(static_cast<std::size_t>(n));
+    dequantize_on(DequantPath::kPortable, t, row.data(), whole.data(), n);
+    for (const std::int64_t first : edges) {
+      for (const std::int64_t end : edges) {
+        if (end < first) continue;
+        const std::int64_t count = end - first;
+        std::vector<float> part(static_cast<std::size_t>(count) + 1, -7.0f);
+        dequantize_range(t, row.data(), first, part.data(), count);
+        ASSERT_EQ(std::memcmp(part.data(), whole.data() + first,
+                              static_cast<std::size_t>(count) * sizeof(float)),
+                  0)
+            << dtype_name(t) << " values [" << first << ", " << end << ")";
+        ASSERT_EQ(part.back(), -7.0f) << "wrote past the range";
+      }
+    }
+  }
+}
+
+TEST(DequantAvx2, the_portable_path_is_always_there) {
+  EXPECT_TRUE(dequant_path_available(DequantPath::kPortable));
+  std::vector<std::uint8_t> block(dtype_block_bytes(DType::kQ6_K), 0);
+  std::vector<float> out(256, 1.0f);
+  dequantize_on(DequantPath::kPortable, DType::kQ6_K, block.data(), out.data(), 256);
+  EXPECT_EQ(out[0], 0.0f);  // d = +0
+  if (!dequant_path_available(DequantPath::kAvx2)) {
+    EXPECT_EQ(test::error_code_of([&] {
+                dequantize_on(DequantPath::kAvx2, DType::kQ6_K, block.data(), out.data(), 256);
+              }),
+              ErrorCode::kInternal);
+  }
 }
 
 // ---- bitsandbytes 4-bit ----

@@ -12,6 +12,16 @@
 #include "core/error.h"
 #include "core/tensor/convert.h"
 
+// The K-quants' AVX2 decoders: GCC or Clang on x86-64, chosen at run time by the CPU. Not on
+// Windows: GCC there does not align the stack for 32-byte spills (its bug 54412), so mingw keeps
+// the portable decoders.
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(_WIN32)
+#define FERRY_QUANT_AVX2 1
+#include <immintrin.h>
+#else
+#define FERRY_QUANT_AVX2 0
+#endif
+
 namespace ferry::cpu {
 namespace {
 
@@ -81,6 +91,14 @@ void q5_1(const Byte* b, float* w) {
 // Every K-quant's layout splits at 128: the GEMM packs panels of 128 values of a row (kc), and
 // decoding a whole block for half of it would double the work.
 
+// Q2_K's scale and min of sub-block s (of 16 values): 4 bits each in scales[s].
+float q2_k_scale(const Byte* scales, int s, float d) {
+  return d * static_cast<float>(scales[s] & 15);
+}
+float q2_k_min(const Byte* scales, int s, float dmin) {
+  return dmin * static_cast<float>(scales[s] >> 4);
+}
+
 void q2_k(const Byte* b, int h, float* w) {
   const Byte* scales = b;
   const Byte* qs = b + 16 + 32 * h;
@@ -90,14 +108,22 @@ void q2_k(const Byte* b, int h, float* w) {
   for (int j = 0; j < 4; ++j) {
     for (int g = 0; g < 2; ++g) {
       const int s = 8 * h + 2 * j + g;
-      const float dl = d * static_cast<float>(scales[s] & 15);
-      const float ml = dmin * static_cast<float>(scales[s] >> 4);
+      const float dl = q2_k_scale(scales, s, d);
+      const float ml = q2_k_min(scales, s, dmin);
       for (int l = 16 * g; l < 16 * g + 16; ++l) {
         const int q = (qs[l] >> (2 * j)) & 3;
         w[32 * j + l] = dl * static_cast<float>(q) - ml;
       }
     }
   }
+}
+
+// Q3_K's scale of sub-block s (of 16 values): 6 bits, biased by 32, the 4 low ones from
+// scales[0..8), the 2 high ones from scales[8..12).
+float q3_k_scale(const Byte* scales, int s, float d) {
+  const int lo4 = s < 8 ? scales[s] & 15 : scales[s - 8] >> 4;
+  const int hi2 = (scales[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
+  return d * static_cast<float>((lo4 | (hi2 << 4)) - 32);
 }
 
 void q3_k(const Byte* b, int h, float* w) {
@@ -107,11 +133,8 @@ void q3_k(const Byte* b, int h, float* w) {
   const float d = half_at(b + 108);
   for (int j = 0; j < 4; ++j) {
     for (int g = 0; g < 2; ++g) {
-      // 6-bit signed scale of sub-block s: 4 low bits from scales[0..8), 2 high from [8..12).
       const int s = 8 * h + 2 * j + g;
-      const int lo4 = s < 8 ? scales[s] & 15 : scales[s - 8] >> 4;
-      const int hi2 = (scales[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
-      const float dl = d * static_cast<float>((lo4 | (hi2 << 4)) - 32);
+      const float dl = q3_k_scale(scales, s, d);
       const int bit = 4 * h + j;
       for (int l = 16 * g; l < 16 * g + 16; ++l) {
         // The stored high bit says "non-negative": a clear bit subtracts 4.
@@ -181,6 +204,147 @@ void q6_k(const Byte* b, int h, float* w) {
   }
 }
 
+#if FERRY_QUANT_AVX2
+// ---- The K-quants on AVX2: the same arithmetic, 32 codes at a time ----
+// Each decoder unpacks a sub-block's 32 codes into signed bytes with whole-register shifts and
+// masks, widens them 8 at a time to f32 (exact), and applies the scalar decoder's scale (and min)
+// with the same operations in the same order: dl * q, then - ml, each rounded (no FMA: this file
+// is compiled with -ffp-contract=off and the target is AVX2 alone). The scales and mins are the
+// scalar decoders' own helpers, so they round alike.
+#define FERRY_AVX2 __attribute__((target("avx2")))
+
+FERRY_AVX2 inline __m256i load_32(const Byte* at) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+}
+
+// out[0..8) = dl * codes[0..8) (- ml), the codes the low 8 signed bytes of `codes`.
+template <bool kMin>
+FERRY_AVX2 inline void store_8(float* out, __m128i codes, __m256 dl, __m256 ml) {
+  __m256 v = _mm256_mul_ps(dl, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)));
+  if constexpr (kMin) v = _mm256_sub_ps(v, ml);
+  _mm256_storeu_ps(out, v);
+}
+
+// out[0..32) from 32 signed byte codes: the first 16 with dl0 (ml0), the last 16 with dl1 (ml1).
+template <bool kMin>
+FERRY_AVX2 inline void store_32(float* out, __m256i codes, float dl0, float ml0, float dl1,
+                                float ml1) {
+  const __m128i first = _mm256_castsi256_si128(codes);
+  const __m128i second = _mm256_extracti128_si256(codes, 1);
+  const __m256 d0 = _mm256_set1_ps(dl0);
+  const __m256 m0 = _mm256_set1_ps(ml0);
+  const __m256 d1 = _mm256_set1_ps(dl1);
+  const __m256 m1 = _mm256_set1_ps(ml1);
+  store_8<kMin>(out, first, d0, m0);
+  store_8<kMin>(out + 8, _mm_srli_si128(first, 8), d0, m0);
+  store_8<kMin>(out + 16, second, d1, m1);
+  store_8<kMin>(out + 24, _mm_srli_si128(second, 8), d1, m1);
+}
+
+// The bytes of `bits` whose bit `mask` (one bit per byte) is set, as 0xFF; the others 0.
+FERRY_AVX2 inline __m256i bit_set(__m256i bits, int mask) {
+  const __m256i m = _mm256_set1_epi8(static_cast<char>(mask));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bits, m), m);
+}
+
+// Each byte of `bytes` shifted right by `count` (0..7), the bits from its neighbour masked off
+// by the caller.
+FERRY_AVX2 inline __m256i shift_right(__m256i bytes, int count) {
+  return _mm256_srl_epi16(bytes, _mm_cvtsi32_si128(count));
+}
+
+FERRY_AVX2 void q2_k_avx2(const Byte* b, int h, float* w) {
+  const Byte* scales = b;
+  const __m256i qs = load_32(b + 16 + 32 * h);
+  const float d = half_at(b + 80);
+  const float dmin = half_at(b + 82);
+  const __m256i three = _mm256_set1_epi8(3);
+  for (int j = 0; j < 4; ++j) {
+    const int s = 8 * h + 2 * j;
+    const __m256i q = _mm256_and_si256(shift_right(qs, 2 * j), three);
+    store_32<true>(w + 32 * j, q, q2_k_scale(scales, s, d), q2_k_min(scales, s, dmin),
+                   q2_k_scale(scales, s + 1, d), q2_k_min(scales, s + 1, dmin));
+  }
+}
+
+FERRY_AVX2 void q3_k_avx2(const Byte* b, int h, float* w) {
+  const __m256i hmask = load_32(b);
+  const __m256i qs = load_32(b + 32 + 32 * h);
+  const Byte* scales = b + 96;
+  const float d = half_at(b + 108);
+  const __m256i three = _mm256_set1_epi8(3);
+  const __m256i four = _mm256_set1_epi8(4);
+  for (int j = 0; j < 4; ++j) {
+    const int s = 8 * h + 2 * j;
+    const __m256i q2 = _mm256_and_si256(shift_right(qs, 2 * j), three);
+    // A clear high bit subtracts 4.
+    const __m256i q =
+        _mm256_sub_epi8(q2, _mm256_andnot_si256(bit_set(hmask, 1 << (4 * h + j)), four));
+    store_32<false>(w + 32 * j, q, q3_k_scale(scales, s, d), 0.0f, q3_k_scale(scales, s + 1, d),
+                    0.0f);
+  }
+}
+
+template <bool kFifthBit>
+FERRY_AVX2 void q45_k_avx2(const Byte* b, int h, float* w) {
+  const float d = half_at(b);
+  const float dmin = half_at(b + 2);
+  const Byte* scales = b + 4;
+  const Byte* qs = kFifthBit ? b + 48 : b + 16;
+  const __m256i low4 = _mm256_set1_epi8(15);
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  __m256i qh = _mm256_setzero_si256();
+  if constexpr (kFifthBit) qh = load_32(b + 16);
+  for (int k = 4 * h; k < 4 * h + 4; ++k) {
+    const __m256i chunk = load_32(qs + 32 * (k / 2));
+    __m256i q = _mm256_and_si256(shift_right(chunk, 4 * (k & 1)), low4);
+    if constexpr (kFifthBit) q = _mm256_or_si256(q, _mm256_and_si256(bit_set(qh, 1 << k), sixteen));
+    int sc;
+    int mn;
+    scale_min_k4(scales, k, sc, mn);
+    const float dl = d * static_cast<float>(sc);
+    const float ml = dmin * static_cast<float>(mn);
+    store_32<true>(w + 32 * (k - 4 * h), q, dl, ml, dl, ml);
+  }
+}
+
+FERRY_AVX2 void q6_k_avx2(const Byte* b, int h, float* w) {
+  const float d = half_at(b + 208);
+  const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192) + 8 * h;
+  const __m256i ql_first = load_32(b + 64 * h);
+  const __m256i ql_second = load_32(b + 64 * h + 32);
+  const __m256i qh = load_32(b + 128 + 32 * h);
+  const __m256i low4 = _mm256_set1_epi8(15);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  // Output 32k + l: the low nibble (k < 2) or high nibble of ql[l + 32 (k % 2)], with bits
+  // 2k, 2k + 1 of qh[l] as bits 4, 5; bits 4..5 are reached by shifting qh left 4, 2, 0, right 2.
+  const __m256i codes[4] = {_mm256_or_si256(_mm256_and_si256(ql_first, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+                            _mm256_or_si256(_mm256_and_si256(ql_second, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_first, 4), low4),
+                                            _mm256_and_si256(qh, bits45)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_second, 4), low4),
+                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45))};
+  const __m256i bias = _mm256_set1_epi8(32);
+  for (int k = 0; k < 4; ++k) {
+    store_32<false>(w + 32 * k, _mm256_sub_epi8(codes[k], bias),
+                    d * static_cast<float>(scales[2 * k]), 0.0f,
+                    d * static_cast<float>(scales[2 * k + 1]), 0.0f);
+  }
+}
+
+#undef FERRY_AVX2
+
+bool cpu_has_avx2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+}
+#endif
+
 // Decodes granule `g` of a block (a legacy block is one granule, a K-quant block two).
 using GranuleFn = void (*)(const Byte* block, int g, float* out);
 
@@ -194,7 +358,30 @@ struct Codec {
   int granule = 0;  // values per granule
 };
 
-Codec codec(DType dtype) {
+// The AVX2 decoder of a K-quant, or null.
+GranuleFn avx2_decoder(DType dtype) {
+#if FERRY_QUANT_AVX2
+  switch (dtype) {
+    case DType::kQ2_K:
+      return q2_k_avx2;
+    case DType::kQ3_K:
+      return q3_k_avx2;
+    case DType::kQ4_K:
+      return q45_k_avx2<false>;
+    case DType::kQ5_K:
+      return q45_k_avx2<true>;
+    case DType::kQ6_K:
+      return q6_k_avx2;
+    default:
+      return nullptr;
+  }
+#else
+  (void)dtype;
+  return nullptr;
+#endif
+}
+
+Codec portable_codec(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0:
       return {whole_block<q8_0>, 32};
@@ -221,12 +408,27 @@ Codec codec(DType dtype) {
   }
 }
 
+Codec codec(DType dtype, DequantPath path) {
+  Codec c = portable_codec(dtype);
+  if (path == DequantPath::kAvx2) {
+    if (const GranuleFn fast = avx2_decoder(dtype)) c.fn = fast;
+  }
+  return c;
+}
+
+DequantPath best_path() {
+#if FERRY_QUANT_AVX2
+  if (cpu_has_avx2()) return DequantPath::kAvx2;
+#endif
+  return DequantPath::kPortable;
+}
+
 bool plain_float(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
 }
 
-Codec require_codec(DType dtype, const char* op) {
-  const Codec c = codec(dtype);
+Codec require_codec(DType dtype, const char* op, DequantPath path = best_path()) {
+  const Codec c = codec(dtype, path);
   if (c.fn == nullptr) {
     throw Error(ErrorCode::kInternal, std::string(op) + ": " + std::string(dtype_name(dtype)) +
                                           " is not a ggml block type");
@@ -247,13 +449,25 @@ void decode_granules(DType dtype, const Codec& c, const Byte* row, std::int64_t 
 
 }  // namespace
 
+bool dequant_path_available(DequantPath path) {
+  return path == DequantPath::kPortable || best_path() == path;
+}
+
 void dequantize(DType dtype, const void* blocks, float* out, std::int64_t count) {
+  dequantize_on(best_path(), dtype, blocks, out, count);
+}
+
+void dequantize_on(DequantPath path, DType dtype, const void* blocks, float* out,
+                   std::int64_t count) {
   if (count < 0) throw Error(ErrorCode::kInternal, "dequantize: negative count");
   if (plain_float(dtype)) {
     convert_to_f32(dtype, blocks, out, static_cast<std::size_t>(count));
     return;
   }
-  const Codec c = require_codec(dtype, "dequantize");
+  if (!dequant_path_available(path)) {
+    throw Error(ErrorCode::kInternal, "dequantize: this CPU or build has no such decoder path");
+  }
+  const Codec c = require_codec(dtype, "dequantize", path);
   if (count % dtype_block_elems(dtype) != 0) {
     throw Error(ErrorCode::kInternal, "dequantize: " + std::to_string(count) + " values of " +
                                           std::string(dtype_name(dtype)) + " are not whole blocks");

@@ -18,6 +18,15 @@ namespace ferry::cpu {
 // may have any alignment. Error(kInternal) for another dtype or a count that is not whole blocks.
 void dequantize(DType dtype, const void* blocks, float* out, std::int64_t count);
 
+// The decoders' instruction-set paths: the portable C++ one, everywhere, and for the K-quants an
+// AVX2 one (GCC or Clang on x86-64 outside Windows, on a CPU that has AVX2). dequantize and
+// dequantize_range take the widest the CPU runs; the tests hold the paths to each other bit for
+// bit through dequantize_on, which throws Error(kInternal) for a path that is not available.
+enum class DequantPath { kPortable, kAvx2 };
+bool dequant_path_available(DequantPath path);
+void dequantize_on(DequantPath path, DType dtype, const void* blocks, float* out,
+                   std::int64_t count);
+
 // The GEMM's view of a row of blocks (a weight row of K values, K a whole number of blocks):
 // the fewest values a block's decoding splits into (128 for the K-quants, whose halves decode on
 // their own; the block for the legacy types; 1 for F32/F16/BF16), and values [first, first +
