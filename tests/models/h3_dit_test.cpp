@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,7 @@
 namespace ferry::models::h3::dit {
 namespace {
 
+namespace fs = std::filesystem;
 using offload::Placement;
 using offload::Plan;
 
@@ -93,8 +96,11 @@ struct Loaded {
   io::TensorSet set;
   DitWeights weights;
   Loaded(const std::string& config, const std::string& file, QkvLayout qkv = QkvLayout::kSplit)
-      : set(io::TensorSet::open(test::data_path("h3_dit/" + config + "/" + file))),
-        weights(DitWeights::from(set, qkv)) {
+      : Loaded(io::TensorSet::open(test::data_path("h3_dit/" + config + "/" + file)), config, qkv) {
+  }
+  // A file made by the test, for `config`'s reference cases.
+  Loaded(io::TensorSet opened, const std::string& config, QkvLayout qkv)
+      : set(std::move(opened)), weights(DitWeights::from(set, qkv)) {
     weights.set_rope_freq_dim(rope_freq_dim_of(config));
   }
 };
@@ -358,6 +364,85 @@ TEST_F(H3Dit, ComfyOrgInt8ConvRotFileMatchesTheBf16ReferenceWithinTheInt8Floor) 
   const Worst bf16 = expect_matches("tiny", "stacked.safetensors", "", kRelRmsBound, kMaxAbsBound,
                                     QkvLayout::kStacked);
   EXPECT_NE(worst.bf16.max_abs, bf16.bf16.max_abs);
+}
+
+// Comfy-Org's scaled fp8 DiT (minimax_h3.md §G.3: `weight` e4m3, a scalar fp32 `weight_scale`, a
+// `.comfy_quant` naming the format; W = float(W8)·scale): the tiny stacked file with every block
+// Linear so quantised here, against its twin holding exactly those dequantised values in bf16 (a
+// power-of-two scale keeps float(W8)·scale exact in bf16). The two forwards are equal bit for bit,
+// so an fp8 file is read as its own values, and the twin's path is the one the bf16 parity tests
+// check against the reference. Quantising for real, the output moves off the bf16 file's.
+TEST_F(H3Dit, ComfyOrgScaledFp8FileIsReadAsItsDequantisedValues) {
+  const test::ScratchDir dir;
+  const io::TensorFile source =
+      io::TensorFile::open(test::data_path("h3_dit/tiny/stacked.safetensors"));
+  const std::string json = R"({"format": "float8_e4m3fn"})";
+  std::vector<io::TensorSpec> fp8_specs, twin_specs;
+  std::vector<std::vector<std::byte>> fp8_data, twin_data;
+  int quantised = 0;
+  for (const io::TensorInfo& t : source.tensors()) {
+    std::vector<std::byte> bytes(t.bytes);
+    source.map(t).copy_to(0, bytes);
+    const bool linear = t.name.starts_with("blocks.") && t.name.ends_with(".weight") &&
+                        t.shape.size() == 2 && t.dtype == DType::kBF16;
+    if (!linear) {
+      fp8_specs.push_back({t.name, t.dtype, t.shape});
+      fp8_data.push_back(bytes);
+      twin_specs.push_back({t.name, t.dtype, t.shape});
+      twin_data.push_back(std::move(bytes));
+      continue;
+    }
+    ++quantised;
+    std::vector<float> w(bytes.size() / 2);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      std::uint16_t b;
+      std::memcpy(&b, bytes.data() + 2 * i, 2);
+      w[i] = bf16_to_f32(b);
+    }
+    float amax = 0;
+    for (float v : w) amax = std::max(amax, std::abs(v));
+    const float scale = std::exp2(std::ceil(std::log2(amax / 448.0f)));
+    std::vector<std::byte> q(w.size()), twin(bytes.size());
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const std::uint8_t code = f32_to_f8e4m3(w[i] / scale);
+      q[i] = static_cast<std::byte>(code);
+      const std::uint16_t exact = f32_to_bf16(f8e4m3_to_f32(code) * scale);
+      ASSERT_EQ(bf16_to_f32(exact), f8e4m3_to_f32(code) * scale) << t.name;
+      std::memcpy(twin.data() + 2 * i, &exact, 2);
+    }
+    const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
+    fp8_specs.push_back({t.name, DType::kF8E4M3, t.shape});
+    fp8_data.push_back(std::move(q));
+    fp8_specs.push_back({stem + ".weight_scale", DType::kF32, {}});
+    fp8_data.push_back(std::vector<std::byte>(4));
+    std::memcpy(fp8_data.back().data(), &scale, 4);
+    fp8_specs.push_back({stem + ".comfy_quant", DType::kU8, {json.size()}});
+    fp8_data.push_back(std::vector<std::byte>(json.size()));
+    std::memcpy(fp8_data.back().data(), json.data(), json.size());
+    twin_specs.push_back({t.name, t.dtype, t.shape});
+    twin_data.push_back(std::move(twin));
+  }
+  ASSERT_GT(quantised, 0);
+  const auto write = [](const fs::path& path, const std::vector<io::TensorSpec>& specs,
+                        const std::vector<std::vector<std::byte>>& data) {
+    io::write_safetensors(path, specs, {},
+                          [&](std::size_t i, std::uint64_t offset, std::span<std::byte> out) {
+                            std::memcpy(out.data(), data[i].data() + offset, out.size());
+                          });
+  };
+  write(dir / "fp8.safetensors", fp8_specs, fp8_data);
+  write(dir / "twin.safetensors", twin_specs, twin_data);
+  const Loaded fp8(io::TensorSet::open(dir / "fp8.safetensors"), "tiny", QkvLayout::kStacked);
+  const Loaded twin(io::TensorSet::open(dir / "twin.safetensors"), "tiny", QkvLayout::kStacked);
+  const Loaded bf16("tiny", "stacked.safetensors", QkvLayout::kStacked);
+  for (const char* layout : kLayouts) {
+    const Case c = case_of("tiny", layout, 2);
+    const DitOutput got = run(fp8, c);
+    const DitOutput want = run(twin, c);
+    EXPECT_EQ(got.video, want.video) << layout;
+    EXPECT_EQ(got.audio, want.audio) << layout;
+    EXPECT_NE(got.video, run(bf16, c).video) << layout << ": the fp8 weights were not used";
+  }
 }
 
 // Each int8 Linear's row scales and JSON stream with its block: the block's group holds them, so
