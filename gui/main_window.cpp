@@ -814,22 +814,10 @@ void MainWindow::onModelChanged() {
     return model->check_lora(p);
   })
                               : LoraList::Checker());
-  video_->setRules(model ? std::optional(model->rules()) : std::nullopt, !keepSettingsForModel_);
-  if (model && model->rules().end_image_alone) {  // H3's I2VA from the last frame
-    const models::RequestRules rules = model->rules();
-    const auto name = [&](models::FrameMode mode) {
-      const std::string& own = rules.mode_names[static_cast<std::size_t>(mode)];
-      return own.empty() ? QString() : QStringLiteral(": ") + QString::fromStdString(own);
-    };
-    endImage_->setHint(
-        tr("Optional: the frame the video ends on (alone%1; with a start frame%2).")
-            .arg(name(models::FrameMode::kLastFrame), name(models::FrameMode::kFirstLast)));
-  } else {
-    endImage_->setHint(!model || model->rules().takes_end_image
-                           ? tr("Optional: the frame the video ends on (needs a start image).")
-                           : tr("This model takes no end image (first–last frame: Wan 2.2 A14B "
-                                "I2V)."));
-  }
+  const std::optional<models::RequestRules> rules =
+      model ? std::optional(model->rules()) : std::nullopt;
+  video_->setRules(rules, !keepSettingsForModel_);
+  endImage_->setHint(endImageHint(rules));
   keepSettingsForModel_ = false;
   updateDraftBox();
   updateFrameMode();

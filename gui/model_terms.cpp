@@ -52,6 +52,20 @@ QString frameModeText(models::FrameMode mode, const models::RequestRules& rules)
   return tr("Mode: %1 — %2").arg(text(name), meaning);
 }
 
+QString endImageHint(const std::optional<models::RequestRules>& rules) {
+  if (rules && rules->end_image_alone) {  // H3's I2VA from the last frame
+    const auto name = [&](models::FrameMode mode) {
+      const std::string& own = rules->mode_names[static_cast<std::size_t>(mode)];
+      return own.empty() ? QString() : QStringLiteral(": ") + text(own);
+    };
+    return tr("Optional: the frame the video ends on (alone%1; with a start frame%2).")
+        .arg(name(models::FrameMode::kLastFrame), name(models::FrameMode::kFirstLast));
+  }
+  return !rules || rules->takes_end_image
+             ? tr("Optional: the frame the video ends on (needs a start image).")
+             : tr("This model takes no end image (first–last frame: Wan 2.2 A14B I2V).");
+}
+
 QString licenceNotice(const models::WeightsLicence& licence) {
   return tr("<p><b>%1's weights are not Ferry's.</b> They are under the <b>%2</b>, not under "
             "Ferry's MIT license. That license has %3. Read it before you use them:<br>"

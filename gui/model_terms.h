@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QString>
+#include <optional>
 
 #include "core/models/request.h"
 
@@ -16,6 +17,9 @@ namespace ferry::gui {
 // "Mode: …" for what the boxes make under `rules`: the family's own name and what it means when
 // it names its modes, plain words otherwise; "with sound" for a model that makes sound.
 QString frameModeText(models::FrameMode mode, const models::RequestRules& rules);
+
+// The end-frame box's hint for the model found (none: nullopt), in the family's mode names.
+QString endImageHint(const std::optional<models::RequestRules>& rules);
 
 // The notice shown before the weights are first used, as rich text with the link.
 QString licenceNotice(const models::WeightsLicence& licence);

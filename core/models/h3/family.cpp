@@ -433,8 +433,7 @@ class H3Parts final : public ModelParts {
   // and the runs; null when it cannot be read (tokenizer_error_ says why).
   std::shared_ptr<const BpeTokenizer> cached_tokenizer() const {
     const std::lock_guard lock(tokenizer_mutex_);
-    if (!tokenizer_read_) {
-      tokenizer_read_ = true;
+    if (!tokenizer_ && !tokenizer_error_) {
       try {
         tokenizer_ =
             std::make_shared<const BpeTokenizer>(BpeTokenizer::from_folder(set_.tokenizer));
@@ -457,7 +456,6 @@ class H3Parts final : public ModelParts {
   OpenedParts opened_;  // before set_: find_model_set fills it
   ModelSet set_;
   mutable std::mutex tokenizer_mutex_;
-  mutable bool tokenizer_read_ = false;
   mutable std::shared_ptr<const BpeTokenizer> tokenizer_;
   mutable std::optional<Error> tokenizer_error_;
 };
